@@ -1,0 +1,284 @@
+/*
+ * keel runtime — plugin discovery, the device registry, device selection by
+ * name, and thin checked wrappers over the device ABI.
+ *
+ * The runtime is initialised lazily by the first call that needs it (or
+ * explicitly with keel_init()). Discovery searches, in order:
+ *   1. KEEL_PLUGIN_PATH: colon-separated entries; a file is loaded as a
+ *      plugin, a folder contributes every libkeel-*.so in it (sorted);
+ *   2. the build tree, when this libkeel is the one in the build tree;
+ *   3. the install directory (<libdir>/keel/plugins).
+ * Setting KEEL_PLUGIN_DEFAULT_PATHS=0 disables 2 and 3. The current
+ * directory is never searched implicitly.
+ *
+ * A plugin that fails a check is skipped and kept in the plugin list with
+ * the check's name and a precise reason (keel_plugin_info).
+ *
+ * Device names: "<type>", "<type>:<index>", "<plugin>", "<plugin>:<index>",
+ * compared case-insensitively. A plugin name wins over a device type of the
+ * same spelling. A bare type served by several plugins resolves to the first
+ * plugin in discovery order that has at least one device (or, if none has
+ * one, the first in discovery order). The index defaults to 0.
+ *
+ * Errors: every function returning keel_status leaves a thread-local message
+ * readable with keel_last_error() when it fails.
+ */
+#ifndef KEEL_RUNTIME_H
+#define KEEL_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <keel/device_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Marks the functions libkeel exports. */
+#ifndef KEEL_API
+#if defined(__GNUC__) || defined(__clang__)
+#define KEEL_API __attribute__((visibility("default")))
+#else
+#define KEEL_API
+#endif
+#endif
+
+/* ---- version and errors ------------------------------------------------ */
+
+/** keel's own version ("0.1.0"). */
+KEEL_API const char *keel_version(void);
+
+/** Stable name of a status ("KEEL_STATUS_OUT_OF_MEMORY"); never NULL. */
+KEEL_API const char *keel_status_name(keel_status status);
+
+/** Message of the last failing keel call on this thread ("" if none). */
+KEEL_API const char *keel_last_error(void);
+
+/** Status of the last failing keel call on this thread (OK if none). */
+KEEL_API keel_status keel_last_status(void);
+
+/** Forget this thread's last error. */
+KEEL_API void keel_clear_error(void);
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+/**
+ * Discover and load plugins. Idempotent and thread-safe; called implicitly
+ * by every function below. Returns OK even when no plugin loads (then
+ * keel_device_count() is 0 and device names fail with NOT_FOUND).
+ */
+KEEL_API keel_status keel_init(void);
+
+/**
+ * Finalize and unload every plugin. Tensors, streams and memory from the
+ * runtime become invalid. A later call re-initialises. Not thread-safe
+ * against other runtime calls.
+ */
+KEEL_API void keel_shutdown(void);
+
+/* ---- plugins ----------------------------------------------------------- */
+
+typedef struct keel_plugin_info {
+    /** File the plugin was loaded from. */
+    const char *path;
+    /** Plugin name, version, device type, description (NULL if unknown). */
+    const char *name;
+    const char *version;
+    const char *device_type;
+    const char *description;
+    /** ABI version the plugin was built against (0.0 if unknown). */
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    /** true when usable (it may still have 0 devices). */
+    bool loaded;
+    /** Number of devices (0 when skipped). */
+    int32_t device_count;
+    /** For a skipped plugin, the check that failed ("dlopen",
+     *  "entry-symbol", "get-api", "abi-major", "table-size",
+     *  "required-function", "identity", "duplicate-name", "init",
+     *  "device-count"); NULL when loaded. */
+    const char *failed_check;
+    /** The status of the failure (OK when loaded). */
+    keel_status status;
+    /** For a skipped plugin, the whole reason; for a loaded plugin with no
+     *  devices, why (e.g. "no CUDA driver"); otherwise NULL. */
+    const char *reason;
+} keel_plugin_info;
+
+/** Number of plugins found, loaded or skipped. */
+KEEL_API int keel_plugin_count(void);
+
+/**
+ * Describe plugin `index` (0 <= index < keel_plugin_count()). The strings
+ * stay valid until keel_shutdown(). Returns OK, INVALID_ARGUMENT.
+ */
+KEEL_API keel_status keel_plugin_get_info(int index, keel_plugin_info *info);
+
+/**
+ * Load one more plugin from `path` after discovery. Returns OK and its index
+ * in *index, or the failing check's status (the plugin is still listed as
+ * skipped, and *index names it).
+ */
+KEEL_API keel_status keel_plugin_load(const char *path, int *index);
+
+/** The raw table of a loaded plugin (normalised to this core's layout:
+ *  members the plugin does not provide are NULL). NULL if not loaded. */
+KEEL_API const keel_plugin_api *keel_plugin_table(int index);
+
+/* ---- places and device selection --------------------------------------- */
+
+/** A device: plugin index plus device index within the plugin. */
+typedef struct keel_place {
+    int32_t plugin;
+    int32_t device;
+} keel_place;
+
+/**
+ * Resolve a device name to a place. Returns OK, INVALID_ARGUMENT (NULL,
+ * empty or malformed name), NOT_FOUND (no plugin serves the name),
+ * INVALID_DEVICE (index out of range). The message says what was asked,
+ * what exists, and which skipped plugins might have served it and why.
+ */
+KEEL_API keel_status keel_place_parse(const char *name, keel_place *place);
+
+/**
+ * Canonical name of a place ("cpu:0"; "<plugin>:<n>" when the plugin is not
+ * the one the bare type resolves to). Returns OK, INVALID_ARGUMENT.
+ */
+KEEL_API keel_status keel_place_name(keel_place place, char *buf, size_t size);
+
+/** Select the process-wide current device by name (Paddle's set_device). */
+KEEL_API keel_status keel_set_device(const char *name);
+
+/** Canonical name of the current device; "cpu:0" until set, or "" when no
+ *  device exists. The string is per thread and valid until the next call. */
+KEEL_API const char *keel_get_device(void);
+
+/** The current device as a place. Returns OK, NOT_FOUND (no device). */
+KEEL_API keel_status keel_current_place(keel_place *place);
+
+/** Devices served under a type or plugin name (0 for unknown names). */
+KEEL_API int keel_device_count(const char *type_or_plugin);
+
+/** true when a loaded plugin serves this type or plugin name (even if it
+ *  found no device): keel_is_compiled_with("cuda"). */
+KEEL_API bool keel_is_compiled_with(const char *type_or_plugin);
+
+/** Properties of a device (props->struct_size is set by this call). */
+KEEL_API keel_status keel_device_get_props(keel_place place, keel_device_props *props);
+
+/** Block until all work on the device has finished. */
+KEEL_API keel_status keel_device_synchronize(keel_place place);
+
+/* ---- memory ------------------------------------------------------------ */
+
+KEEL_API keel_status keel_mem_alloc(keel_place place, uint64_t size, keel_dptr *ptr);
+KEEL_API keel_status keel_mem_free(keel_place place, keel_dptr ptr);
+KEEL_API keel_status keel_mem_host_alloc(keel_place place, uint64_t size, void **ptr);
+KEEL_API keel_status keel_mem_host_free(keel_place place, void *ptr);
+KEEL_API keel_status keel_mem_unified_alloc(keel_place place, uint64_t size,
+                                   keel_dptr *dptr, void **hptr);
+KEEL_API keel_status keel_mem_unified_free(keel_place place, keel_dptr dptr);
+KEEL_API keel_status keel_mem_set(keel_place place, keel_dptr dst, uint8_t value,
+                         uint64_t size);
+KEEL_API keel_status keel_mem_set_async(keel_place place, keel_stream stream,
+                               keel_dptr dst, uint8_t value, uint64_t size);
+KEEL_API keel_status keel_mem_copy_h2d(keel_place place, keel_dptr dst,
+                              const void *src, uint64_t size);
+KEEL_API keel_status keel_mem_copy_d2h(keel_place place, void *dst, keel_dptr src,
+                              uint64_t size);
+KEEL_API keel_status keel_mem_copy_d2d(keel_place place, keel_dptr dst, keel_dptr src,
+                              uint64_t size);
+KEEL_API keel_status keel_mem_copy_h2d_async(keel_place place, keel_stream stream,
+                                    keel_dptr dst, const void *src,
+                                    uint64_t size);
+KEEL_API keel_status keel_mem_copy_d2h_async(keel_place place, keel_stream stream,
+                                    void *dst, keel_dptr src, uint64_t size);
+KEEL_API keel_status keel_mem_copy_d2d_async(keel_place place, keel_stream stream,
+                                    keel_dptr dst, keel_dptr src,
+                                    uint64_t size);
+/**
+ * Copy between any two places, synchronous. Uses the plugin's peer copy
+ * when both places belong to one plugin that provides it, else stages
+ * through host memory.
+ */
+KEEL_API keel_status keel_mem_copy_peer(keel_place dst_place, keel_dptr dst,
+                               keel_place src_place, keel_dptr src,
+                               uint64_t size);
+KEEL_API keel_status keel_mem_get_info(keel_place place, keel_memory_info *info);
+
+/* ---- streams and events ------------------------------------------------ */
+
+KEEL_API keel_status keel_stream_create(keel_place place, int32_t priority,
+                               keel_stream *stream);
+KEEL_API keel_status keel_stream_destroy(keel_place place, keel_stream stream);
+KEEL_API keel_status keel_stream_synchronize(keel_place place, keel_stream stream);
+/** OK when idle, NOT_READY when busy (NOT_READY sets no error message). */
+KEEL_API keel_status keel_stream_query(keel_place place, keel_stream stream);
+KEEL_API keel_status keel_stream_wait_event(keel_place place, keel_stream stream,
+                                   keel_event event);
+KEEL_API keel_status keel_stream_launch_host_func(keel_place place, keel_stream stream,
+                                         keel_host_fn fn, void *user_data);
+KEEL_API keel_status keel_event_create(keel_place place, keel_event *event);
+KEEL_API keel_status keel_event_destroy(keel_place place, keel_event event);
+KEEL_API keel_status keel_event_record(keel_place place, keel_event event,
+                              keel_stream stream);
+/** OK when complete, NOT_READY when pending (NOT_READY sets no message). */
+KEEL_API keel_status keel_event_query(keel_place place, keel_event event);
+KEEL_API keel_status keel_event_synchronize(keel_place place, keel_event event);
+KEEL_API keel_status keel_event_elapsed_ms(keel_place place, keel_event start,
+                                  keel_event end, float *ms);
+
+/* ---- collectives --------------------------------------------------------- */
+
+/** A communicator: one rank on one place. */
+typedef struct keel_communicator keel_communicator;
+
+/** New unique id from the plugin serving `place`. */
+KEEL_API keel_status keel_comm_get_unique_id(keel_place place, keel_comm_id *id);
+/** Join as `rank` of `nranks` on `place` (blocks unless inside a group). */
+KEEL_API keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
+                                const keel_comm_id *id, int32_t rank,
+                                keel_communicator **comm);
+/** Destroy a communicator (NULL is a no-op). */
+KEEL_API keel_status keel_comm_destroy(keel_communicator *comm);
+KEEL_API keel_status keel_comm_rank(const keel_communicator *comm, int32_t *rank,
+                           int32_t *nranks);
+/** The place a communicator's rank lives on. */
+KEEL_API keel_place keel_comm_place(const keel_communicator *comm);
+KEEL_API keel_status keel_all_reduce(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype, keel_reduce_op op);
+KEEL_API keel_status keel_broadcast(keel_communicator *comm, keel_stream stream,
+                           keel_dptr send, keel_dptr recv, uint64_t count,
+                           keel_dtype dtype, int32_t root);
+KEEL_API keel_status keel_reduce(keel_communicator *comm, keel_stream stream,
+                        keel_dptr send, keel_dptr recv, uint64_t count,
+                        keel_dtype dtype, keel_reduce_op op, int32_t root);
+KEEL_API keel_status keel_all_gather(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype);
+KEEL_API keel_status keel_reduce_scatter(keel_communicator *comm, keel_stream stream,
+                                keel_dptr send, keel_dptr recv,
+                                uint64_t count, keel_dtype dtype,
+                                keel_reduce_op op);
+KEEL_API keel_status keel_all_to_all(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype);
+KEEL_API keel_status keel_send(keel_communicator *comm, keel_stream stream,
+                      keel_dptr buf, uint64_t count, keel_dtype dtype,
+                      int32_t peer);
+KEEL_API keel_status keel_recv(keel_communicator *comm, keel_stream stream,
+                      keel_dptr buf, uint64_t count, keel_dtype dtype,
+                      int32_t peer);
+/** Group brackets, forwarded to the plugin serving `place`. */
+KEEL_API keel_status keel_group_start(keel_place place);
+KEEL_API keel_status keel_group_end(keel_place place);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEEL_RUNTIME_H */

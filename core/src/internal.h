@@ -1,0 +1,132 @@
+/*
+ * Internal declarations shared by the core's source files. Nothing here is
+ * part of the public API.
+ */
+#ifndef KEEL_INTERNAL_H
+#define KEEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include <keel/runtime.h>
+
+/* ---- errors (error.c) -------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KEEL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KEEL_PRINTF(a, b)
+#endif
+
+/** Set this thread's last error; returns `status` for tail calls. */
+keel_status keel__error(keel_status status, const char *fmt, ...)
+    KEEL_PRINTF(2, 3);
+
+/** The host table handed to every plugin. */
+const keel_host_api *keel__host_api(void);
+
+/** Forget the message a plugin attached on this thread. */
+void keel__plugin_msg_clear(void);
+
+/** The message a plugin attached on this thread since the last clear, or
+ *  NULL when none. */
+const char *keel__plugin_msg(void);
+
+/** Core logging, filtered by KEEL_LOG_LEVEL. */
+void keel__log(keel_log_level level, const char *fmt, ...) KEEL_PRINTF(2, 3);
+
+/** strdup that tolerates NULL (returns NULL). */
+char *keel__strdup(const char *s);
+
+/** Printf into a new heap string (NULL on allocation failure). */
+char *keel__asprintf(const char *fmt, ...) KEEL_PRINTF(1, 2);
+
+/* ---- plugins (loader.c) ------------------------------------------------ */
+
+struct keel_plugin {
+    char *path;
+    char *realpath;
+    void *handle;
+    /* Identity, copied so that it survives dlclose of a skipped plugin. */
+    char *name;
+    char *version;
+    char *device_type;
+    char *description;
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    /* State. */
+    bool loaded;
+    bool initialized;
+    int32_t device_count;
+    const char *failed_check;
+    keel_status status;
+    char *reason;
+    /* Tables normalised to this core's layout (absent members are NULL). */
+    keel_plugin_api api;
+    keel_device_ops device;
+    keel_memory_ops memory;
+    keel_stream_ops stream;
+    keel_kernel_ops kernel;
+    keel_collective_ops collective;
+    keel_profiler_ops profiler;
+};
+
+struct keel_registry {
+    struct keel_plugin **plugins;
+    int count;
+    int capacity;
+    bool initialized;
+    /* Current device (process-wide, like Paddle's set_device). */
+    bool have_current;
+    keel_place current;
+};
+
+/** The registry; callers must hold keel__lock() or be inside init. */
+struct keel_registry *keel__registry(void);
+void keel__lock(void);
+void keel__unlock(void);
+
+/** Load one plugin file and append it to the registry (loaded or skipped).
+ *  Returns its index (the existing one when the same file was loaded
+ *  before), or -1 when host memory ran out. */
+int keel__load_plugin_file(struct keel_registry *reg, const char *path);
+
+/** Discovery: every default location, in order. */
+void keel__discover(struct keel_registry *reg);
+
+/** Finalize and unload all plugins; free the registry's contents. */
+void keel__unload_all(struct keel_registry *reg);
+
+/* ---- places (place.c) -------------------------------------------------- */
+
+/**
+ * Validate a place and return its plugin. `what` names the calling API
+ * function for the message. Initialises the runtime when needed.
+ */
+keel_status keel__resolve(keel_place place, struct keel_plugin **plugin,
+                          const char *what);
+
+/** "cpu:0" for a place, into a caller buffer (never fails: falls back to
+ *  "plugin#N:M" for an invalid place). */
+const char *keel__place_str(keel_place place, char *buf, size_t size);
+
+/** Index of the plugin a bare device type resolves to, or -1. */
+int keel__type_default_plugin(const struct keel_registry *reg,
+                              const char *type);
+
+/* ---- plugin calls (runtime.c) ------------------------------------------ */
+
+/**
+ * Turn a plugin call's status into the core's: on failure, record
+ * "<call> on <place> (plugin <name>): <plugin message or status name>".
+ * NOT_READY passes without a message when `not_ready_ok`.
+ */
+keel_status keel__plugin_status(const struct keel_plugin *p, keel_place place,
+                                const char *call, keel_status st,
+                                bool not_ready_ok);
+
+/** Status for a call the plugin does not provide. */
+keel_status keel__absent(const struct keel_plugin *p, const char *call);
+
+#endif /* KEEL_INTERNAL_H */

@@ -1,0 +1,529 @@
+/*
+ * Checked wrappers over the device ABI: resolve the place, check that the
+ * plugin provides the call, call it, and turn a failure into a message that
+ * names the call, the device and the plugin.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+keel_status keel__plugin_status(const struct keel_plugin *p, keel_place place,
+                                const char *call, keel_status st,
+                                bool not_ready_ok)
+{
+    char where[96];
+    const char *msg;
+
+    if (st == KEEL_STATUS_OK || (not_ready_ok && st == KEEL_STATUS_NOT_READY))
+        return st;
+    msg = keel__plugin_msg();
+    keel__place_str(place, where, sizeof(where));
+    return keel__error(st, "%s on %s (plugin %s): %s", call, where, p->name,
+                       msg ? msg : keel_status_name(st));
+}
+
+keel_status keel__absent(const struct keel_plugin *p, const char *call)
+{
+    return keel__error(KEEL_STATUS_NOT_SUPPORTED,
+                       "plugin %s (%s) does not provide %s", p->name, p->path,
+                       call);
+}
+
+/*
+ * CALL(group, fn, args...): the body shared by every wrapper. Expects `p`
+ * (resolved plugin) and `place` in scope; `ok_ready` says whether
+ * NOT_READY is a normal answer.
+ */
+#define CALL_EX(ok_ready, grp, fn, ...)                                      \
+    ((p)->grp.fn ? (keel__plugin_msg_clear(),                                \
+                    keel__plugin_status(p, place, #grp "." #fn,             \
+                                        (p)->grp.fn(__VA_ARGS__), ok_ready)) \
+                 : keel__absent(p, #grp "." #fn))
+#define CALL(grp, fn, ...) CALL_EX(false, grp, fn, __VA_ARGS__)
+
+#define RESOLVE()                                                            \
+    struct keel_plugin *p = NULL;                                            \
+    do {                                                                     \
+        keel_status rs_ = keel__resolve(place, &p, __func__);               \
+        if (rs_ != KEEL_STATUS_OK)                                           \
+            return rs_;                                                      \
+    } while (0)
+
+#define NONNULL(arg)                                                         \
+    do {                                                                     \
+        if (!(arg))                                                          \
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,                 \
+                               "%s: %s is NULL", __func__, #arg);            \
+    } while (0)
+
+/* ---- device -------------------------------------------------------------- */
+
+keel_status keel_device_get_props(keel_place place, keel_device_props *props)
+{
+    RESOLVE();
+    NONNULL(props);
+    memset(props, 0, sizeof(*props));
+    props->struct_size = sizeof(*props);
+    return CALL(device, get_device_props, place.device, props);
+}
+
+keel_status keel_device_synchronize(keel_place place)
+{
+    RESOLVE();
+    return CALL(device, synchronize, place.device);
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+keel_status keel_mem_alloc(keel_place place, uint64_t size, keel_dptr *ptr)
+{
+    RESOLVE();
+    NONNULL(ptr);
+    return CALL(memory, alloc, place.device, size, ptr);
+}
+
+keel_status keel_mem_free(keel_place place, keel_dptr ptr)
+{
+    RESOLVE();
+    return CALL(memory, free, place.device, ptr);
+}
+
+keel_status keel_mem_host_alloc(keel_place place, uint64_t size, void **ptr)
+{
+    RESOLVE();
+    NONNULL(ptr);
+    return CALL(memory, host_alloc, place.device, size, ptr);
+}
+
+keel_status keel_mem_host_free(keel_place place, void *ptr)
+{
+    RESOLVE();
+    return CALL(memory, host_free, place.device, ptr);
+}
+
+keel_status keel_mem_unified_alloc(keel_place place, uint64_t size,
+                                   keel_dptr *dptr, void **hptr)
+{
+    RESOLVE();
+    NONNULL(dptr);
+    NONNULL(hptr);
+    return CALL(memory, unified_alloc, place.device, size, dptr, hptr);
+}
+
+keel_status keel_mem_unified_free(keel_place place, keel_dptr dptr)
+{
+    RESOLVE();
+    return CALL(memory, unified_free, place.device, dptr);
+}
+
+keel_status keel_mem_set(keel_place place, keel_dptr dst, uint8_t value,
+                         uint64_t size)
+{
+    RESOLVE();
+    return CALL(memory, memset, place.device, dst, value, size);
+}
+
+keel_status keel_mem_set_async(keel_place place, keel_stream stream,
+                               keel_dptr dst, uint8_t value, uint64_t size)
+{
+    RESOLVE();
+    return CALL(memory, memset_async, place.device, stream, dst, value, size);
+}
+
+keel_status keel_mem_copy_h2d(keel_place place, keel_dptr dst,
+                              const void *src, uint64_t size)
+{
+    RESOLVE();
+    if (size)
+        NONNULL(src);
+    return CALL(memory, copy_h2d, place.device, dst, src, size);
+}
+
+keel_status keel_mem_copy_d2h(keel_place place, void *dst, keel_dptr src,
+                              uint64_t size)
+{
+    RESOLVE();
+    if (size)
+        NONNULL(dst);
+    return CALL(memory, copy_d2h, place.device, dst, src, size);
+}
+
+keel_status keel_mem_copy_d2d(keel_place place, keel_dptr dst, keel_dptr src,
+                              uint64_t size)
+{
+    RESOLVE();
+    return CALL(memory, copy_d2d, place.device, dst, src, size);
+}
+
+keel_status keel_mem_copy_h2d_async(keel_place place, keel_stream stream,
+                                    keel_dptr dst, const void *src,
+                                    uint64_t size)
+{
+    RESOLVE();
+    if (size)
+        NONNULL(src);
+    return CALL(memory, copy_h2d_async, place.device, stream, dst, src, size);
+}
+
+keel_status keel_mem_copy_d2h_async(keel_place place, keel_stream stream,
+                                    void *dst, keel_dptr src, uint64_t size)
+{
+    RESOLVE();
+    if (size)
+        NONNULL(dst);
+    return CALL(memory, copy_d2h_async, place.device, stream, dst, src, size);
+}
+
+keel_status keel_mem_copy_d2d_async(keel_place place, keel_stream stream,
+                                    keel_dptr dst, keel_dptr src,
+                                    uint64_t size)
+{
+    RESOLVE();
+    return CALL(memory, copy_d2d_async, place.device, stream, dst, src, size);
+}
+
+/* Copy across plugins (or without peer support) through a host buffer. */
+static keel_status copy_staged(keel_place dplace, keel_dptr dst,
+                               keel_place splace, keel_dptr src,
+                               uint64_t size)
+{
+    const uint64_t chunk = UINT64_C(4) << 20;
+    uint64_t done = 0;
+    keel_status st = KEEL_STATUS_OK;
+    void *buf = malloc(size < chunk ? size : chunk);
+
+    if (!buf)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_mem_copy_peer: no host memory for the "
+                           "staging buffer");
+    while (done < size && st == KEEL_STATUS_OK) {
+        uint64_t n = size - done < chunk ? size - done : chunk;
+        st = keel_mem_copy_d2h(splace, buf, src + done, n);
+        if (st == KEEL_STATUS_OK)
+            st = keel_mem_copy_h2d(dplace, dst + done, buf, n);
+        done += n;
+    }
+    free(buf);
+    return st;
+}
+
+keel_status keel_mem_copy_peer(keel_place dst_place, keel_dptr dst,
+                               keel_place src_place, keel_dptr src,
+                               uint64_t size)
+{
+    struct keel_plugin *dp = NULL, *p = NULL;
+    keel_place place = src_place;
+    keel_status st;
+
+    st = keel__resolve(dst_place, &dp, __func__);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    st = keel__resolve(src_place, &p, __func__);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (size == 0)
+        return KEEL_STATUS_OK;
+    if (dp == p && dst_place.device == src_place.device)
+        return keel_mem_copy_d2d(src_place, dst, src, size);
+    if (dp == p && p->memory.copy_peer)
+        return CALL(memory, copy_peer, dst_place.device, dst, src_place.device,
+                    src, size);
+    return copy_staged(dst_place, dst, src_place, src, size);
+}
+
+keel_status keel_mem_get_info(keel_place place, keel_memory_info *info)
+{
+    RESOLVE();
+    NONNULL(info);
+    return CALL(memory, get_memory_info, place.device, info);
+}
+
+/* ---- streams and events -------------------------------------------------- */
+
+keel_status keel_stream_create(keel_place place, int32_t priority,
+                               keel_stream *stream)
+{
+    RESOLVE();
+    NONNULL(stream);
+    return CALL(stream, stream_create, place.device, priority, stream);
+}
+
+keel_status keel_stream_destroy(keel_place place, keel_stream stream)
+{
+    RESOLVE();
+    return CALL(stream, stream_destroy, place.device, stream);
+}
+
+keel_status keel_stream_synchronize(keel_place place, keel_stream stream)
+{
+    RESOLVE();
+    return CALL(stream, stream_synchronize, place.device, stream);
+}
+
+keel_status keel_stream_query(keel_place place, keel_stream stream)
+{
+    RESOLVE();
+    return CALL_EX(true, stream, stream_query, place.device, stream);
+}
+
+keel_status keel_stream_wait_event(keel_place place, keel_stream stream,
+                                   keel_event event)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL(stream, stream_wait_event, place.device, stream, event);
+}
+
+keel_status keel_stream_launch_host_func(keel_place place, keel_stream stream,
+                                         keel_host_fn fn, void *user_data)
+{
+    RESOLVE();
+    NONNULL(fn);
+    return CALL(stream, launch_host_func, place.device, stream, fn, user_data);
+}
+
+keel_status keel_event_create(keel_place place, keel_event *event)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL(stream, event_create, place.device, event);
+}
+
+keel_status keel_event_destroy(keel_place place, keel_event event)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL(stream, event_destroy, place.device, event);
+}
+
+keel_status keel_event_record(keel_place place, keel_event event,
+                              keel_stream stream)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL(stream, event_record, place.device, event, stream);
+}
+
+keel_status keel_event_query(keel_place place, keel_event event)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL_EX(true, stream, event_query, place.device, event);
+}
+
+keel_status keel_event_synchronize(keel_place place, keel_event event)
+{
+    RESOLVE();
+    NONNULL(event);
+    return CALL(stream, event_synchronize, place.device, event);
+}
+
+keel_status keel_event_elapsed_ms(keel_place place, keel_event start,
+                                  keel_event end, float *ms)
+{
+    RESOLVE();
+    NONNULL(start);
+    NONNULL(end);
+    NONNULL(ms);
+    return CALL(stream, event_elapsed_ms, place.device, start, end, ms);
+}
+
+/* ---- collectives --------------------------------------------------------- */
+
+struct keel_communicator {
+    keel_place place;
+    struct keel_plugin *plugin;
+    keel_comm comm;
+};
+
+keel_status keel_comm_get_unique_id(keel_place place, keel_comm_id *id)
+{
+    RESOLVE();
+    NONNULL(id);
+    return CALL(collective, get_unique_id, id);
+}
+
+keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
+                                const keel_comm_id *id, int32_t rank,
+                                keel_communicator **comm)
+{
+    keel_communicator *c;
+    keel_status st;
+
+    RESOLVE();
+    NONNULL(id);
+    NONNULL(comm);
+    *comm = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_comm_init_rank: rank %d of %d ranks is out "
+                           "of range",
+                           rank, nranks);
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_comm_init_rank: out of host memory");
+    st = CALL(collective, comm_init_rank, place.device, nranks, id, rank, &c->comm);
+    if (st != KEEL_STATUS_OK) {
+        free(c);
+        return st;
+    }
+    c->place = place;
+    c->plugin = p;
+    *comm = c;
+    return KEEL_STATUS_OK;
+}
+
+#define COMM_BEGIN(c)                                                        \
+    NONNULL(c);                                                              \
+    keel_place place = (c)->place;                                           \
+    struct keel_plugin *p = (c)->plugin
+
+keel_status keel_comm_destroy(keel_communicator *comm)
+{
+    keel_status st;
+
+    if (!comm)
+        return KEEL_STATUS_OK;
+    {
+        COMM_BEGIN(comm);
+        st = CALL(collective, comm_destroy, comm->comm);
+    }
+    free(comm);
+    return st;
+}
+
+keel_status keel_comm_rank(const keel_communicator *comm, int32_t *rank,
+                           int32_t *nranks)
+{
+    COMM_BEGIN(comm);
+    NONNULL(rank);
+    NONNULL(nranks);
+    return CALL(collective, comm_rank, comm->comm, rank, nranks);
+}
+
+keel_place keel_comm_place(const keel_communicator *comm)
+{
+    return comm ? comm->place : (keel_place){-1, -1};
+}
+
+static keel_status check_dtype_op(const char *what, keel_dtype dtype, int op)
+{
+    if ((unsigned)dtype >= KEEL_DTYPE_COUNT_)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: dtype %d is not a keel dtype", what,
+                           (int)dtype);
+    if (op >= 0 && op >= KEEL_REDUCE_OP_COUNT_)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: reduce op %d is not a keel reduce op", what,
+                           op);
+    return KEEL_STATUS_OK;
+}
+
+#define CHECK_DT(dt, op)                                                     \
+    do {                                                                     \
+        keel_status cs_ = check_dtype_op(__func__, dt, (int)(op));           \
+        if (cs_ != KEEL_STATUS_OK)                                           \
+            return cs_;                                                      \
+    } while (0)
+
+keel_status keel_all_reduce(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype, keel_reduce_op op)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, op);
+    return CALL(collective, all_reduce, comm->comm, stream, send, recv, count,
+                dtype, op);
+}
+
+keel_status keel_broadcast(keel_communicator *comm, keel_stream stream,
+                           keel_dptr send, keel_dptr recv, uint64_t count,
+                           keel_dtype dtype, int32_t root)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    return CALL(collective, broadcast, comm->comm, stream, send, recv, count, dtype,
+                root);
+}
+
+keel_status keel_reduce(keel_communicator *comm, keel_stream stream,
+                        keel_dptr send, keel_dptr recv, uint64_t count,
+                        keel_dtype dtype, keel_reduce_op op, int32_t root)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, op);
+    return CALL(collective, reduce, comm->comm, stream, send, recv, count, dtype,
+                op, root);
+}
+
+keel_status keel_all_gather(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    return CALL(collective, all_gather, comm->comm, stream, send, recv, count,
+                dtype);
+}
+
+keel_status keel_reduce_scatter(keel_communicator *comm, keel_stream stream,
+                                keel_dptr send, keel_dptr recv,
+                                uint64_t count, keel_dtype dtype,
+                                keel_reduce_op op)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, op);
+    return CALL(collective, reduce_scatter, comm->comm, stream, send, recv, count,
+                dtype, op);
+}
+
+keel_status keel_all_to_all(keel_communicator *comm, keel_stream stream,
+                            keel_dptr send, keel_dptr recv, uint64_t count,
+                            keel_dtype dtype)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    return CALL(collective, all_to_all, comm->comm, stream, send, recv, count,
+                dtype);
+}
+
+keel_status keel_send(keel_communicator *comm, keel_stream stream,
+                      keel_dptr buf, uint64_t count, keel_dtype dtype,
+                      int32_t peer)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    return CALL(collective, send, comm->comm, stream, buf, count, dtype, peer);
+}
+
+keel_status keel_recv(keel_communicator *comm, keel_stream stream,
+                      keel_dptr buf, uint64_t count, keel_dtype dtype,
+                      int32_t peer)
+{
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    return CALL(collective, recv, comm->comm, stream, buf, count, dtype, peer);
+}
+
+keel_status keel_group_start(keel_place place)
+{
+    RESOLVE();
+    if (!p->collective.group_start)
+        return keel__absent(p, "collective.group_start");
+    keel__plugin_msg_clear();
+    return keel__plugin_status(p, place, "collective.group_start",
+                               p->collective.group_start(), false);
+}
+
+keel_status keel_group_end(keel_place place)
+{
+    RESOLVE();
+    if (!p->collective.group_end)
+        return keel__absent(p, "collective.group_end");
+    keel__plugin_msg_clear();
+    return keel__plugin_status(p, place, "collective.group_end",
+                               p->collective.group_end(), false);
+}
