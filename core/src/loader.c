@@ -240,6 +240,12 @@ static int negotiate(struct keel_plugin *p, const keel_plugin_api *raw)
 
     p->abi_major = raw->header.abi_major;
     p->abi_minor = raw->header.abi_minor;
+    /* Same major: the identity strings sit where this core expects them,
+     * so a plugin failing a later check can still be named. */
+    if (raw->header.abi_major == KEEL_ABI_VERSION_MAJOR &&
+        raw->header.struct_size >= offsetof(keel_plugin_api, device) &&
+        valid_ident(raw->name))
+        p->name = keel__strdup(raw->name);
     if (take_table(p, &rule_plugin, raw, &p->api, sizeof(p->api), true))
         return -1;
     api = &p->api;
@@ -259,7 +265,8 @@ static int negotiate(struct keel_plugin *p, const keel_plugin_api *raw)
     if (check_required(p) || check_optional_groups(p) ||
         check_identity(p, raw))
         return -1;
-    p->name = keel__strdup(raw->name);
+    if (!p->name)
+        p->name = keel__strdup(raw->name);
     p->version = keel__strdup(raw->version);
     p->device_type = keel__strdup(raw->device_type);
     p->description = keel__strdup(raw->description);

@@ -258,6 +258,9 @@ static void describe_available(struct msgbuf *m)
             msg_add(m, "%s %s (plugin %s, 0 devices%s%s)", shown ? "," : "",
                     p->device_type, p->name, p->reason ? ": " : "",
                     p->reason ? p->reason : "");
+        else if (p->device_count == 1)
+            msg_add(m, "%s %s:0 (plugin %s)", shown ? "," : "",
+                    p->device_type, p->name);
         else
             msg_add(m, "%s %s:0..%d (plugin %s)", shown ? "," : "",
                     p->device_type, p->device_count - 1, p->name);

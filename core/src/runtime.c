@@ -60,13 +60,39 @@ keel_status keel__absent(const struct keel_plugin *p, const char *call)
 
 /* ---- device -------------------------------------------------------------- */
 
+/* Feature bits the plugin claims but whose calls it does not provide are
+ * reported off: the core goes by what it can call. */
+static uint32_t provided_features(const struct keel_plugin *p, uint32_t f)
+{
+    if (!p->memory.host_alloc || !p->memory.host_free)
+        f &= ~(uint32_t)KEEL_FEATURE_PINNED_HOST;
+    if (!p->memory.unified_alloc || !p->memory.unified_free)
+        f &= ~(uint32_t)KEEL_FEATURE_UNIFIED_MEMORY;
+    if (!p->memory.copy_peer)
+        f &= ~(uint32_t)KEEL_FEATURE_PEER_ACCESS;
+    if (!p->api.collective)
+        f &= ~(uint32_t)KEEL_FEATURE_COLLECTIVES;
+    if (!p->stream.event_elapsed_ms)
+        f &= ~(uint32_t)KEEL_FEATURE_EVENT_TIMING;
+    if (!p->stream.launch_host_func)
+        f &= ~(uint32_t)KEEL_FEATURE_HOST_CALLBACK;
+    if (!p->api.kernel)
+        f &= ~(uint32_t)KEEL_FEATURE_KERNELS;
+    return f;
+}
+
 keel_status keel_device_get_props(keel_place place, keel_device_props *props)
 {
+    keel_status st;
+
     RESOLVE();
     NONNULL(props);
     memset(props, 0, sizeof(*props));
     props->struct_size = sizeof(*props);
-    return CALL(device, get_device_props, place.device, props);
+    st = CALL(device, get_device_props, place.device, props);
+    if (st == KEEL_STATUS_OK)
+        props->features = provided_features(p, props->features);
+    return st;
 }
 
 keel_status keel_device_synchronize(keel_place place)

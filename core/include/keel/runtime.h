@@ -152,8 +152,10 @@ KEEL_API keel_status keel_place_name(keel_place place, char *buf, size_t size);
 /** Select the process-wide current device by name (Paddle's set_device). */
 KEEL_API keel_status keel_set_device(const char *name);
 
-/** Canonical name of the current device; "cpu:0" until set, or "" when no
- *  device exists. The string is per thread and valid until the next call. */
+/** Canonical name of the current device, or "" when no device exists.
+ *  Until keel_set_device() is called the current device is KEEL_DEVICE when
+ *  that names a device, else cpu:0 when a CPU device exists, else the first
+ *  device found. The string is per thread and valid until the next call. */
 KEEL_API const char *keel_get_device(void);
 
 /** The current device as a place. Returns OK, NOT_FOUND (no device). */

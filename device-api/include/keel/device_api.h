@@ -540,7 +540,11 @@ typedef struct keel_kernel_args {
 } keel_kernel_args;
 
 /**
- * A kernel: enqueue the op on args->stream. Asynchronous. Returns OK,
+ * A kernel: enqueue the op on args->stream. Asynchronous. `args`, the
+ * descriptors and the attributes (names and array payloads included) are
+ * valid only during the call: a kernel that runs later must copy what it
+ * needs. The device memory the descriptors point at stays valid until the
+ * enqueued work has run. Returns OK,
  * INVALID_ARGUMENT (descriptors inconsistent with the op), NOT_SUPPORTED
  * (a layout or attribute value this kernel does not handle; the core may
  * fall back), DEVICE_ERROR.
