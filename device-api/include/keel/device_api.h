@@ -283,7 +283,9 @@ typedef struct keel_device_ops {
     keel_status (*finalize)(void);
     /**
      * Number of devices (>= 0). Callable before init. A plugin whose driver
-     * is missing returns OK with *count = 0. Returns OK, INVALID_ARGUMENT.
+     * is missing returns OK with *count = 0, and may call set_error (with
+     * UNAVAILABLE) to say why: with a count of 0 the core keeps that message
+     * as the reason it shows. Returns OK, INVALID_ARGUMENT.
      */
     keel_status (*get_device_count)(int32_t *count);
     /**
@@ -426,8 +428,9 @@ typedef struct keel_stream_ops {
     keel_status (*stream_query)(int32_t device, keel_stream stream);
     /**
      * Make future work on `stream` wait until `event` has completed (its
-     * last record). An event never recorded is complete. Does not block the
-     * host. Returns OK, INVALID_DEVICE, INVALID_HANDLE.
+     * last record). An event never recorded is complete. The event may
+     * belong to any device of this plugin. Does not block the host.
+     * Returns OK, INVALID_DEVICE, INVALID_HANDLE.
      */
     keel_status (*stream_wait_event)(int32_t device, keel_stream stream,
                                      keel_event event);
@@ -597,8 +600,9 @@ typedef struct keel_comm_id {
  * group_start/group_end, or the first call may wait for ranks that were
  * never reached. Counts are in elements of `dtype`; count 0 is allowed.
  * All calls return OK, INVALID_ARGUMENT, INVALID_HANDLE, NOT_SUPPORTED
- * (dtype or op), TIMEOUT (a rank never arrived, when the plugin bounds the
- * wait), DEVICE_ERROR.
+ * (dtype or op), NOT_INITIALIZED (before init), TIMEOUT (a rank never
+ * arrived, when the plugin bounds the wait), NOT_READY (a non-blocking
+ * communicator still in progress), DEVICE_ERROR.
  */
 typedef struct keel_collective_ops {
     keel_table_header header;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build keel, list the devices and
+# run the short device demo on every virtual CPU device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/deps.sh
+keel_install_deps
+
+BUILD=${KEEL_BUILD_DIR:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD"
+fi
+ninja -C "$BUILD"
+
+export KEEL_CPU_DEVICES=${KEEL_CPU_DEVICES:-4}
+echo
+echo "== keel devices"
+"$BUILD/core/cli/keel" devices
+echo
+echo "== examples/devices (select by name, copy, all-reduce)"
+"$BUILD/examples/devices/keel-example-devices"
