@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <keel/ops.h>
 #include <keel/runtime.h>
 
 /* Exit codes shared by every subcommand (see docs/cli.md). */

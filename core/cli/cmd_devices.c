@@ -15,8 +15,71 @@
 #include <string.h>
 #include <strings.h>
 
-#define FALLBACKS_PLACEHOLDER \
-    "no kernel fallbacks recorded (the op dispatcher is not built yet)"
+/* Kernel coverage of one plugin: the (op, dtype) pairs it lacks. */
+struct coverage {
+    int have, total;
+    char missing[8192];
+    size_t len;
+    keel_op_id last_op;
+    bool open;
+};
+
+static void coverage_visit(keel_op_id op, keel_dtype dt, bool has, void *p)
+{
+    struct coverage *c = p;
+    int n;
+
+    c->total++;
+    if (has) {
+        c->have++;
+        return;
+    }
+    if (c->len >= sizeof(c->missing) - 64)
+        return;
+    if (c->open && c->last_op == op)
+        n = snprintf(c->missing + c->len, sizeof(c->missing) - c->len,
+                     " %s", keel_dtype_name(dt));
+    else
+        n = snprintf(c->missing + c->len, sizeof(c->missing) - c->len,
+                     "%s%s(%s", c->open ? "), " : "",
+                     keel_op_get_info(op)->name, keel_dtype_name(dt));
+    if (n > 0)
+        c->len += (size_t)n;
+    c->last_op = op;
+    c->open = true;
+}
+
+static bool coverage_of(int plugin, struct coverage *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (keel_kernel_coverage(plugin, coverage_visit, c) != KEEL_STATUS_OK)
+        return false;
+    if (c->open && c->len < sizeof(c->missing) - 2)
+        c->missing[c->len++] = ')';
+    c->missing[c->len] = '\0';
+    return true;
+}
+
+static void print_fallbacks_text(int nplugins)
+{
+    keel_plugin_info info;
+    struct coverage c;
+
+    printf("\nKernel coverage (op, dtype pairs; a missing kernel runs on "
+           "the CPU plugin, counted, or fails in strict mode):\n");
+    for (int i = 0; i < nplugins; i++) {
+        if (keel_plugin_get_info(i, &info) != KEEL_STATUS_OK ||
+            !info.loaded || info.device_count == 0)
+            continue;
+        if (!coverage_of(i, &c)) {
+            printf("  %s: %s\n", info.name, keel_last_error());
+            continue;
+        }
+        printf("  %s: %d of %d have kernels\n", info.name, c.have, c.total);
+        if (c.have < c.total)
+            printf("    missing: %s\n", c.missing);
+    }
+}
 
 typedef struct devices_opts {
     bool json;
@@ -325,7 +388,7 @@ static int devices_text(const devices_opts *opts, int *ndevices)
     printf("\nCurrent device: %s\n", cur && cur[0] ? cur : "none");
 
     if (opts->fallbacks)
-        printf("\nKernel fallbacks:\n  %s\n", FALLBACKS_PLACEHOLDER);
+        print_fallbacks_text(nplugins);
     return errors;
 }
 
@@ -643,11 +706,22 @@ static int devices_json(const devices_opts *opts, int *ndevices)
 
     if (opts->fallbacks) {
         fb = jobject(&ctx);
-        if (fb) {
-            jset(&ctx, fb, "available", json_false());
-            jset(&ctx, fb, "note", jstr(FALLBACKS_PLACEHOLDER));
+        for (int k = 0; fb && k < nplugins; k++) {
+            keel_plugin_info pi;
+            struct coverage c;
+            json_t *entry;
+            if (keel_plugin_get_info(k, &pi) != KEEL_STATUS_OK ||
+                !pi.loaded || pi.device_count == 0 || !coverage_of(k, &c))
+                continue;
+            entry = jobject(&ctx);
+            if (!entry)
+                break;
+            jset(&ctx, entry, "kernels", json_integer(c.have));
+            jset(&ctx, entry, "pairs", json_integer(c.total));
+            jset(&ctx, entry, "missing", jstr(c.missing));
+            jset(&ctx, fb, pi.name, entry);
         }
-        jset(&ctx, root, "fallbacks", fb);
+        jset(&ctx, root, "kernel_coverage", fb);
     }
 
     if (!ctx.ok) {
@@ -742,7 +816,8 @@ const keel_cli_command keel_cmd_devices = {
         "\n"
         "options:\n"
         "  --json       print one JSON document instead (see docs/cli.md)\n"
-        "  --fallbacks  also report ops that fell back to the CPU plugin\n"
+        "  --fallbacks  also report, per plugin, the (op, dtype) pairs it has\n"
+        "               no kernel for (those run on the CPU plugin)\n"
         "  -h, --help   show this help\n"
         "\n"
         "environment:\n"

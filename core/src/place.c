@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "tensor_internal.h"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct keel_registry registry;
@@ -45,6 +45,10 @@ keel_status keel_init(void)
 
 void keel_shutdown(void)
 {
+    /* Cached device memory goes back to the plugins while they are still
+     * loaded; kernel caches hold plugin pointers. */
+    keel__alloc_shutdown();
+    keel__dispatch_shutdown();
     keel__lock();
     if (registry.initialized)
         keel__unload_all(&registry);

@@ -1,0 +1,779 @@
+/*
+ * Op dispatch: one path for every op.
+ *
+ *   keel_op_run
+ *     -> validate inputs (count, devices) and resolve attributes against
+ *        the catalog spec (defaults filled in, types checked)
+ *     -> [room for the AMP cast step and the autograd recording step]
+ *     -> shape rule: output shapes/dtypes, promotion, broadcast descriptors
+ *     -> allocate outputs (caching allocator)
+ *     -> kernel for (op, plugin, dtype): looked up once, then cached
+ *     -> call it on the device's default stream
+ *     -> no kernel: visible CPU fallback (counted), or an error when strict
+ */
+#define KEEL_OP_CATALOG_DEFINE_TABLE
+#include <keel/op_catalog.h>
+#undef KEEL_OP_CATALOG_DEFINE_TABLE
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_internal.h"
+
+static struct keel_op_def op_defs[KEEL_OP_COUNT];
+static pthread_once_t defs_once = PTHREAD_ONCE_INIT;
+static keel_status defs_status;
+static char defs_error[256];
+
+static const keel_kernel *find_kernel(keel_place place, keel_op_id op,
+                                      keel_dtype dt);
+
+static atomic_bool strict_mode;
+static atomic_bool strict_env_read;
+static _Atomic uint64_t fallback_counts[KEEL_OP_COUNT];
+
+/* ---- catalog attribute specs ----------------------------------------------- */
+
+static const struct {
+    const char *name;
+    keel_attr_type type;
+} attr_types[] = {
+    {"int", KEEL_ATTR_INT},       {"float", KEEL_ATTR_FLOAT},
+    {"bool", KEEL_ATTR_BOOL},     {"str", KEEL_ATTR_STRING},
+    {"ints", KEEL_ATTR_INTS},     {"floats", KEEL_ATTR_FLOATS},
+    {"dtype", KEEL_ATTR_DTYPE},
+};
+
+static int parse_default(struct keel_attr_spec *a, const char *v)
+{
+    char *end;
+
+    switch (a->type) {
+    case KEEL_ATTR_INT:
+    case KEEL_ATTR_BOOL:
+        a->def.v.i = strtoll(v, &end, 10);
+        return *end ? -1 : 0;
+    case KEEL_ATTR_FLOAT:
+        if (!strcmp(v, "inf"))
+            a->def_float = INFINITY;
+        else if (!strcmp(v, "-inf"))
+            a->def_float = -INFINITY;
+        else {
+            a->def_float = strtod(v, &end);
+            if (*end)
+                return -1;
+        }
+        a->def.v.f = a->def_float;
+        return 0;
+    case KEEL_ATTR_STRING:
+        /* Points into the catalog string's copy held by the spec. */
+        return 0;
+    case KEEL_ATTR_INTS: {
+        int n = 0;
+        while (*v) {
+            if (n >= 8)
+                return -1;
+            a->def_ints[n++] = strtoll(v, &end, 10);
+            if (end == v)
+                return -1;
+            v = *end == ',' ? end + 1 : end;
+        }
+        a->def.v.ints.data = a->def_ints;
+        a->def.v.ints.count = n;
+        return 0;
+    }
+    default:
+        return *v ? -1 : 0;
+    }
+}
+
+/* "name:type=default;..." -> specs. String defaults are stored in a
+ * static arena so that they outlive the parse. */
+static char str_arena[4096];
+static size_t str_used;
+
+static int parse_spec(struct keel_op_def *d)
+{
+    const char *s = d->info->attrs;
+
+    while (*s) {
+        struct keel_attr_spec *a;
+        const char *colon = strchr(s, ':');
+        const char *semi = strchr(s, ';');
+        const char *eq;
+        char type[16], val[128];
+        size_t tl, vl;
+
+        if (!semi)
+            semi = s + strlen(s);
+        if (!colon || colon > semi || d->nattrs >= KEEL_MAX_OP_ATTRS ||
+            (size_t)(colon - s) >= sizeof(a->name))
+            return -1;
+        a = &d->attrs[d->nattrs++];
+        memcpy(a->name, s, (size_t)(colon - s));
+        a->name[colon - s] = '\0';
+        eq = memchr(colon, '=', (size_t)(semi - colon));
+        tl = (size_t)((eq ? eq : semi) - colon - 1);
+        if (tl >= sizeof(type))
+            return -1;
+        memcpy(type, colon + 1, tl);
+        type[tl] = '\0';
+        a->type = (keel_attr_type)-1;
+        for (size_t i = 0; i < sizeof(attr_types) / sizeof(attr_types[0]);
+             i++)
+            if (!strcmp(type, attr_types[i].name))
+                a->type = attr_types[i].type;
+        if ((int)a->type < 0)
+            return -1;
+        a->def.name = a->name;
+        a->def.type = a->type;
+        a->required = !eq;
+        if (eq) {
+            vl = (size_t)(semi - eq - 1);
+            if (vl >= sizeof(val))
+                return -1;
+            memcpy(val, eq + 1, vl);
+            val[vl] = '\0';
+            if (a->type == KEEL_ATTR_STRING) {
+                if (str_used + vl + 1 > sizeof(str_arena))
+                    return -1;
+                memcpy(str_arena + str_used, val, vl + 1);
+                a->def.v.s = str_arena + str_used;
+                str_used += vl + 1;
+            } else if (parse_default(a, val)) {
+                return -1;
+            }
+        }
+        s = *semi ? semi + 1 : semi;
+    }
+    return 0;
+}
+
+static void init_defs(void)
+{
+    static const keel_shape_fn shapes[KEEL_OP_COUNT] = {
+#define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
+    [KEEL_OP_##ID] = keel__shape_##SHAPE,
+#include <keel/ops.def>
+#undef KEEL_OP
+    };
+
+    for (int i = 0; i < KEEL_OP_COUNT; i++) {
+        op_defs[i].info = &keel_op_table[i];
+        op_defs[i].shape = shapes[i];
+        if (parse_spec(&op_defs[i])) {
+            defs_status = KEEL_STATUS_INTERNAL;
+            snprintf(defs_error, sizeof(defs_error),
+                     "op catalog: cannot parse the attributes of '%s': "
+                     "\"%s\"",
+                     keel_op_table[i].name, keel_op_table[i].attrs);
+            return;
+        }
+    }
+}
+
+const struct keel_op_def *keel__op_def(keel_op_id op)
+{
+    pthread_once(&defs_once, init_defs);
+    if ((unsigned)op >= KEEL_OP_COUNT || defs_status != KEEL_STATUS_OK)
+        return NULL;
+    return &op_defs[op];
+}
+
+const keel_op_info *keel_op_get_info(keel_op_id op)
+{
+    return (unsigned)op < KEEL_OP_COUNT ? &keel_op_table[op] : NULL;
+}
+
+keel_status keel_kernel_coverage(int plugin,
+                                 void (*visit)(keel_op_id, keel_dtype, bool,
+                                               void *),
+                                 void *ctx)
+{
+    keel_device_props props;
+    keel_place place = {plugin, 0};
+    keel_status st;
+
+    if (!visit)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_kernel_coverage: visit is NULL");
+    st = keel_device_get_props(place, &props);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+            uint32_t bit = KEEL_DTYPE_BIT(dt);
+            if (!(keel_op_table[op].dtype_mask & bit) ||
+                !(props.dtype_mask & bit))
+                continue;
+            visit((keel_op_id)op, (keel_dtype)dt,
+                  find_kernel(place, (keel_op_id)op, (keel_dtype)dt) != NULL,
+                  ctx);
+        }
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel_op_find(const char *name, keel_op_id *op)
+{
+    if (!name || !op)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_op_find: %s is NULL", name ? "op" : "name");
+    for (int i = 0; i < KEEL_OP_COUNT; i++)
+        if (!strcmp(keel_op_table[i].name, name)) {
+            *op = (keel_op_id)i;
+            return KEEL_STATUS_OK;
+        }
+    return keel__error(KEEL_STATUS_NOT_FOUND,
+                       "no op named '%s' in the catalog", name);
+}
+
+/* ---- attributes of a call ---------------------------------------------------- */
+
+const keel_attr *keel__attr(const struct keel_op_call *c, const char *name)
+{
+    for (int i = 0; i < c->def->nattrs; i++)
+        if (!strcmp(c->def->attrs[i].name, name))
+            return &c->attrs[i];
+    return NULL;
+}
+
+int64_t keel__attr_i(const struct keel_op_call *c, const char *name)
+{
+    const keel_attr *a = keel__attr(c, name);
+    return a ? a->v.i : 0;
+}
+
+double keel__attr_f(const struct keel_op_call *c, const char *name)
+{
+    const keel_attr *a = keel__attr(c, name);
+    return a ? a->v.f : 0.0;
+}
+
+const char *keel__attr_s(const struct keel_op_call *c, const char *name)
+{
+    const keel_attr *a = keel__attr(c, name);
+    return a && a->type == KEEL_ATTR_STRING && a->v.s ? a->v.s : "";
+}
+
+static const char *type_name(keel_attr_type t)
+{
+    for (size_t i = 0; i < sizeof(attr_types) / sizeof(attr_types[0]); i++)
+        if (attr_types[i].type == t)
+            return attr_types[i].name;
+    return "?";
+}
+
+static keel_status resolve_attrs(struct keel_op_call *c, const keel_attr *given,
+                                 int ngiven)
+{
+    const struct keel_op_def *d = c->def;
+    bool set[KEEL_MAX_OP_ATTRS] = {false};
+
+    if (ngiven > 0 && !given)
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "attrs is NULL with %d attributes", ngiven);
+    for (int i = 0; i < ngiven; i++) {
+        const keel_attr *g = &given[i];
+        int k = -1;
+        if (!g->name)
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "attribute %d has no name", i);
+        for (int j = 0; j < d->nattrs; j++)
+            if (!strcmp(d->attrs[j].name, g->name))
+                k = j;
+        if (k < 0)
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "unknown attribute '%s' (the op takes: "
+                                  "%s)",
+                                  g->name,
+                                  *d->info->attrs ? d->info->attrs : "none");
+        c->attrs[k] = *g;
+        c->attrs[k].name = d->attrs[k].name;
+        if (g->type != d->attrs[k].type) {
+            /* Lossless conveniences: int for float, int for bool. */
+            if (d->attrs[k].type == KEEL_ATTR_FLOAT &&
+                g->type == KEEL_ATTR_INT) {
+                c->attrs[k].type = KEEL_ATTR_FLOAT;
+                c->attrs[k].v.f = (double)g->v.i;
+            } else if (d->attrs[k].type == KEEL_ATTR_BOOL &&
+                       g->type == KEEL_ATTR_INT) {
+                c->attrs[k].type = KEEL_ATTR_BOOL;
+                c->attrs[k].v.i = g->v.i != 0;
+            } else {
+                return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                      "attribute '%s' must be %s, got %s",
+                                      g->name, type_name(d->attrs[k].type),
+                                      type_name(g->type));
+            }
+        }
+        if ((g->type == KEEL_ATTR_INTS && g->v.ints.count > 0 &&
+             !g->v.ints.data) ||
+            (g->type == KEEL_ATTR_FLOATS && g->v.floats.count > 0 &&
+             !g->v.floats.data) ||
+            (g->type == KEEL_ATTR_STRING && !g->v.s))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "attribute '%s' has a NULL payload",
+                                  g->name);
+        if (g->type == KEEL_ATTR_DTYPE &&
+            (uint64_t)g->v.i >= KEEL_DTYPE_COUNT_)
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "attribute '%s' = %lld is not a dtype",
+                                  g->name, (long long)g->v.i);
+        set[k] = true;
+    }
+    for (int j = 0; j < d->nattrs; j++) {
+        if (set[j])
+            continue;
+        if (d->attrs[j].required)
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "required attribute '%s' (%s) is missing",
+                                  d->attrs[j].name,
+                                  type_name(d->attrs[j].type));
+        c->attrs[j] = d->attrs[j].def;
+    }
+    return KEEL_STATUS_OK;
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+keel_status keel__op_error(const struct keel_op_call *c, keel_status st,
+                           const char *fmt, ...)
+{
+    char msg[768], where[96], t[128];
+    size_t n = 0;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    char full[1600];
+    n = (size_t)snprintf(full, sizeof(full), "%s(", c->def->info->name);
+    for (int i = 0; i < c->nin && n < sizeof(full); i++)
+        n += (size_t)snprintf(full + n, sizeof(full) - n, "%s%s",
+                              i ? ", " : "",
+                              c->in[i] ? keel__tensor_str(c->in[i], t,
+                                                          sizeof(t))
+                                       : "NULL");
+    keel__lock();
+    keel__place_str(c->place, where, sizeof(where));
+    keel__unlock();
+    if (n < sizeof(full))
+        snprintf(full + n, sizeof(full) - n, ") on %s: %s", where, msg);
+    return keel__error(st, "%s", full);
+}
+
+/* ---- kernel cache -------------------------------------------------------------- */
+
+enum { K_UNKNOWN = 0, K_FOUND = 1, K_MISSING = 2 };
+
+struct kslot {
+    _Atomic int state;
+    keel_kernel kernel;
+};
+
+#define MAX_PLUGINS 64
+static struct kslot *_Atomic kcache[MAX_PLUGINS];
+static pthread_mutex_t kcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct kslot *slot_for(int plugin, keel_op_id op, keel_dtype dt)
+{
+    struct kslot *arr;
+
+    if (plugin < 0 || plugin >= MAX_PLUGINS)
+        return NULL;
+    arr = atomic_load_explicit(&kcache[plugin], memory_order_acquire);
+    if (!arr) {
+        pthread_mutex_lock(&kcache_lock);
+        arr = atomic_load(&kcache[plugin]);
+        if (!arr) {
+            arr = calloc((size_t)KEEL_OP_COUNT * KEEL_DTYPE_COUNT_,
+                         sizeof(*arr));
+            atomic_store_explicit(&kcache[plugin], arr,
+                                  memory_order_release);
+        }
+        pthread_mutex_unlock(&kcache_lock);
+        if (!arr)
+            return NULL;
+    }
+    return &arr[(size_t)op * KEEL_DTYPE_COUNT_ + (size_t)dt];
+}
+
+/* The kernel for (op, dtype) on the plugin of `place`, or NULL. */
+static const keel_kernel *find_kernel(keel_place place, keel_op_id op,
+                                      keel_dtype dt)
+{
+    struct kslot *s = slot_for(place.plugin, op, dt);
+    const keel_plugin_api *api;
+    keel_kernel k;
+    int state;
+
+    if (!s)
+        return NULL;
+    state = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (state == K_FOUND)
+        return &s->kernel;
+    if (state == K_MISSING)
+        return NULL;
+    api = keel_plugin_table(place.plugin);
+    memset(&k, 0, sizeof(k));
+    if (api && api->kernel && api->kernel->lookup) {
+        keel__plugin_msg_clear();
+        if (api->kernel->lookup(place.device, keel_op_table[op].name, dt,
+                                &k) != KEEL_STATUS_OK ||
+            !k.fn)
+            k.fn = NULL;
+    }
+    pthread_mutex_lock(&kcache_lock);
+    if (atomic_load(&s->state) == K_UNKNOWN) {
+        s->kernel = k;
+        atomic_store_explicit(&s->state, k.fn ? K_FOUND : K_MISSING,
+                              memory_order_release);
+    }
+    pthread_mutex_unlock(&kcache_lock);
+    return atomic_load(&s->state) == K_FOUND ? &s->kernel : NULL;
+}
+
+void keel__dispatch_shutdown(void)
+{
+    pthread_mutex_lock(&kcache_lock);
+    for (int i = 0; i < MAX_PLUGINS; i++) {
+        free(atomic_load(&kcache[i]));
+        atomic_store(&kcache[i], NULL);
+    }
+    pthread_mutex_unlock(&kcache_lock);
+}
+
+/* ---- strict mode and fallback counts -------------------------------------------- */
+
+void keel_set_strict(bool strict)
+{
+    atomic_store(&strict_env_read, true);
+    atomic_store(&strict_mode, strict);
+}
+
+bool keel_get_strict(void)
+{
+    if (!atomic_load(&strict_env_read)) {
+        const char *e = getenv("KEEL_STRICT");
+        atomic_store(&strict_mode, e && *e && strcmp(e, "0") != 0);
+        atomic_store(&strict_env_read, true);
+    }
+    return atomic_load(&strict_mode);
+}
+
+uint64_t keel_fallback_count(keel_op_id op)
+{
+    if ((unsigned)op >= KEEL_OP_COUNT)
+        return 0;
+    return atomic_load(&fallback_counts[op]);
+}
+
+/* Inputs that ops update in place (their semantics in ops.def say so); a
+ * CPU fallback copies them back. */
+static uint32_t mutated_inputs(keel_op_id op)
+{
+    switch (op) {
+    case KEEL_OP_SGD_UPDATE:
+        return 1u << 0;
+    case KEEL_OP_MOMENTUM_UPDATE:
+        return (1u << 0) | (1u << 2);
+    case KEEL_OP_ADAM_UPDATE:
+    case KEEL_OP_ADAMW_UPDATE:
+        return (1u << 0) | (1u << 2) | (1u << 3);
+    case KEEL_OP_BATCH_NORM:
+        return (1u << 3) | (1u << 4);
+    default:
+        return 0;
+    }
+}
+
+/* ---- the call ---------------------------------------------------------------------- */
+
+static void call_release(struct keel_op_call *c)
+{
+    for (int i = 0; i < c->nin; i++)
+        keel_tensor_free(c->in[i]);
+    c->nin = 0;
+}
+
+keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype)
+{
+    keel_tensor *t;
+    keel_status st;
+
+    if (c->in[i]->dtype == dtype)
+        return KEEL_STATUS_OK;
+    st = keel_cast(c->in[i], dtype, &t);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    keel_tensor_free(c->in[i]);
+    c->in[i] = t;
+    keel__desc(t, &c->in_desc[i]);
+    return KEEL_STATUS_OK;
+}
+
+static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs);
+
+static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
+{
+    keel_tensor_desc od[KEEL_MAX_OP_OUTPUTS];
+    const keel_kernel *k;
+    keel_kernel_args args;
+    keel_status st;
+    struct keel_plugin *p;
+
+    k = find_kernel(c->place, c->op, c->key_dtype);
+    if (!k) {
+        if (keel_get_strict())
+            return keel__op_error(c, KEEL_STATUS_NOT_SUPPORTED,
+                                  "the plugin has no %s kernel for %s, and "
+                                  "strict mode forbids the CPU fallback",
+                                  c->def->info->name,
+                                  keel_dtype_name(c->key_dtype));
+        return run_on_cpu(c, outs);
+    }
+    for (int i = 0; i < c->nout; i++)
+        keel__desc(outs[i], &od[i]);
+    args = (keel_kernel_args){
+        .struct_size = sizeof(args),
+        .device = c->place.device,
+        .stream = NULL,
+        .inputs = c->in_desc,
+        .num_inputs = c->nin,
+        .outputs = od,
+        .num_outputs = c->nout,
+        .attrs = c->attrs,
+        .num_attrs = c->def->nattrs,
+    };
+    keel__plugin_msg_clear();
+    st = k->fn(k->kernel_data, &args);
+    if (st == KEEL_STATUS_NOT_SUPPORTED && !keel_get_strict())
+        return run_on_cpu(c, outs);
+    if (st != KEEL_STATUS_OK) {
+        const char *m = keel__plugin_msg();
+        return keel__op_error(c, st, "kernel failed: %s",
+                              m ? m : keel_status_name(st));
+    }
+    (void)p;
+    return KEEL_STATUS_OK;
+}
+
+static int cpu_plugin_index(void)
+{
+    keel_place pl;
+    keel_status st;
+    keel_status saved = keel_last_status();
+    char msg[2048];
+
+    snprintf(msg, sizeof(msg), "%s", keel_last_error());
+    st = keel_place_parse("cpu:0", &pl);
+    keel__error(saved, "%s", msg);
+    return st == KEEL_STATUS_OK ? pl.plugin : -1;
+}
+
+/* Run the op on cpu:0 and copy outputs (and updated inputs) back. */
+static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
+{
+    keel_tensor *cin[KEEL_MAX_OP_INPUTS] = {0};
+    keel_tensor *cout[KEEL_MAX_OP_OUTPUTS] = {0};
+    uint32_t mutated = mutated_inputs(c->op);
+    int cpu = cpu_plugin_index(), nout = 0;
+    char dev[96];
+    keel_status st = KEEL_STATUS_OK;
+
+    if (cpu < 0 || cpu == c->place.plugin)
+        return keel__op_error(c, KEEL_STATUS_NOT_SUPPORTED,
+                              "no %s kernel for %s on this device, and no "
+                              "CPU plugin to fall back to",
+                              c->def->info->name,
+                              keel_dtype_name(c->key_dtype));
+    atomic_fetch_add(&fallback_counts[c->op], 1);
+    keel__log(KEEL_LOG_DEBUG, "op %s (%s): CPU fallback", c->def->info->name,
+              keel_dtype_name(c->key_dtype));
+    for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++)
+        st = keel_tensor_to(c->in[i], "cpu:0", &cin[i]);
+    if (st == KEEL_STATUS_OK)
+        st = keel_op_run(c->op, cin, c->nin, c->attrs, c->def->nattrs, cout,
+                         KEEL_MAX_OP_OUTPUTS, &nout);
+    keel__lock();
+    keel__place_str(c->place, dev, sizeof(dev));
+    keel__unlock();
+    for (int i = 0; i < nout && st == KEEL_STATUS_OK; i++) {
+        keel_tensor_desc od;
+        keel__desc(outs[i], &od);
+        st = keel_mem_copy_peer(c->place, od.data, keel_tensor_place(cout[i]),
+                                cout[i]->storage->data,
+                                outs[i]->storage->nbytes);
+    }
+    for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++) {
+        keel_tensor *back;
+        if (!(mutated & (1u << i)))
+            continue;
+        /* Contiguous inputs only: copy the whole storage back. */
+        st = keel_tensor_to(cin[i], dev, &back);
+        if (st == KEEL_STATUS_OK) {
+            keel_tensor_desc d;
+            keel__desc(c->in[i], &d);
+            st = keel_mem_copy_d2d(c->place, d.data, back->storage->data,
+                                   back->storage->nbytes);
+            keel_tensor_free(back);
+        }
+    }
+    for (int i = 0; i < c->nin; i++)
+        keel_tensor_free(cin[i]);
+    for (int i = 0; i < nout; i++)
+        keel_tensor_free(cout[i]);
+    return st;
+}
+
+static keel_status run(keel_op_id op, const keel_place *place_hint,
+                       keel_tensor *const *inputs, int num_inputs,
+                       const keel_attr *attrs, int num_attrs,
+                       keel_tensor **outputs, int max_outputs,
+                       int *num_outputs)
+{
+    struct keel_op_call c;
+    keel_tensor *outs[KEEL_MAX_OP_OUTPUTS] = {0};
+    keel_status st;
+    int i;
+
+    if (num_outputs)
+        *num_outputs = 0;
+    c.def = keel__op_def(op);
+    if (!c.def) {
+        if (defs_status != KEEL_STATUS_OK)
+            return keel__error(defs_status, "%s", defs_error);
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_op_run: %d is not an op of the catalog",
+                           (int)op);
+    }
+    c.op = op;
+    c.nin = 0;
+    c.nout = 0;
+    if (num_inputs < 0 || num_inputs > KEEL_MAX_OP_INPUTS ||
+        (num_inputs > 0 && !inputs))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: bad input list (%d inputs)",
+                           c.def->info->name, num_inputs);
+    for (i = 0; i < num_inputs; i++)
+        if (!inputs[i])
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "%s: input %d is NULL", c.def->info->name, i);
+    if (num_inputs > 0) {
+        c.place = inputs[0]->storage->place;
+    } else if (place_hint) {
+        c.place = *place_hint;
+    } else {
+        st = keel_current_place(&c.place);
+        if (st != KEEL_STATUS_OK)
+            return st;
+    }
+    for (i = 0; i < num_inputs; i++) {
+        c.in[i] = keel_tensor_ref(inputs[i]);
+        keel__desc(c.in[i], &c.in_desc[i]);
+        c.nin++;
+    }
+    for (i = 1; i < num_inputs; i++) {
+        keel_place p = inputs[i]->storage->place;
+        if (p.plugin != c.place.plugin || p.device != c.place.device) {
+            char a[96], b[96];
+            keel__lock();
+            keel__place_str(c.place, a, sizeof(a));
+            keel__place_str(p, b, sizeof(b));
+            keel__unlock();
+            st = keel__op_error(&c, KEEL_STATUS_INVALID_ARGUMENT,
+                                "mismatched devices: input 0 is on %s, "
+                                "input %d on %s",
+                                a, i, b);
+            goto out;
+        }
+    }
+    if (c.def->info->num_inputs >= 0 && num_inputs > c.def->info->num_inputs) {
+        st = keel__op_error(&c, KEEL_STATUS_INVALID_ARGUMENT,
+                            "takes at most %d inputs, got %d",
+                            c.def->info->num_inputs, num_inputs);
+        goto out;
+    }
+    st = resolve_attrs(&c, attrs, num_attrs);
+    if (st != KEEL_STATUS_OK)
+        goto out;
+    c.key_dtype = num_inputs ? c.in[0]->dtype : KEEL_F32;
+    st = c.def->shape(&c);
+    if (st != KEEL_STATUS_OK)
+        goto out;
+    if (!(c.def->info->dtype_mask & KEEL_DTYPE_BIT(c.key_dtype))) {
+        st = keel__op_error(&c, KEEL_STATUS_NOT_SUPPORTED,
+                            "dtype %s is not supported by this op",
+                            keel_dtype_name(c.key_dtype));
+        goto out;
+    }
+    if (c.nout > max_outputs || (c.nout > 0 && !outputs)) {
+        st = keel__op_error(&c, KEEL_STATUS_INVALID_ARGUMENT,
+                            "has %d outputs, room for %d", c.nout,
+                            max_outputs);
+        goto out;
+    }
+    for (i = 0; i < c.nout; i++) {
+        st = keel__tensor_new(c.place, c.out_dtype[i], c.out_ndim[i],
+                              c.out_shape[i], &outs[i]);
+        if (st != KEEL_STATUS_OK)
+            goto out;
+    }
+    st = launch(&c, outs);
+    if (st != KEEL_STATUS_OK)
+        goto out;
+    for (i = 0; i < c.nout; i++) {
+        outputs[i] = outs[i];
+        outs[i] = NULL;
+    }
+    if (num_outputs)
+        *num_outputs = c.nout;
+out:
+    for (i = 0; i < c.nout; i++)
+        keel_tensor_free(outs[i]);
+    call_release(&c);
+    return st;
+}
+
+keel_status keel_op_run(keel_op_id op, keel_tensor *const *inputs,
+                        int num_inputs, const keel_attr *attrs, int num_attrs,
+                        keel_tensor **outputs, int max_outputs,
+                        int *num_outputs)
+{
+    return run(op, NULL, inputs, num_inputs, attrs, num_attrs, outputs,
+               max_outputs, num_outputs);
+}
+
+keel_status keel__run1(keel_op_id op, const keel_tensor *const *in, int nin,
+                       const keel_attr *attrs, int nattrs, keel_tensor **out)
+{
+    int n = 0;
+    keel_status st;
+
+    if (!out)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: out is NULL", keel_op_table[op].name);
+    *out = NULL;
+    st = run(op, NULL, (keel_tensor *const *)in, nin, attrs, nattrs, out, 1,
+             &n);
+    if (st == KEEL_STATUS_OK && n != 1) {
+        for (int i = 0; i < n; i++)
+            keel_tensor_free(out[i]);
+        *out = NULL;
+        return keel__error(KEEL_STATUS_INTERNAL,
+                           "%s produced %d outputs, expected 1",
+                           keel_op_table[op].name, n);
+    }
+    return st;
+}
+
+keel_status keel__run_create(keel_op_id op, keel_place place,
+                             const keel_attr *attrs, int nattrs,
+                             keel_tensor **out)
+{
+    int n = 0;
+
+    *out = NULL;
+    return run(op, &place, NULL, 0, attrs, nattrs, out, 1, &n);
+}

@@ -1,0 +1,626 @@
+/*
+ * CPU kernel toolkit: launching, attributes, conversions, iteration.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kern.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KEEL_X86 1
+#endif
+
+/* ---- launching -------------------------------------------------------------- */
+
+/* Bytes spanned by a strided descriptor: [lo, hi) relative to data. */
+static void extent(const keel_tensor_desc *d, int64_t *lo, int64_t *hi)
+{
+    int64_t es = keel_dtype_size(d->dtype), l = 0, h = 0;
+
+    for (int i = 0; i < d->ndim; i++) {
+        int64_t span = (d->shape[i] - 1) * d->strides[i];
+        if (span < 0)
+            l += span;
+        else
+            h += span;
+    }
+    *lo = l * es;
+    *hi = (h + 1) * es;
+}
+
+static keel_status map_desc(struct cpu_device *dev, const keel_tensor_desc *d,
+                            const char *op, const char *role, int i,
+                            void **host)
+{
+    int64_t lo, hi;
+    void *h;
+    keel_status st;
+    char call[96];
+
+    *host = NULL;
+    if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
+        d->ndim > KEEL_MAX_DIMS)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: %s %d has a bad descriptor (dtype %d, ndim %d)",
+                       op, role, i, (int)d->dtype, (int)d->ndim);
+    for (int k = 0; k < d->ndim; k++)
+        if (d->shape[k] < 0)
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %s %d has negative dim %d", op, role, i, k);
+    if (knumel(d) == 0)
+        return KEEL_STATUS_OK;
+    extent(d, &lo, &hi);
+    snprintf(call, sizeof(call), "%s (%s %d)", op, role, i);
+    st = cpu_mem_range(dev, d->data + (keel_dptr)lo, (uint64_t)(hi - lo),
+                       call, &h);
+    if (st)
+        return st;
+    *host = (char *)h - lo;
+    return KEEL_STATUS_OK;
+}
+
+/* A launch whose arguments outlive the call (asynchronous streams). */
+struct klaunch {
+    kimpl_fn impl;
+    keel_kernel_args args;
+    struct kcall call;
+    /* variable parts follow in one allocation */
+};
+
+static void klaunch_run(void *p)
+{
+    struct klaunch *l = p;
+
+    l->impl(&l->call);
+    free(l);
+}
+
+/* Deep copy of args and host pointers in one block. */
+static struct klaunch *klaunch_new(const keel_kernel_args *a, kimpl_fn impl,
+                                   void *const *in, void *const *out)
+{
+    size_t nd = (size_t)(a->num_inputs + a->num_outputs);
+    size_t size = sizeof(struct klaunch) + nd * sizeof(keel_tensor_desc) +
+                  nd * sizeof(void *) +
+                  (size_t)a->num_attrs * sizeof(keel_attr);
+    struct klaunch *l;
+    char *p;
+
+    for (int i = 0; i < a->num_attrs; i++) {
+        const keel_attr *t = &a->attrs[i];
+        size += strlen(t->name) + 1 + 8;
+        if (t->type == KEEL_ATTR_STRING)
+            size += strlen(t->v.s) + 1 + 8;
+        else if (t->type == KEEL_ATTR_INTS)
+            size += (size_t)t->v.ints.count * sizeof(int64_t) + 8;
+        else if (t->type == KEEL_ATTR_FLOATS)
+            size += (size_t)t->v.floats.count * sizeof(double) + 8;
+    }
+    l = malloc(size);
+    if (!l)
+        return NULL;
+    p = (char *)(l + 1);
+    l->impl = impl;
+    l->args = *a;
+    {
+        keel_tensor_desc *d = (keel_tensor_desc *)p;
+        memcpy(d, a->inputs, (size_t)a->num_inputs * sizeof(*d));
+        memcpy(d + a->num_inputs, a->outputs,
+               (size_t)a->num_outputs * sizeof(*d));
+        l->args.inputs = d;
+        l->args.outputs = d + a->num_inputs;
+        p += nd * sizeof(*d);
+    }
+    {
+        void **ptrs = (void **)p;
+        for (int i = 0; i < a->num_inputs; i++)
+            ptrs[i] = in[i];
+        for (int i = 0; i < a->num_outputs; i++)
+            ptrs[a->num_inputs + i] = out[i];
+        l->call.in = ptrs;
+        l->call.out = ptrs + a->num_inputs;
+        p += nd * sizeof(void *);
+    }
+    {
+        keel_attr *at = (keel_attr *)p;
+        p += (size_t)a->num_attrs * sizeof(keel_attr);
+        for (int i = 0; i < a->num_attrs; i++) {
+            const keel_attr *t = &a->attrs[i];
+            size_t n = strlen(t->name) + 1;
+            at[i] = *t;
+            memcpy(p, t->name, n);
+            at[i].name = p;
+            p += (n + 7) & ~(size_t)7;
+            if (t->type == KEEL_ATTR_STRING) {
+                n = strlen(t->v.s) + 1;
+                memcpy(p, t->v.s, n);
+                at[i].v.s = p;
+                p += (n + 7) & ~(size_t)7;
+            } else if (t->type == KEEL_ATTR_INTS && t->v.ints.count > 0) {
+                n = (size_t)t->v.ints.count * sizeof(int64_t);
+                memcpy(p, t->v.ints.data, n);
+                at[i].v.ints.data = (const int64_t *)p;
+                p += n;
+            } else if (t->type == KEEL_ATTR_FLOATS && t->v.floats.count > 0) {
+                n = (size_t)t->v.floats.count * sizeof(double);
+                memcpy(p, t->v.floats.data, n);
+                at[i].v.floats.data = (const double *)p;
+                p += n;
+            }
+        }
+        l->args.attrs = at;
+    }
+    l->call.a = &l->args;
+    return l;
+}
+
+#define KMAX_OPERANDS 130
+
+keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
+                              kimpl_fn impl, kcheck_fn check)
+{
+    void *in[KMAX_OPERANDS], *out[KMAX_OPERANDS];
+    struct cpu_device *dev;
+    struct cpu_stream *s;
+    struct kcall k;
+    keel_status st;
+
+    if (!a || a->struct_size < sizeof(keel_kernel_args))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: kernel arguments are missing or too small", op);
+    if (a->num_inputs < 0 || a->num_outputs < 0 ||
+        a->num_inputs + a->num_outputs > KMAX_OPERANDS ||
+        (a->num_inputs && !a->inputs) || (a->num_outputs && !a->outputs) ||
+        (a->num_attrs && !a->attrs))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: bad operand lists (%d inputs, %d outputs)", op,
+                       (int)a->num_inputs, (int)a->num_outputs);
+    st = cpu_dev_get(a->device, op, &dev);
+    if (st)
+        return st;
+    st = cpu_stream_get(dev, a->stream, op, &s);
+    if (st)
+        return st;
+    for (int i = 0; i < a->num_inputs; i++)
+        if ((st = map_desc(dev, &a->inputs[i], op, "input", i, &in[i])))
+            return st;
+    for (int i = 0; i < a->num_outputs; i++)
+        if ((st = map_desc(dev, &a->outputs[i], op, "output", i, &out[i])))
+            return st;
+    if (check && (st = check(a)))
+        return st;
+    if (!cpu_g.cfg.async) {
+        k.a = a;
+        k.in = in;
+        k.out = out;
+        impl(&k);
+        return KEEL_STATUS_OK;
+    }
+    {
+        struct klaunch *l = klaunch_new(a, impl, in, out);
+        struct cpu_work w;
+        if (!l)
+            return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+                           "%s: no host memory to queue the kernel", op);
+        memset(&w, 0, sizeof(w));
+        w.kind = CPU_WORK_HOST_FN;
+        w.u.host.fn = klaunch_run;
+        w.u.host.data = l;
+        st = cpu_stream_submit(s, &w, op);
+        if (st)
+            free(l);
+        return st;
+    }
+}
+
+/* ---- attributes ------------------------------------------------------------- */
+
+const keel_attr *kattr(const keel_kernel_args *a, const char *name)
+{
+    for (int i = 0; i < a->num_attrs; i++)
+        if (a->attrs[i].name && !strcmp(a->attrs[i].name, name))
+            return &a->attrs[i];
+    return NULL;
+}
+
+int64_t kattr_i(const keel_kernel_args *a, const char *name, int64_t def)
+{
+    const keel_attr *t = kattr(a, name);
+
+    if (!t)
+        return def;
+    if (t->type == KEEL_ATTR_FLOAT)
+        return (int64_t)t->v.f;
+    return t->v.i;
+}
+
+double kattr_f(const keel_kernel_args *a, const char *name, double def)
+{
+    const keel_attr *t = kattr(a, name);
+
+    if (!t)
+        return def;
+    if (t->type == KEEL_ATTR_FLOAT)
+        return t->v.f;
+    return (double)t->v.i;
+}
+
+const char *kattr_s(const keel_kernel_args *a, const char *name,
+                    const char *def)
+{
+    const keel_attr *t = kattr(a, name);
+
+    return t && t->type == KEEL_ATTR_STRING && t->v.s ? t->v.s : def;
+}
+
+const int64_t *kattr_ints(const keel_kernel_args *a, const char *name,
+                          int64_t *n)
+{
+    const keel_attr *t = kattr(a, name);
+
+    if (!t || t->type != KEEL_ATTR_INTS) {
+        *n = 0;
+        return NULL;
+    }
+    *n = t->v.ints.count;
+    return t->v.ints.data;
+}
+
+/* ---- descriptors ---------------------------------------------------------------- */
+
+int64_t knumel(const keel_tensor_desc *d)
+{
+    int64_t n = 1;
+
+    for (int i = 0; i < d->ndim; i++)
+        n *= d->shape[i];
+    return n;
+}
+
+bool kcontig(const keel_tensor_desc *d)
+{
+    int64_t s = 1;
+
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        if (d->shape[i] == 0)
+            return true;
+        if (d->shape[i] != 1 && d->strides[i] != s)
+            return false;
+        s *= d->shape[i];
+    }
+    return true;
+}
+
+int kaxis(int64_t axis, int ndim)
+{
+    if (axis < -(int64_t)ndim || axis >= ndim)
+        return -1;
+    return (int)(axis < 0 ? axis + ndim : axis);
+}
+
+/* ---- conversions -------------------------------------------------------------------- */
+
+#ifdef KEEL_X86
+__attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(
+    const uint16_t *src, float *dst, int64_t n)
+{
+    int64_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++)
+        dst[i] = cpu_f16_to_f32(src[i]);
+}
+
+__attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(
+    const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        __m256 f = _mm256_loadu_ps(src + i);
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++)
+        dst[i] = cpu_f32_to_f16(src[i]);
+}
+
+static int have_f16c(void)
+{
+    static int cached = -1;
+
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("f16c") &&
+                 __builtin_cpu_supports("avx");
+    }
+    return cached;
+}
+#endif
+
+void kf16_to_f32(const uint16_t *src, float *dst, int64_t n)
+{
+#ifdef KEEL_X86
+    if (have_f16c()) {
+        f16_to_f32_f16c(src, dst, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = cpu_f16_to_f32(src[i]);
+}
+
+void kf32_to_f16(const float *src, uint16_t *dst, int64_t n)
+{
+#ifdef KEEL_X86
+    if (have_f16c()) {
+        f32_to_f16_f16c(src, dst, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = cpu_f32_to_f16(src[i]);
+}
+
+void kbf16_to_f32(const uint16_t *src, float *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &u, sizeof(float));
+    }
+}
+
+void kf32_to_bf16(const float *src, uint16_t *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = cpu_f32_to_bf16(src[i]);
+}
+
+double kload(const void *p, keel_dtype dt)
+{
+    switch (dt) {
+    case KEEL_F32:
+        return *(const float *)p;
+    case KEEL_F64:
+        return *(const double *)p;
+    case KEEL_F16:
+        return cpu_f16_to_f32(*(const uint16_t *)p);
+    case KEEL_BF16:
+        return cpu_bf16_to_f32(*(const uint16_t *)p);
+    case KEEL_I8:
+        return *(const int8_t *)p;
+    case KEEL_U8:
+        return *(const uint8_t *)p;
+    case KEEL_I32:
+        return *(const int32_t *)p;
+    case KEEL_I64:
+        return (double)*(const int64_t *)p;
+    case KEEL_BOOL:
+        return *(const uint8_t *)p != 0;
+    default:
+        return 0;
+    }
+}
+
+/* Float to integer as C casts do, but defined for NaN and out-of-range
+ * values (saturating; NaN gives 0). */
+static int64_t sat_i64(double v, double lo, double hi)
+{
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return (int64_t)lo;
+    if (v >= hi)
+        return (int64_t)hi;
+    return (int64_t)v;
+}
+
+void kstore(void *p, keel_dtype dt, double v)
+{
+    switch (dt) {
+    case KEEL_F32:
+        *(float *)p = (float)v;
+        break;
+    case KEEL_F64:
+        *(double *)p = v;
+        break;
+    case KEEL_F16:
+        *(uint16_t *)p = cpu_f32_to_f16((float)v);
+        break;
+    case KEEL_BF16:
+        *(uint16_t *)p = cpu_f32_to_bf16((float)v);
+        break;
+    case KEEL_I8:
+        *(int8_t *)p = (int8_t)sat_i64(v, -128, 127);
+        break;
+    case KEEL_U8:
+        *(uint8_t *)p = (uint8_t)sat_i64(v, 0, 255);
+        break;
+    case KEEL_I32:
+        *(int32_t *)p = (int32_t)sat_i64(v, -2147483648.0, 2147483647.0);
+        break;
+    case KEEL_I64:
+        *(int64_t *)p = sat_i64(v, -9223372036854775808.0,
+                                9223372036854774784.0);
+        break;
+    case KEEL_BOOL:
+        *(uint8_t *)p = v != 0;
+        break;
+    default:
+        break;
+    }
+}
+
+int64_t kload_i(const void *p, keel_dtype dt)
+{
+    switch (dt) {
+    case KEEL_I8:
+        return *(const int8_t *)p;
+    case KEEL_U8:
+    case KEEL_BOOL:
+        return *(const uint8_t *)p;
+    case KEEL_I32:
+        return *(const int32_t *)p;
+    case KEEL_I64:
+        return *(const int64_t *)p;
+    default:
+        return sat_i64(kload(p, dt), -9223372036854775808.0,
+                       9223372036854774784.0);
+    }
+}
+
+void kstore_i(void *p, keel_dtype dt, int64_t v)
+{
+    switch (dt) {
+    case KEEL_I8:
+        *(int8_t *)p = (int8_t)v;
+        break;
+    case KEEL_U8:
+        *(uint8_t *)p = (uint8_t)v;
+        break;
+    case KEEL_BOOL:
+        *(uint8_t *)p = v != 0;
+        break;
+    case KEEL_I32:
+        *(int32_t *)p = (int32_t)v;
+        break;
+    case KEEL_I64:
+        *(int64_t *)p = v;
+        break;
+    default:
+        kstore(p, dt, (double)v);
+        break;
+    }
+}
+
+/* ---- iteration ------------------------------------------------------------------------- */
+
+struct kiter_state {
+    int nops, ndim; /* ndim after merging; the last dim is the row */
+    char *base[KMAX_OPERANDS];
+    int64_t shape[KEEL_MAX_DIMS];
+    int64_t bstride[KMAX_OPERANDS][KEEL_MAX_DIMS]; /* bytes */
+    krow_fn row;
+    void *ctx;
+};
+
+static void kiter_rows(void *p, int64_t begin, int64_t end)
+{
+    struct kiter_state *s = p;
+    char *ptr[KMAX_OPERANDS];
+    int64_t inner[KMAX_OPERANDS];
+    int last = s->ndim - 1;
+
+    for (int o = 0; o < s->nops; o++)
+        inner[o] = s->bstride[o][last];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t rem = r;
+        for (int o = 0; o < s->nops; o++)
+            ptr[o] = s->base[o];
+        for (int d = last - 1; d >= 0; d--) {
+            int64_t idx = rem % s->shape[d];
+            rem /= s->shape[d];
+            for (int o = 0; o < s->nops; o++)
+                ptr[o] += idx * s->bstride[o][d];
+        }
+        s->row(s->ctx, ptr, inner, s->shape[last]);
+    }
+}
+
+static void kiter_slices(void *p, int64_t begin, int64_t end)
+{
+    struct kiter_state *s = p;
+    char *ptr[KMAX_OPERANDS];
+    int64_t inner[KMAX_OPERANDS];
+
+    for (int o = 0; o < s->nops; o++) {
+        inner[o] = s->bstride[o][0];
+        ptr[o] = s->base[o] + begin * inner[o];
+    }
+    s->row(s->ctx, ptr, inner, end - begin);
+}
+
+void kiter(int nops, void *const *base,
+           const int64_t (*strides)[KEEL_MAX_DIMS], const uint32_t *esize,
+           int ndim, const int64_t *shape, krow_fn row, void *ctx)
+{
+    struct kiter_state s;
+    int64_t rows, total = 1;
+
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return;
+        total *= shape[d];
+    }
+    s.nops = nops;
+    s.row = row;
+    s.ctx = ctx;
+    for (int o = 0; o < nops; o++)
+        s.base[o] = base[o];
+    /* Drop size-1 dims, merge dims contiguous for every operand. */
+    s.ndim = 0;
+    for (int d = 0; d < ndim; d++) {
+        bool merge;
+        if (shape[d] == 1)
+            continue;
+        merge = s.ndim > 0;
+        for (int o = 0; merge && o < nops; o++)
+            if (s.bstride[o][s.ndim - 1] !=
+                strides[o][d] * (int64_t)esize[o] * shape[d])
+                merge = false;
+        if (merge) {
+            s.shape[s.ndim - 1] *= shape[d];
+            for (int o = 0; o < nops; o++)
+                s.bstride[o][s.ndim - 1] = strides[o][d] * (int64_t)esize[o];
+            continue;
+        }
+        s.shape[s.ndim] = shape[d];
+        for (int o = 0; o < nops; o++)
+            s.bstride[o][s.ndim] = strides[o][d] * (int64_t)esize[o];
+        s.ndim++;
+    }
+    if (s.ndim == 0) {
+        s.ndim = 1;
+        s.shape[0] = 1;
+        for (int o = 0; o < nops; o++)
+            s.bstride[o][0] = (int64_t)esize[o];
+    }
+    rows = total / s.shape[s.ndim - 1];
+    if (total < 2 * KGRAIN) {
+        kiter_rows(&s, 0, rows);
+    } else if (rows > 1) {
+        int64_t grain = KGRAIN / s.shape[s.ndim - 1];
+        cpu_parallel_for(rows, grain > 0 ? grain : 1, kiter_rows, &s);
+    } else {
+        /* One long row: share slices of it. */
+        cpu_parallel_for(s.shape[0], KGRAIN, kiter_slices, &s);
+    }
+}
+
+void kiter_call(const struct kcall *k, krow_fn row, void *ctx)
+{
+    const keel_kernel_args *a = k->a;
+    int64_t strides[KMAX_OPERANDS][KEEL_MAX_DIMS];
+    void *base[KMAX_OPERANDS];
+    uint32_t esize[KMAX_OPERANDS];
+    const keel_tensor_desc *shape_of = a->num_outputs ? &a->outputs[0]
+                                                      : &a->inputs[0];
+    int n = 0;
+
+    for (int i = 0; i < a->num_outputs; i++, n++) {
+        base[n] = k->out[i];
+        esize[n] = keel_dtype_size(a->outputs[i].dtype);
+        memcpy(strides[n], a->outputs[i].strides, sizeof(strides[n]));
+    }
+    for (int i = 0; i < a->num_inputs; i++, n++) {
+        base[n] = k->in[i];
+        esize[n] = keel_dtype_size(a->inputs[i].dtype);
+        memcpy(strides[n], a->inputs[i].strides, sizeof(strides[n]));
+    }
+    kiter(n, base, (const int64_t(*)[KEEL_MAX_DIMS])strides, esize,
+          shape_of->ndim, shape_of->shape, row, ctx);
+}
