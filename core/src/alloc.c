@@ -12,6 +12,7 @@
  * so a block freed by one op and reused by the next is used in stream
  * order. (Multi-stream use will need record-stream bookkeeping.)
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,13 @@ static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct dev_cache ***caches;
 static int *cache_counts; /* devices per plugin slot */
 static int cache_plugins;
-static unsigned generation = 1;
+static atomic_uint generation = 1;
+
+/* Lock-free lookup for the common case (small plugin and device indices):
+ * a cache, once created, is published here and never moves. */
+#define FAST_PLUGINS 16
+#define FAST_DEVICES 64
+static struct dev_cache *_Atomic fast[FAST_PLUGINS][FAST_DEVICES];
 
 static int size_class(uint64_t size, uint64_t *class_size)
 {
@@ -110,9 +117,16 @@ static bool grow_devices(int plugin, int need)
 static struct dev_cache *get_cache(keel_place place)
 {
     struct dev_cache *c = NULL;
+    bool fastable = place.plugin < FAST_PLUGINS && place.device < FAST_DEVICES;
 
     if (place.plugin < 0 || place.device < 0)
         return NULL;
+    if (fastable) {
+        c = atomic_load_explicit(&fast[place.plugin][place.device],
+                                 memory_order_acquire);
+        if (c)
+            return c;
+    }
     pthread_mutex_lock(&caches_lock);
     if (!grow_plugins(place.plugin + 1) ||
         !grow_devices(place.plugin, place.device + 1))
@@ -126,6 +140,9 @@ static struct dev_cache *get_cache(keel_place place)
         c->place = place;
         caches[place.plugin][place.device] = c;
     }
+    if (fastable)
+        atomic_store_explicit(&fast[place.plugin][place.device], c,
+                              memory_order_release);
 out:
     pthread_mutex_unlock(&caches_lock);
     return c;
@@ -212,7 +229,7 @@ keel_status keel__alloc(keel_place place, uint64_t size,
     b->cache = c;
     b->size = csize;
     b->cls = cls;
-    b->generation = generation;
+    b->generation = atomic_load(&generation);
     c->stats.plugin_allocs++;
     c->stats.reserved += csize;
     note_alloc(c, csize);
@@ -228,16 +245,13 @@ void keel__alloc_release(struct keel_block *b)
 
     if (!b)
         return;
-    pthread_mutex_lock(&caches_lock);
-    if (b->generation != generation) {
+    if (b->generation != atomic_load(&generation)) {
         /* The runtime was shut down under this block: its memory went with
          * the plugin. */
-        pthread_mutex_unlock(&caches_lock);
         free(b);
         return;
     }
     c = b->cache;
-    pthread_mutex_unlock(&caches_lock);
     pthread_mutex_lock(&c->lock);
     c->stats.allocated -= b->size;
     b->next = c->free_list[b->cls];
@@ -266,7 +280,10 @@ void keel__alloc_shutdown(void)
     caches = NULL;
     cache_counts = NULL;
     cache_plugins = 0;
-    generation++;
+    for (int p = 0; p < FAST_PLUGINS; p++)
+        for (int d = 0; d < FAST_DEVICES; d++)
+            atomic_store(&fast[p][d], NULL);
+    atomic_fetch_add(&generation, 1);
     pthread_mutex_unlock(&caches_lock);
 }
 

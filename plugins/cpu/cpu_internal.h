@@ -279,6 +279,13 @@ static inline keel_dptr cpu_host_to_dptr(uintptr_t h)
  */
 keel_status cpu_mem_range(struct cpu_device *dev, keel_dptr ptr,
 			  uint64_t size, const char *call, void **host);
+/*
+ * The same check for n ranges under one lock (kernel launches). A size of
+ * 0 maps to NULL. Returns -1 when all are inside live allocations (host[]
+ * filled), else the index of the first that is not; reports nothing.
+ */
+int cpu_mem_range_many(struct cpu_device *dev, int n, const keel_dptr *ptr,
+		       const uint64_t *size, void **host);
 void cpu_mem_device_init(struct cpu_device *dev);
 void cpu_mem_device_release(struct cpu_device *dev);
 

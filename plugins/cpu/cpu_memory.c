@@ -132,6 +132,34 @@ static keel_status cpu_range_error(struct cpu_device *dev, keel_dptr ptr,
 		       call, ptr, ptr + size, size, (int)dev->index);
 }
 
+int cpu_mem_range_many(struct cpu_device *dev, int n, const keel_dptr *ptr,
+		       const uint64_t *size, void **host)
+{
+	int bad = -1;
+
+	pthread_mutex_lock(&dev->mem_lock);
+	for (int i = 0; i < n && bad < 0; i++) {
+		uintptr_t h = cpu_dptr_to_host(ptr[i]);
+		struct cpu_alloc *a;
+
+		if (size[i] == 0) {
+			host[i] = NULL;
+			continue;
+		}
+		if (ptr[i] == 0 || h + size[i] < h) {
+			bad = i;
+			break;
+		}
+		a = cpu_table_containing(&dev->dev_allocs, h);
+		if (!a || size[i] > a->size - (h - a->base))
+			bad = i;
+		else
+			host[i] = (void *)h;
+	}
+	pthread_mutex_unlock(&dev->mem_lock);
+	return bad;
+}
+
 keel_status cpu_mem_range(struct cpu_device *dev, keel_dptr ptr,
 			  uint64_t size, const char *call, void **host)
 {

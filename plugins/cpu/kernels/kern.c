@@ -13,6 +13,8 @@
 
 /* ---- launching -------------------------------------------------------------- */
 
+#define KMAX_OPERANDS 130
+
 /* Bytes spanned by a strided descriptor: [lo, hi) relative to data. */
 static void extent(const keel_tensor_desc *d, int64_t *lo, int64_t *hi)
 {
@@ -29,16 +31,9 @@ static void extent(const keel_tensor_desc *d, int64_t *lo, int64_t *hi)
     *hi = (h + 1) * es;
 }
 
-static keel_status map_desc(struct cpu_device *dev, const keel_tensor_desc *d,
-                            const char *op, const char *role, int i,
-                            void **host)
+static keel_status check_desc(const keel_tensor_desc *d, const char *op,
+                              const char *role, int i)
 {
-    int64_t lo, hi;
-    void *h;
-    keel_status st;
-    char call[96];
-
-    *host = NULL;
     if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
         d->ndim > KEEL_MAX_DIMS)
         return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
@@ -48,15 +43,59 @@ static keel_status map_desc(struct cpu_device *dev, const keel_tensor_desc *d,
         if (d->shape[k] < 0)
             return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: %s %d has negative dim %d", op, role, i, k);
-    if (knumel(d) == 0)
-        return KEEL_STATUS_OK;
-    extent(d, &lo, &hi);
-    snprintf(call, sizeof(call), "%s (%s %d)", op, role, i);
-    st = cpu_mem_range(dev, d->data + (keel_dptr)lo, (uint64_t)(hi - lo),
-                       call, &h);
-    if (st)
-        return st;
-    *host = (char *)h - lo;
+    return KEEL_STATUS_OK;
+}
+
+/* Map every descriptor of a launch to host pointers, checking that each
+ * strided extent lies inside one live allocation (one lock for all). */
+static keel_status map_all(struct cpu_device *dev, const keel_kernel_args *a,
+                           const char *op, void **in, void **out)
+{
+    int n = a->num_inputs + a->num_outputs, bad;
+    keel_dptr ptr[KMAX_OPERANDS];
+    uint64_t size[KMAX_OPERANDS];
+    int64_t lo[KMAX_OPERANDS];
+    void *host[KMAX_OPERANDS];
+    keel_status st;
+
+    for (int i = 0; i < n; i++) {
+        bool is_in = i < a->num_inputs;
+        const keel_tensor_desc *d =
+            is_in ? &a->inputs[i] : &a->outputs[i - a->num_inputs];
+        int64_t l = 0, h = 0;
+        st = check_desc(d, op, is_in ? "input" : "output",
+                        is_in ? i : i - a->num_inputs);
+        if (st)
+            return st;
+        if (knumel(d) == 0) {
+            ptr[i] = 0;
+            size[i] = 0;
+            lo[i] = 0;
+            continue;
+        }
+        extent(d, &l, &h);
+        ptr[i] = d->data + (keel_dptr)l;
+        size[i] = (uint64_t)(h - l);
+        lo[i] = l;
+    }
+    bad = cpu_mem_range_many(dev, n, ptr, size, host);
+    if (bad >= 0) {
+        bool is_in = bad < a->num_inputs;
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: %s %d (%llu bytes from 0x%llx) is not inside a "
+                       "live allocation of cpu:%d",
+                       op, is_in ? "input" : "output",
+                       is_in ? bad : bad - a->num_inputs,
+                       (unsigned long long)size[bad],
+                       (unsigned long long)ptr[bad], (int)a->device);
+    }
+    for (int i = 0; i < n; i++) {
+        void *p = host[i] ? (char *)host[i] - lo[i] : NULL;
+        if (i < a->num_inputs)
+            in[i] = p;
+        else
+            out[i - a->num_inputs] = p;
+    }
     return KEEL_STATUS_OK;
 }
 
@@ -155,8 +194,6 @@ static struct klaunch *klaunch_new(const keel_kernel_args *a, kimpl_fn impl,
     return l;
 }
 
-#define KMAX_OPERANDS 130
-
 keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
                               kimpl_fn impl, kcheck_fn check)
 {
@@ -182,12 +219,9 @@ keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
     st = cpu_stream_get(dev, a->stream, op, &s);
     if (st)
         return st;
-    for (int i = 0; i < a->num_inputs; i++)
-        if ((st = map_desc(dev, &a->inputs[i], op, "input", i, &in[i])))
-            return st;
-    for (int i = 0; i < a->num_outputs; i++)
-        if ((st = map_desc(dev, &a->outputs[i], op, "output", i, &out[i])))
-            return st;
+    st = map_all(dev, a, op, in, out);
+    if (st)
+        return st;
     if (check && (st = check(a)))
         return st;
     if (!cpu_g.cfg.async) {
