@@ -150,7 +150,7 @@ static keel_status arg_reduce(keel_op_id op, const keel_tensor *x, int axis,
                               bool keepdim, keel_tensor **out)
 {
     int64_t ax = axis;
-    int flat = x && axis < -keel_tensor_ndim(x);
+    int flat = axis == KEEL_AXIS_FLAT;
     keel_attr a[2] = {keel_attr_ints("axis", &ax, flat ? 0 : 1),
                       keel_attr_bool("keepdim", keepdim)};
     return run_attrs(op, IN(x), 1, a, 2, out);
@@ -195,7 +195,7 @@ keel_status keel_std(const keel_tensor *x, int naxes, const int *axes,
 keel_status keel_cumsum(const keel_tensor *x, int axis, keel_tensor **out)
 {
     int64_t ax = axis;
-    int flat = x && axis < -keel_tensor_ndim(x);
+    int flat = axis == KEEL_AXIS_FLAT;
     keel_attr a = keel_attr_ints("axis", &ax, flat ? 0 : 1);
     return run_attrs(KEEL_OP_CUMSUM, IN(x), 1, &a, 1, out);
 }

@@ -6,6 +6,7 @@
  * 0 along broadcast dimensions, so kernels only ever see same-shaped
  * operands.
  */
+#include <math.h>
 #include <string.h>
 
 #include "tensor_internal.h"
@@ -63,7 +64,8 @@ static void set_out(struct keel_op_call *c, int k, keel_dtype dt, int ndim,
 {
     c->out_dtype[k] = dt;
     c->out_ndim[k] = ndim;
-    memcpy(c->out_shape[k], shape, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) /* a 0-d shape may be NULL */
+        memcpy(c->out_shape[k], shape, sizeof(int64_t) * (size_t)ndim);
     if (c->nout < k + 1)
         c->nout = k + 1;
 }
@@ -77,15 +79,34 @@ static keel_status need_inputs(struct keel_op_call *c, int n)
     return KEEL_STATUS_OK;
 }
 
-/* Promote inputs [first, first+n) to a common dtype; returns it. */
+static bool is_float_dtype(keel_dtype d)
+{
+    return d == KEEL_F32 || d == KEEL_F64 || d == KEEL_F16 || d == KEEL_BF16;
+}
+
+/*
+ * Promote inputs [first, first+n) to a common dtype; returns it. As in
+ * Paddle 3.x, only floating dtypes promote (to the wider; float16 with
+ * bfloat16 gives float32); any other mix is an error asking for a cast.
+ */
 static keel_status promote(struct keel_op_call *c, int first, int n,
                            keel_dtype *out)
 {
     keel_dtype dt = c->in[first]->dtype;
     keel_status st;
 
-    for (int i = first + 1; i < first + n; i++)
-        dt = keel_dtype_promote(dt, c->in[i]->dtype);
+    for (int i = first + 1; i < first + n; i++) {
+        keel_dtype o = c->in[i]->dtype;
+        if (o == dt)
+            continue;
+        if (!is_float_dtype(o) || !is_float_dtype(dt))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "operands of different dtypes (%s and %s): "
+                                  "only floating dtypes promote (as in "
+                                  "Paddle); cast one operand first",
+                                  keel_dtype_name(dt), keel_dtype_name(o));
+        dt = keel_dtype_promote(dt, o);
+    }
     for (int i = first; i < first + n; i++)
         if ((st = keel__cast_input(c, i, dt)))
             return st;
@@ -103,6 +124,13 @@ static keel_status binary(struct keel_op_call *c, bool bool_out)
     if ((st = need_inputs(c, 2)) || (st = promote(c, 0, 2, &dt)) ||
         (st = broadcast_shape(c, 0, 2, &ndim, shape)))
         return st;
+    /* Paddle: dividing integers is true division, in float32. */
+    if (c->op == KEEL_OP_DIVIDE && !is_float_dtype(dt) && dt != KEEL_BOOL) {
+        if ((st = keel__cast_input(c, 0, KEEL_F32)) ||
+            (st = keel__cast_input(c, 1, KEEL_F32)))
+            return st;
+        dt = KEEL_F32;
+    }
     expand_desc(c, 0, ndim, shape);
     expand_desc(c, 1, ndim, shape);
     c->key_dtype = dt;
@@ -181,10 +209,17 @@ keel_status keel__shape_same(struct keel_op_call *c)
                                       c->in[0]->ndim);
     }
     if (c->op == KEEL_OP_CLIP &&
+        (isnan(keel__attr_f(c, "min")) || isnan(keel__attr_f(c, "max"))))
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "min and max must not be NaN");
+    if (c->op == KEEL_OP_CLIP &&
         keel__attr_f(c, "min") > keel__attr_f(c, "max"))
         return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                               "min %g is greater than max %g",
                               keel__attr_f(c, "min"), keel__attr_f(c, "max"));
+    if (c->op == KEEL_OP_SOFTPLUS && keel__attr_f(c, "beta") == 0)
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "beta must be non-zero");
     c->key_dtype = c->in[0]->dtype;
     set_out(c, 0, c->in[0]->dtype, c->in[0]->ndim, c->in[0]->shape);
     return KEEL_STATUS_OK;

@@ -208,7 +208,11 @@ KEEL_REDUCE_DECL(logsumexp)
 KEEL_REDUCE_DECL(all)
 KEEL_REDUCE_DECL(any)
 #undef KEEL_REDUCE_DECL
-/** axis < -ndim (e.g. INT32_MIN): over the flattened tensor. */
+/** Pass as the axis of argmax, argmin and cumsum to work on the flattened
+ *  tensor. */
+#define KEEL_AXIS_FLAT INT32_MIN
+
+/** axis KEEL_AXIS_FLAT: over the flattened tensor. */
 KEEL_API keel_status keel_argmax(const keel_tensor *x, int axis, bool keepdim,
                                  keel_tensor **out);
 KEEL_API keel_status keel_argmin(const keel_tensor *x, int axis, bool keepdim,

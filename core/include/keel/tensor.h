@@ -45,7 +45,9 @@ KEEL_API const char *keel_dtype_name(keel_dtype dtype);
  *  "int", "long"). Returns OK or INVALID_ARGUMENT. */
 KEEL_API keel_status keel_dtype_parse(const char *name, keel_dtype *dtype);
 
-/** Result dtype of a binary op on a and b (see docs/dtypes.md). */
+/** The common dtype of a and b by category (the wider float; a float over
+ *  an integer; the wider integer). Ops promote only between floating
+ *  dtypes, as Paddle does (see docs/tensors.md). */
 KEEL_API keel_dtype keel_dtype_promote(keel_dtype a, keel_dtype b);
 
 /* ---- lifetime and properties ----------------------------------------------- */
