@@ -15,20 +15,25 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* The subcommands, in the order `keel --help` lists them. */
+/* Commands built from other folders (conformance/, bench/) are weak: a
+ * build without them simply lacks the command. */
+extern const keel_cli_command keel_cmd_conform __attribute__((weak));
+extern const keel_cli_command keel_cmd_bench __attribute__((weak));
+
+/* The subcommands, in the order `keel --help` lists them; NULL entries
+ * (commands not built) are skipped. */
 static const keel_cli_command *const command_table[] = {
-    &keel_cmd_devices,
-    &keel_cmd_version,
-    &keel_cmd_help,
-    NULL,
+    &keel_cmd_devices, &keel_cmd_conform, &keel_cmd_bench,
+    &keel_cmd_version, &keel_cmd_help,
 };
+#define NCOMMANDS (sizeof(command_table) / sizeof(command_table[0]))
 
 const keel_cli_command *keel_cli_find_command(const char *name)
 {
     size_t i;
 
-    for (i = 0; command_table[i]; i++)
-        if (strcmp(command_table[i]->name, name) == 0)
+    for (i = 0; i < NCOMMANDS; i++)
+        if (command_table[i] && strcmp(command_table[i]->name, name) == 0)
             return command_table[i];
     return NULL;
 }
@@ -40,9 +45,10 @@ void keel_cli_print_usage(FILE *out)
     fprintf(out, "usage: keel <command> [options]\n"
                  "       keel --help | --version\n\n"
                  "commands:\n");
-    for (i = 0; command_table[i]; i++)
-        fprintf(out, "  %-10s %s\n", command_table[i]->name,
-                command_table[i]->summary);
+    for (i = 0; i < NCOMMANDS; i++)
+        if (command_table[i])
+            fprintf(out, "  %-10s %s\n", command_table[i]->name,
+                    command_table[i]->summary);
     fprintf(out, "\nRun 'keel help <command>' for a command's options.\n");
 }
 
