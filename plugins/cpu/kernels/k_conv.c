@@ -1,0 +1,2066 @@
+/*
+ * CPU kernels: convolution (conv2d, conv2d_transpose and their grads) and
+ * pooling (max, avg, adaptive avg and their grads), NCHW.
+ *
+ * CONVOLUTION
+ *
+ * Every conv op is expressed with three primitives over one conv2d
+ * geometry (struct cgeo: input [n, c, h, w], weight [o, c/g, kh, kw],
+ * output [n, o, oh, ow]):
+ *
+ *   fwd          y = conv(x, w) (+ bias)        im2col + GEMM
+ *   bwd_data     dx = conv^T(dy, w) (+ bias)    GEMM (W^T dy) + col2im
+ *   bwd_filter   dw = sum_n dy col(x)^T         im2col + GEMM
+ *
+ *   conv2d                 fwd
+ *   conv2d_grad            bwd_data, bwd_filter, bias sum of dout
+ *   conv2d_transpose       bwd_data with x as dy (the transposed conv is
+ *                          the gradient of conv2d w.r.t. its input)
+ *   conv2d_transpose_grad  dx = fwd(dout), dw = bwd_filter(dout, x)
+ *
+ * For a transposed conv the conv2d view swaps sides: its "input" is the
+ * transposed conv's output, its "output" the transposed conv's input, and
+ * the weight [C, O/g, kh, kw] is read as [o, c/g, kh, kw].
+ *
+ * A 1x1 kernel with stride 1 and no padding needs no im2col: the image is
+ * its own column matrix. Per image and group the GEMM is
+ * [og x ckk] * [ckk x oh*ow] (ckk = c/g * kh * kw). A stride-1 forward
+ * uses a "wide" column matrix instead (fwd_image_wide): output rows are
+ * widened to the padded input width, which makes each column row one
+ * contiguous slice of the padded image, at the price of some junk columns
+ * the GEMM computes and the compaction drops. The backward primitives keep
+ * the exact-width im2col, so that no junk column ever meets a gradient
+ * (0 * inf would leak NaN into dw).
+ *
+ * POOLING: direct loops over one output row at a time (the window rows are
+ * shared by the whole row; the inner loop runs along the output columns),
+ * parallel over the N*C planes. max_pool2d's index is iy * w + ix within
+ * the plane; the first maximum in window order wins, NaN wins over
+ * numbers, positions in the padding never take part. A window that lies
+ * entirely in the padding (possible with ceil_mode or large padding) gives
+ * -inf with index -1 for max and 0 for avg. avg divisor: the elements of
+ * the window inside the input (exclusive) or inside the padded input
+ * (exclusive = 0, Paddle's rule).
+ *
+ * DTYPES: float32 and float64 are computed in their own type; float16 and
+ * bfloat16 are converted block-wise to float32 buffers, computed there and
+ * converted back. Strided inputs are packed to contiguous buffers (conv) or
+ * read through their strides (pooling, float32/float64).
+ *
+ * THREADS: with several images and per-group GEMMs that OpenBLAS runs on
+ * one thread (og * ckk * oh*ow <= 262144, or OpenBLAS set to one thread;
+ * see k_linalg.c) or that can be cut into such pieces of >= 64 columns,
+ * images are shared out over the plugin pool, one column buffer per share
+ * (slot); bwd_filter gives each slot its own dw partial and sums them at
+ * the end. Larger convs run image after image and let OpenBLAS thread
+ * each GEMM, with im2col/col2im split over the pool.
+ *
+ * WORKSPACE: malloc'd at run time; impls cannot fail, so when it cannot be
+ * had an allocation-free direct loop (double accumulation, any strides and
+ * dtype) computes the same result. KEEL_CPU_NO_WORKSPACE=1 forces it (used
+ * by the tests).
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "kern.h"
+
+/* From k_linalg.c. */
+void cpu_blas_setup(void);
+bool cpu_blas_single(double mnk);
+void *cpu_workspace(size_t bytes);
+
+/* OpenBLAS runs a GEMM of up to this many multiply-adds on one thread. */
+#define GEMM_SMALL_MNK (65536.0 * 4.0)
+
+static void zero_bytes(void *p, size_t n)
+{
+    if (n)
+        memset(p, 0, n);
+}
+
+static bool is_half(keel_dtype dt)
+{
+    return dt == KEEL_F16 || dt == KEEL_BF16;
+}
+
+static bool is_float_dt(keel_dtype dt)
+{
+    return dt == KEEL_F32 || dt == KEEL_F64 || is_half(dt);
+}
+
+/* The dtype computations run in. */
+static keel_dtype compute_dt(keel_dtype dt)
+{
+    return dt == KEEL_F64 ? KEEL_F64 : KEEL_F32;
+}
+
+/* ---- conversion to/from contiguous compute buffers ----------------------- */
+
+struct cvt {
+    keel_dtype to, from;
+};
+
+/* p[0] (to) <- p[1] (from), byte strides st. */
+static void cvt_row(void *ctx, char *const *p, const int64_t *st, int64_t n)
+{
+    const struct cvt *c = ctx;
+    int64_t eo = keel_dtype_size(c->to), ei = keel_dtype_size(c->from);
+    bool contig = st[0] == eo && st[1] == ei;
+    char *d = p[0];
+    const char *s = p[1];
+
+    if (c->to == c->from) {
+        if (contig) {
+            memcpy(d, s, (size_t)(n * eo));
+        } else if (eo == 4) {
+            for (int64_t i = 0; i < n; i++)
+                *(float *)(d + i * st[0]) = *(const float *)(s + i * st[1]);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                *(double *)(d + i * st[0]) =
+                    *(const double *)(s + i * st[1]);
+        }
+        return;
+    }
+    if (contig) {
+        if (c->from == KEEL_F16)
+            kf16_to_f32((const uint16_t *)s, (float *)d, n);
+        else if (c->from == KEEL_BF16)
+            kbf16_to_f32((const uint16_t *)s, (float *)d, n);
+        else if (c->to == KEEL_F16)
+            kf32_to_f16((const float *)s, (uint16_t *)d, n);
+        else
+            kf32_to_bf16((const float *)s, (uint16_t *)d, n);
+        return;
+    }
+    if (c->from == KEEL_F16) {
+        for (int64_t i = 0; i < n; i++)
+            *(float *)(d + i * st[0]) =
+                cpu_f16_to_f32(*(const uint16_t *)(s + i * st[1]));
+    } else if (c->from == KEEL_BF16) {
+        for (int64_t i = 0; i < n; i++)
+            *(float *)(d + i * st[0]) =
+                cpu_bf16_to_f32(*(const uint16_t *)(s + i * st[1]));
+    } else if (c->to == KEEL_F16) {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(d + i * st[0]) =
+                cpu_f32_to_f16(*(const float *)(s + i * st[1]));
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(d + i * st[0]) =
+                cpu_f32_to_bf16(*(const float *)(s + i * st[1]));
+    }
+}
+
+static void contig_strides(const keel_tensor_desc *d, int64_t *st)
+{
+    int64_t s = 1;
+
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= d->shape[i];
+    }
+}
+
+/* Copy tensor `d` at `src` into contiguous `dst` of dtype `to`. */
+static void pack_to(void *dst, keel_dtype to, const keel_tensor_desc *d,
+                    const void *src)
+{
+    int64_t st[2][KEEL_MAX_DIMS];
+    void *base[2] = {dst, (void *)src};
+    uint32_t es[2] = {keel_dtype_size(to), keel_dtype_size(d->dtype)};
+    struct cvt c = {to, d->dtype};
+
+    contig_strides(d, st[0]);
+    memcpy(st[1], d->strides, sizeof(st[1]));
+    kiter(2, base, (const int64_t(*)[KEEL_MAX_DIMS])st, es, d->ndim,
+          d->shape, cvt_row, &c);
+}
+
+/* Contiguous compute buffer -> contiguous output `d` (a half dtype). */
+static void unpack_to(const keel_tensor_desc *d, void *dst, const void *src)
+{
+    int64_t st[2][KEEL_MAX_DIMS];
+    void *base[2] = {dst, (void *)src};
+    uint32_t es[2] = {keel_dtype_size(d->dtype), sizeof(float)};
+    struct cvt c = {d->dtype, KEEL_F32};
+
+    contig_strides(d, st[0]);
+    contig_strides(d, st[1]);
+    kiter(2, base, (const int64_t(*)[KEEL_MAX_DIMS])st, es, d->ndim,
+          d->shape, cvt_row, &c);
+}
+
+/*
+ * Inputs and outputs in the compute dtype. An input already contiguous in
+ * the compute dtype is used in place; anything else gets a slice of the
+ * workspace. plan_* count bytes; bind_* hand out the slices.
+ */
+struct buf {
+    const keel_tensor_desc *d;
+    void *host;  /* the tensor's memory */
+    void *data;  /* compute-dtype contiguous view */
+    bool staged; /* data lives in the workspace */
+    bool output;
+};
+
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+static size_t buf_plan(struct buf *b, const keel_tensor_desc *d, void *host,
+                       bool output)
+{
+    keel_dtype cdt = compute_dt(d->dtype);
+
+    b->d = d;
+    b->host = host;
+    b->output = output;
+    b->staged = d->dtype != cdt || (!output && !kcontig(d));
+    b->data = b->staged ? NULL : host;
+    return b->staged ? align64((size_t)knumel(d) * keel_dtype_size(cdt)) : 0;
+}
+
+/* Give staged buffers their slice; pack staged inputs. */
+static char *buf_bind(struct buf *b, char *ws)
+{
+    if (!b->staged)
+        return ws;
+    b->data = ws;
+    if (!b->output)
+        pack_to(ws, compute_dt(b->d->dtype), b->d, b->host);
+    return ws + align64((size_t)knumel(b->d) *
+                        keel_dtype_size(compute_dt(b->d->dtype)));
+}
+
+/* Convert a staged output back to the tensor's dtype. */
+static void buf_finish(const struct buf *b)
+{
+    if (b->staged && b->output)
+        unpack_to(b->d, b->host, b->data);
+}
+
+/* ---- per-dtype helpers (float and double) -------------------------------- */
+
+/* Geometry of one convolution seen as conv2d. */
+struct cgeo {
+    int64_t n, c, h, w;  /* input */
+    int64_t o, oh, ow;   /* output */
+    int64_t kh, kw, sh, sw, pt, pl, dh, dw, g;
+    int64_t cg, og, ckk, hw, ohw;
+    bool direct_1x1; /* the input is its own column matrix */
+    /* Stride-1 forward: output rows widened to the padded input's width
+     * wp (hp rows), see fwd_image_wide. */
+    bool wide;
+    int64_t hp, wp;
+};
+
+/* Output positions o in [0, nout) whose input index o*s + off lies in
+ * [0, nin): [*lo, *hi). */
+static void out_span(int64_t nout, int64_t s, int64_t off, int64_t nin,
+                     int64_t *lo, int64_t *hi)
+{
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t b = nin - off <= 0 ? 0 : (nin - off + s - 1) / s;
+
+    if (b > nout)
+        b = nout;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
+
+struct tops {
+    size_t es;
+    /* C (+)= op(A) op(B); split: keep every OpenBLAS call single-threaded
+     * by cutting the image-column dim (N, or K when B is transposed) */
+    void (*gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                 const void *A, int64_t lda, const void *B, int64_t ldb,
+                 bool acc, void *C, int64_t ldc, bool split);
+    void (*im2col)(const struct cgeo *g, const void *src, void *col,
+                   int64_t r0, int64_t r1);
+    void (*col2im)(const struct cgeo *g, const void *col, void *dst,
+                   int64_t c0, int64_t c1);
+    /* rows x plane: row r set to bias[r] */
+    void (*fill_rows)(void *y, const void *bias, int64_t rows, int64_t plane);
+    /* rows x plane: row r += bias[r] */
+    void (*add_rows)(void *y, const void *bias, int64_t rows, int64_t plane);
+    void (*add)(void *dst, const void *src, int64_t n);
+    double (*sum)(const void *p, int64_t n);
+    void (*store)(void *p, int64_t i, double v);
+    /* the wide forward: pad, column rows, compaction */
+    void (*pad)(const struct cgeo *g, const void *src, void *dst);
+    void (*wide_cols)(const struct cgeo *g, const void *xp, void *col,
+                      int64_t r0, int64_t r1);
+    void (*compact)(const struct cgeo *g, const void *wide, void *y);
+};
+
+#define DEF_CONV_HELPERS(T, S, BLAS)                                           \
+    /* Copies and fills by fixed-size blocks (inline vector moves, no          \
+     * library call for the short rows convolutions are made of); adds by      \
+     * blocked loops over restrict pointers, whose constant-trip inner         \
+     * loops vectorize even under gcc -O2's very-cheap cost model. */          \
+    static inline void vcopy_##S(T *restrict d, const T *restrict s,           \
+                                 int64_t n)                                    \
+    {                                                                          \
+        int64_t i = 0;                                                         \
+        for (; i + 8 <= n; i += 8)                                             \
+            memcpy(d + i, s + i, 8 * sizeof(T));                               \
+        if (i + 4 <= n) {                                                      \
+            memcpy(d + i, s + i, 4 * sizeof(T));                               \
+            i += 4;                                                            \
+        }                                                                      \
+        if (i + 2 <= n) {                                                      \
+            memcpy(d + i, s + i, 2 * sizeof(T));                               \
+            i += 2;                                                            \
+        }                                                                      \
+        if (i < n)                                                             \
+            d[i] = s[i];                                                       \
+    }                                                                          \
+                                                                               \
+    static inline void vadd_##S(T *restrict d, const T *restrict s,            \
+                                int64_t n)                                     \
+    {                                                                          \
+        int64_t i = 0;                                                         \
+        for (; i + 16 <= n; i += 16)                                           \
+            for (int l = 0; l < 16; l++)                                       \
+                d[i + l] += s[i + l];                                          \
+        for (; i + 4 <= n; i += 4)                                             \
+            for (int l = 0; l < 4; l++)                                        \
+                d[i + l] += s[i + l];                                          \
+        for (; i < n; i++)                                                     \
+            d[i] += s[i];                                                      \
+    }                                                                          \
+                                                                               \
+    static inline void vset_##S(T *restrict d, T v, int64_t n)                 \
+    {                                                                          \
+        T blk[8] = {v, v, v, v, v, v, v, v};                                   \
+        int64_t i = 0;                                                         \
+        for (; i + 8 <= n; i += 8)                                             \
+            memcpy(d + i, blk, sizeof(blk));                                   \
+        if (i + 4 <= n) {                                                      \
+            memcpy(d + i, blk, 4 * sizeof(T));                                 \
+            i += 4;                                                            \
+        }                                                                      \
+        if (i + 2 <= n) {                                                      \
+            memcpy(d + i, blk, 2 * sizeof(T));                                 \
+            i += 2;                                                            \
+        }                                                                      \
+        if (i < n)                                                             \
+            d[i] = v;                                                          \
+    }                                                                          \
+                                                                               \
+    static inline void vinc_##S(T *restrict d, T v, int64_t n)                 \
+    {                                                                          \
+        int64_t i = 0;                                                         \
+        for (; i + 16 <= n; i += 16)                                           \
+            for (int l = 0; l < 16; l++)                                       \
+                d[i + l] += v;                                                 \
+        for (; i < n; i++)                                                     \
+            d[i] += v;                                                         \
+    }                                                                          \
+                                                                               \
+    static void blas_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,    \
+                         const T *A, int64_t lda, const T *B, int64_t ldb,     \
+                         bool acc, T *C, int64_t ldc)                          \
+    {                                                                          \
+        BLAS(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,                    \
+             tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1, A,     \
+             (int)lda, B, (int)ldb, acc ? 1 : 0, C, (int)ldc);                 \
+    }                                                                          \
+                                                                               \
+    static void gemm_##S(bool ta, bool tb, int64_t M, int64_t N, int64_t K,    \
+                         const void *A_, int64_t lda, const void *B_,          \
+                         int64_t ldb, bool acc, void *C_, int64_t ldc,         \
+                         bool split)                                           \
+    {                                                                          \
+        const T *A = A_, *B = B_;                                              \
+        T *C = C_;                                                             \
+        if (M == 0 || N == 0)                                                  \
+            return;                                                            \
+        if (K == 0) {                                                          \
+            if (!acc)                                                          \
+                for (int64_t i = 0; i < M; i++)                                \
+                    vset_##S(C + i * ldc, 0, N);                               \
+            return;                                                            \
+        }                                                                      \
+        if (!split || (double)M * (double)N * (double)K <= GEMM_SMALL_MNK) {   \
+            blas_##S(ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);            \
+            return;                                                            \
+        }                                                                      \
+        if (tb) { /* C += A[:, k0:k1] B[:, k0:k1]^T (A not transposed) */      \
+            int64_t kc = (int64_t)(GEMM_SMALL_MNK / ((double)M * N));          \
+            kc = kc > 32 ? kc : 32;                                            \
+            for (int64_t k0 = 0; k0 < K; k0 += kc)                             \
+                blas_##S(ta, tb, M, N, K - k0 < kc ? K - k0 : kc, A + k0,      \
+                         lda, B + k0, ldb, acc || k0 > 0, C, ldc);             \
+            return;                                                            \
+        }                                                                      \
+        {                                                                      \
+            int64_t nc = (int64_t)(GEMM_SMALL_MNK / ((double)M * K));          \
+            nc = nc > 32 ? nc : 32;                                            \
+            for (int64_t n0 = 0; n0 < N; n0 += nc)                             \
+                blas_##S(ta, tb, M, N - n0 < nc ? N - n0 : nc, K, A, lda,      \
+                         B + n0, ldb, acc, C + n0, ldc);                       \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* Rows [r0, r1) of the column matrix of one image group. Output rows      \
+     * whose input row is in the padding are zeroed in one run. */             \
+    static void im2col_##S(const struct cgeo *g, const void *src_, void *col_, \
+                           int64_t r0, int64_t r1)                             \
+    {                                                                          \
+        const T *src = src_;                                                   \
+        T *col = col_;                                                         \
+        for (int64_t r = r0; r < r1; r++) {                                    \
+            int64_t j = r % g->kw, i = (r / g->kw) % g->kh;                    \
+            const T *s = src + (r / (g->kw * g->kh)) * g->hw;                  \
+            T *d = col + r * g->ohw;                                           \
+            int64_t offx = j * g->dw - g->pl, offy = i * g->dh - g->pt;        \
+            int64_t x0, x1, y0, y1;                                            \
+            out_span(g->ow, g->sw, offx, g->w, &x0, &x1);                      \
+            out_span(g->oh, g->sh, offy, g->h, &y0, &y1);                      \
+            if (x0 == x1)                                                      \
+                y1 = y0;                                                       \
+            vset_##S(d, 0, y0 * g->ow);                                        \
+            for (int64_t oy = y0; oy < y1; oy++) {                             \
+                const T *sr = s + (oy * g->sh + offy) * g->w + x0 * g->sw +    \
+                              offx;                                            \
+                T *dr = d + oy * g->ow;                                        \
+                if (g->sw == 1 && x0 == 0 && x1 == g->ow) {                    \
+                    vcopy_##S(dr, sr, g->ow); /* an interior tap */            \
+                    continue;                                                  \
+                }                                                              \
+                vset_##S(dr, 0, x0);                                           \
+                if (g->sw == 1)                                                \
+                    vcopy_##S(dr + x0, sr, x1 - x0);                           \
+                else                                                           \
+                    for (int64_t t = 0; t < x1 - x0; t++)                      \
+                        dr[x0 + t] = sr[t * g->sw];                            \
+                vset_##S(dr + x1, 0, g->ow - x1);                              \
+            }                                                                  \
+            vset_##S(d + y1 * g->ow, 0, (g->oh - y1) * g->ow);                 \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* Accumulate the column matrix into channels [c0, c1) of an image         \
+     * group (zeroed by the caller). */                                        \
+    static void col2im_##S(const struct cgeo *g, const void *col_,             \
+                           void *dst_, int64_t c0, int64_t c1)                 \
+    {                                                                          \
+        const T *col = col_;                                                   \
+        T *dst = dst_;                                                         \
+        for (int64_t c = c0; c < c1; c++) {                                    \
+            T *dc = dst + c * g->hw;                                           \
+            for (int64_t i = 0; i < g->kh; i++)                                \
+                for (int64_t j = 0; j < g->kw; j++) {                          \
+                    const T *s = col + ((c * g->kh + i) * g->kw + j) * g->ohw; \
+                    int64_t offx = j * g->dw - g->pl;                          \
+                    int64_t offy = i * g->dh - g->pt;                          \
+                    int64_t x0, x1, y0, y1;                                    \
+                    out_span(g->ow, g->sw, offx, g->w, &x0, &x1);              \
+                    out_span(g->oh, g->sh, offy, g->h, &y0, &y1);              \
+                    for (int64_t oy = y0; x0 < x1 && oy < y1; oy++) {          \
+                        const T *sr = s + oy * g->ow + x0;                     \
+                        T *dr = dc + (oy * g->sh + offy) * g->w +              \
+                                x0 * g->sw + offx;                             \
+                        if (g->sw == 1)                                        \
+                            vadd_##S(dr, sr, x1 - x0);                         \
+                        else                                                   \
+                            for (int64_t t = 0; t < x1 - x0; t++)              \
+                                dr[t * g->sw] += sr[t];                        \
+                    }                                                          \
+                }                                                              \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* The cg planes of one image group, zero-padded to hp x wp, and           \
+     * (kw - 1) * dw slack elements after the last one. */                     \
+    static void pad_##S(const struct cgeo *g, const void *src_, void *dst_)    \
+    {                                                                          \
+        const T *src = src_;                                                   \
+        T *dst = dst_;                                                         \
+        int64_t lo = g->pl, hi = g->pl + g->w < g->wp ? g->pl + g->w : g->wp;  \
+        for (int64_t c = 0; c < g->cg; c++)                                    \
+            for (int64_t r = 0; r < g->hp; r++) {                              \
+                T *d = dst + (c * g->hp + r) * g->wp;                          \
+                int64_t iy = r - g->pt;                                        \
+                if (iy < 0 || iy >= g->h || hi <= lo) {                        \
+                    vset_##S(d, 0, g->wp);                                     \
+                    continue;                                                  \
+                }                                                              \
+                vset_##S(d, 0, lo);                                            \
+                vcopy_##S(d + lo, src + c * g->hw + iy * g->w, hi - lo);       \
+                vset_##S(d + hi, 0, g->wp - hi);                               \
+            }                                                                  \
+        vset_##S(dst + g->cg * g->hp * g->wp, 0, (g->kw - 1) * g->dw);         \
+    }                                                                          \
+                                                                               \
+    /* Rows [r0, r1) of the wide column matrix: each one slice of the          \
+     * padded planes, oh * wp long. */                                         \
+    static void wide_cols_##S(const struct cgeo *g, const void *xp_,           \
+                              void *col_, int64_t r0, int64_t r1)              \
+    {                                                                          \
+        const T *xp = xp_;                                                     \
+        T *col = col_;                                                         \
+        int64_t n = g->oh * g->wp;                                             \
+        for (int64_t r = r0; r < r1; r++) {                                    \
+            int64_t j = r % g->kw, i = (r / g->kw) % g->kh;                    \
+            int64_t c = r / (g->kw * g->kh);                                   \
+            vcopy_##S(col + r * n,                                             \
+                      xp + (c * g->hp + i * g->dh) * g->wp + j * g->dw, n);    \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* og wide output planes -> og output planes (drop the wp - ow junk        \
+     * columns of every row). */                                               \
+    static void compact_##S(const struct cgeo *g, const void *wide_,           \
+                            void *y_)                                          \
+    {                                                                          \
+        const T *wide = wide_;                                                 \
+        T *y = y_;                                                             \
+        for (int64_t r = 0; r < g->og * g->oh; r++)                            \
+            vcopy_##S(y + r * g->ow, wide + r * g->wp, g->ow);                 \
+    }                                                                          \
+                                                                               \
+    static void fill_rows_##S(void *y_, const void *b_, int64_t rows,          \
+                              int64_t plane)                                   \
+    {                                                                          \
+        T *y = y_;                                                             \
+        const T *b = b_;                                                       \
+        for (int64_t r = 0; r < rows; r++)                                     \
+            vset_##S(y + r * plane, b[r], plane);                              \
+    }                                                                          \
+                                                                               \
+    static void add_rows_##S(void *y_, const void *b_, int64_t rows,           \
+                             int64_t plane)                                    \
+    {                                                                          \
+        T *y = y_;                                                             \
+        const T *b = b_;                                                       \
+        for (int64_t r = 0; r < rows; r++)                                     \
+            vinc_##S(y + r * plane, b[r], plane);                              \
+    }                                                                          \
+                                                                               \
+    static void add_##S(void *d, const void *s, int64_t n)                     \
+    {                                                                          \
+        vadd_##S(d, s, n);                                                     \
+    }                                                                          \
+                                                                               \
+    /* Sum with 16 independent lanes (vectorizes without reassociating). */    \
+    static double sum_##S(const void *p_, int64_t n)                           \
+    {                                                                          \
+        const T *p = p_;                                                       \
+        T lane[16] = {0};                                                      \
+        double s = 0;                                                          \
+        int64_t i = 0;                                                         \
+        for (; i + 16 <= n; i += 16)                                           \
+            for (int l = 0; l < 16; l++)                                       \
+                lane[l] += p[i + l];                                           \
+        for (int l = 0; l < 16; l++)                                           \
+            s += lane[l];                                                      \
+        for (; i < n; i++)                                                     \
+            s += p[i];                                                         \
+        return s;                                                              \
+    }                                                                          \
+                                                                               \
+    static void store_##S(void *p, int64_t i, double v)                        \
+    {                                                                          \
+        ((T *)p)[i] = (T)v;                                                    \
+    }                                                                          \
+                                                                               \
+    static const struct tops tops_##S = {                                      \
+        sizeof(T),    gemm_##S,      im2col_##S, col2im_##S, fill_rows_##S,    \
+        add_rows_##S, add_##S,       sum_##S,    store_##S,  pad_##S,          \
+        wide_cols_##S, compact_##S,                                            \
+    };
+
+DEF_CONV_HELPERS(float, f32, cblas_sgemm)
+DEF_CONV_HELPERS(double, f64, cblas_dgemm)
+
+static const struct tops *tops_for(keel_dtype dt)
+{
+    return dt == KEEL_F64 ? &tops_f64 : &tops_f32;
+}
+
+/* ---- conv primitives on contiguous compute buffers ----------------------- */
+
+enum { PRIM_FWD, PRIM_BWD_DATA, PRIM_BWD_FILTER };
+
+struct crun {
+    const struct cgeo *g;
+    const struct tops *t;
+    const char *x, *w, *bias, *dy; /* inputs (bias may be NULL) */
+    char *y;                       /* output */
+    char *ws;                      /* slots * slot_bytes */
+    size_t slot_bytes;
+    int64_t slots;
+    bool split; /* GEMMs cut to stay single-threaded (pool slots) */
+    /* im2col/col2im over the pool (single-slot runs) */
+    const char *src;
+    char *dst;
+};
+
+static size_t col_bytes(const struct cgeo *g, const struct tops *t)
+{
+    return g->direct_1x1 ? 0 : align64((size_t)(g->ckk * g->ohw) * t->es);
+}
+
+/* The wide forward's slot: padded planes, column matrix, wide output. */
+static size_t wide_bytes(const struct cgeo *g, const struct tops *t,
+                         size_t *col_off, size_t *out_off)
+{
+    int64_t n = g->oh * g->wp;
+
+    *col_off = align64(
+        (size_t)(g->cg * g->hp * g->wp + (g->kw - 1) * g->dw) * t->es);
+    *out_off = *col_off + align64((size_t)(g->ckk * n) * t->es);
+    return *out_off + align64((size_t)(g->og * n) * t->es);
+}
+
+/*
+ * How a primitive runs its images: shared over the pool (slots > 1) when
+ * each GEMM is one OpenBLAS runs single-threaded anyway, or can be cut
+ * into such pieces of >= 64 image columns (og * ckk <= 4096: split); else
+ * one by one on the caller, with OpenBLAS threading each GEMM.
+ */
+static int64_t conv_slots(const struct cgeo *g, int prim, bool *split)
+{
+    double cols = prim == PRIM_FWD && g->wide ? (double)(g->oh * g->wp)
+                                               : (double)g->ohw;
+    double mk = (double)g->og * (double)g->ckk;
+    int64_t s;
+
+    *split = false;
+    if (g->n < 2)
+        return 1;
+    if (!cpu_blas_single(mk * cols)) {
+        if (mk > 4096)
+            return 1;
+        *split = true;
+    }
+    s = cpu_pool_threads();
+    return s < g->n ? s : g->n;
+}
+
+static void im2col_part(void *ctx, int64_t r0, int64_t r1)
+{
+    const struct crun *r = ctx;
+    r->t->im2col(r->g, r->src, r->dst, r0, r1);
+}
+
+static void col2im_part(void *ctx, int64_t c0, int64_t c1)
+{
+    const struct crun *r = ctx;
+    r->t->col2im(r->g, r->src, r->dst, c0, c1);
+}
+
+/* im2col of one image group (rows over the pool unless nested). */
+static const char *image_cols(const struct crun *r, const char *src,
+                              char *col)
+{
+    const struct cgeo *g = r->g;
+    struct crun sub = *r;
+    int64_t grain = g->ohw > 0 ? KGRAIN / g->ohw : 1;
+
+    if (g->direct_1x1)
+        return src;
+    sub.src = src;
+    sub.dst = col;
+    cpu_parallel_for(g->ckk, grain > 0 ? grain : 1, im2col_part, &sub);
+    return col;
+}
+
+static void image_col2im(const struct crun *r, const char *col, char *dst)
+{
+    const struct cgeo *g = r->g;
+    struct crun sub = *r;
+    int64_t per = g->kh * g->kw * g->ohw;
+    int64_t grain = per > 0 ? KGRAIN / per : 1;
+
+    zero_bytes(dst, (size_t)(g->cg * g->hw) * r->t->es);
+    sub.src = col;
+    sub.dst = dst;
+    cpu_parallel_for(g->cg, grain > 0 ? grain : 1, col2im_part, &sub);
+}
+
+static void wide_cols_part(void *ctx, int64_t r0, int64_t r1)
+{
+    const struct crun *r = ctx;
+    r->t->wide_cols(r->g, r->src, r->dst, r0, r1);
+}
+
+/*
+ * Stride-1 forward without a strided im2col. With the input planes padded
+ * to hp x wp and every output row widened to wp columns, output (oy, ox)
+ * of tap (i, j) reads padded element (oy + i*dh) * wp + ox + j*dw: a row
+ * of the column matrix is one contiguous slice of the padded plane (long
+ * copies instead of oh short ones). The GEMM then also computes wp - ow
+ * junk columns per row (from wrapped-around input, each column depends on
+ * its own inputs only), which the compaction drops; used when wp <= 2 ow.
+ */
+static void fwd_image_wide(const struct crun *r, int64_t n, char *ws)
+{
+    const struct cgeo *g = r->g;
+    size_t es = r->t->es, col_off, out_off;
+    int64_t cols = g->oh * g->wp;
+    int64_t grain = cols > 0 ? KGRAIN / cols : 1;
+    char *xp = ws, *outw;
+    struct crun sub = *r;
+
+    wide_bytes(g, r->t, &col_off, &out_off);
+    sub.src = xp;
+    sub.dst = ws + col_off;
+    outw = ws + out_off;
+    for (int64_t gi = 0; gi < g->g; gi++) {
+        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
+        char *yg = r->y + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        r->t->pad(g, xg, xp);
+        cpu_parallel_for(g->ckk, grain > 0 ? grain : 1, wide_cols_part,
+                         &sub);
+        if (r->bias)
+            r->t->fill_rows(outw, r->bias + (size_t)(gi * g->og) * es, g->og,
+                            cols);
+        r->t->gemm(false, false, g->og, cols, g->ckk, wg, g->ckk, sub.dst,
+                   cols, r->bias != NULL, outw, cols, r->split);
+        r->t->compact(g, outw, yg);
+    }
+}
+
+/* y[n] = conv(x[n], w) + bias. */
+static void fwd_image(const struct crun *r, int64_t n, char *col)
+{
+    const struct cgeo *g = r->g;
+    size_t es = r->t->es;
+
+    if (g->wide) {
+        fwd_image_wide(r, n, col);
+        return;
+    }
+    for (int64_t gi = 0; gi < g->g; gi++) {
+        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
+        char *yg = r->y + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        const char *B = image_cols(r, xg, col);
+        if (r->bias)
+            r->t->fill_rows(yg, r->bias + (size_t)(gi * g->og) * es, g->og,
+                            g->ohw);
+        r->t->gemm(false, false, g->og, g->ohw, g->ckk, wg, g->ckk, B,
+                   g->ohw, r->bias != NULL, yg, g->ohw, r->split);
+    }
+}
+
+/* dx[n] = conv^T(dy[n], w) (+ bias over dx's channels). */
+static void bwd_data_image(const struct crun *r, int64_t n, char *col)
+{
+    const struct cgeo *g = r->g;
+    size_t es = r->t->es;
+
+    for (int64_t gi = 0; gi < g->g; gi++) {
+        const char *dyg =
+            r->dy + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
+        char *dxg = r->y + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+        if (g->direct_1x1) {
+            r->t->gemm(true, false, g->ckk, g->ohw, g->og, wg, g->ckk, dyg,
+                       g->ohw, false, dxg, g->ohw, r->split);
+        } else {
+            r->t->gemm(true, false, g->ckk, g->ohw, g->og, wg, g->ckk, dyg,
+                       g->ohw, false, col, g->ohw, r->split);
+            image_col2im(r, col, dxg);
+        }
+        if (r->bias)
+            r->t->add_rows(dxg, r->bias + (size_t)(gi * g->cg) * es, g->cg,
+                           g->hw);
+    }
+}
+
+/* dw_slot += sum over images of dy[n] col(x[n])^T. */
+static void bwd_filter_image(const struct crun *r, int64_t n, char *col,
+                             char *dw)
+{
+    const struct cgeo *g = r->g;
+    size_t es = r->t->es;
+
+    for (int64_t gi = 0; gi < g->g; gi++) {
+        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+        const char *dyg =
+            r->dy + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        const char *B = image_cols(r, xg, col);
+        r->t->gemm(false, true, g->og, g->ckk, g->ohw, dyg, g->ohw, B,
+                   g->ohw, true, dw + (size_t)(gi * g->og * g->ckk) * es,
+                   g->ckk, r->split);
+    }
+}
+
+struct prim_ctx {
+    const struct crun *r;
+    int prim;
+};
+
+static void prim_slot(void *ctx, int64_t s0, int64_t s1)
+{
+    const struct prim_ctx *p = ctx;
+    const struct crun *r = p->r;
+    const struct cgeo *g = r->g;
+    size_t colb = col_bytes(g, r->t);
+
+    for (int64_t s = s0; s < s1; s++) {
+        char *slot = r->ws + (size_t)s * r->slot_bytes;
+        int64_t n0 = g->n * s / r->slots, n1 = g->n * (s + 1) / r->slots;
+        /* bwd_filter: slot 0 accumulates into dw itself. */
+        char *dw = s == 0 ? r->y : slot + colb;
+        for (int64_t n = n0; n < n1; n++) {
+            if (p->prim == PRIM_FWD)
+                fwd_image(r, n, slot);
+            else if (p->prim == PRIM_BWD_DATA)
+                bwd_data_image(r, n, slot);
+            else
+                bwd_filter_image(r, n, slot, dw);
+        }
+    }
+}
+
+/* Workspace a primitive needs for its slots. */
+static size_t prim_ws(const struct cgeo *g, const struct tops *t, int prim,
+                      int64_t *slots, size_t *slot_bytes, bool *split)
+{
+    size_t a, b;
+
+    *slots = conv_slots(g, prim, split);
+    *slot_bytes = col_bytes(g, t); /* every primitive but 1x1 needs a col */
+    if (prim == PRIM_FWD && g->wide)
+        *slot_bytes = wide_bytes(g, t, &a, &b);
+    if (prim == PRIM_BWD_FILTER)
+        *slot_bytes += align64((size_t)(g->o * g->ckk) * t->es);
+    return *slot_bytes * (size_t)*slots;
+}
+
+static void prim_run(struct crun *r, int prim)
+{
+    const struct cgeo *g = r->g;
+    struct prim_ctx p = {r, prim};
+    size_t wbytes = (size_t)(g->o * g->ckk) * r->t->es;
+
+    if (prim == PRIM_BWD_FILTER) {
+        zero_bytes(r->y, wbytes);
+        for (int64_t s = 1; s < r->slots; s++)
+            zero_bytes(r->ws + (size_t)s * r->slot_bytes + col_bytes(g, r->t),
+                       wbytes);
+    }
+    cpu_parallel_for(r->slots, 1, prim_slot, &p);
+    if (prim == PRIM_BWD_FILTER)
+        for (int64_t s = 1; s < r->slots; s++)
+            r->t->add(r->y,
+                      r->ws + (size_t)s * r->slot_bytes + col_bytes(g, r->t),
+                      g->o * g->ckk);
+}
+
+/* db[c] = sum over n and the plane of t[n, c, :]. */
+struct bsum {
+    const struct tops *t;
+    const char *p;
+    char *db;
+    int64_t n, ch, plane;
+};
+
+static void bias_sum_part(void *ctx, int64_t c0, int64_t c1)
+{
+    const struct bsum *b = ctx;
+
+    for (int64_t c = c0; c < c1; c++) {
+        double s = 0;
+        for (int64_t n = 0; n < b->n; n++)
+            s += b->t->sum(b->p + (size_t)((n * b->ch + c) * b->plane) *
+                                      b->t->es,
+                           b->plane);
+        b->t->store(b->db, c, s);
+    }
+}
+
+static void bias_sum(const struct tops *t, const char *p, int64_t n,
+                     int64_t ch, int64_t plane, char *db)
+{
+    struct bsum b = {t, p, db, n, ch, plane};
+    int64_t per = n * plane, grain = per > 0 ? KGRAIN / per : ch;
+
+    cpu_parallel_for(ch, grain > 0 ? grain : 1, bias_sum_part, &b);
+}
+
+/* ---- direct (allocation-free) conv references ---------------------------- */
+
+/* A 4-D (or 1-D) tensor read/written through its strides, any dtype. */
+struct gten {
+    char *p;
+    keel_dtype dt;
+    int64_t es, s[4];
+};
+
+static struct gten gten_of(const keel_tensor_desc *d, const void *p)
+{
+    struct gten t;
+
+    t.p = (char *)p;
+    t.dt = d->dtype;
+    t.es = keel_dtype_size(d->dtype);
+    for (int i = 0; i < 4; i++)
+        t.s[i] = i < d->ndim ? d->strides[i] : 0;
+    return t;
+}
+
+static char *gat(const struct gten *t, int64_t a, int64_t b, int64_t c,
+                 int64_t d)
+{
+    return t->p + (a * t->s[0] + b * t->s[1] + c * t->s[2] + d * t->s[3]) *
+                      t->es;
+}
+
+static double gld(const struct gten *t, int64_t a, int64_t b, int64_t c,
+                  int64_t d)
+{
+    return kload(gat(t, a, b, c, d), t->dt);
+}
+
+static void direct_fwd(const struct cgeo *g, const struct gten *x,
+                       const struct gten *w, const struct gten *b,
+                       const struct gten *y)
+{
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t o = 0; o < g->o; o++)
+            for (int64_t oy = 0; oy < g->oh; oy++)
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    int64_t c0 = (o / g->og) * g->cg;
+                    double acc = b ? gld(b, o, 0, 0, 0) : 0;
+                    for (int64_t c = 0; c < g->cg; c++)
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++) {
+                                int64_t iy = oy * g->sh - g->pt + i * g->dh;
+                                int64_t ix = ox * g->sw - g->pl + j * g->dw;
+                                if (iy < 0 || iy >= g->h || ix < 0 ||
+                                    ix >= g->w)
+                                    continue;
+                                acc += gld(x, n, c0 + c, iy, ix) *
+                                       gld(w, o, c, i, j);
+                            }
+                    kstore(gat(y, n, o, oy, ox), y->dt, acc);
+                }
+}
+
+/* Output index along one dim reached from input index `in` by kernel tap
+ * k, or -1. */
+static int64_t tap_out(int64_t in, int64_t k, int64_t pad, int64_t dil,
+                       int64_t s, int64_t nout)
+{
+    int64_t t = in + pad - k * dil;
+
+    if (t < 0 || t % s)
+        return -1;
+    return t / s < nout ? t / s : -1;
+}
+
+static void direct_bwd_data(const struct cgeo *g, const struct gten *dy,
+                            const struct gten *w, const struct gten *b,
+                            const struct gten *dx)
+{
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t ci = 0; ci < g->c; ci++)
+            for (int64_t iy = 0; iy < g->h; iy++)
+                for (int64_t ix = 0; ix < g->w; ix++) {
+                    int64_t o0 = (ci / g->cg) * g->og, cl = ci % g->cg;
+                    double acc = b ? gld(b, ci, 0, 0, 0) : 0;
+                    for (int64_t i = 0; i < g->kh; i++) {
+                        int64_t oy = tap_out(iy, i, g->pt, g->dh, g->sh, g->oh);
+                        for (int64_t j = 0; oy >= 0 && j < g->kw; j++) {
+                            int64_t ox =
+                                tap_out(ix, j, g->pl, g->dw, g->sw, g->ow);
+                            for (int64_t o = 0; ox >= 0 && o < g->og; o++)
+                                acc += gld(dy, n, o0 + o, oy, ox) *
+                                       gld(w, o0 + o, cl, i, j);
+                        }
+                    }
+                    kstore(gat(dx, n, ci, iy, ix), dx->dt, acc);
+                }
+}
+
+static void direct_bwd_filter(const struct cgeo *g, const struct gten *x,
+                              const struct gten *dy, const struct gten *dw)
+{
+    for (int64_t o = 0; o < g->o; o++)
+        for (int64_t c = 0; c < g->cg; c++)
+            for (int64_t i = 0; i < g->kh; i++)
+                for (int64_t j = 0; j < g->kw; j++) {
+                    int64_t c0 = (o / g->og) * g->cg;
+                    double acc = 0;
+                    for (int64_t n = 0; n < g->n; n++)
+                        for (int64_t oy = 0; oy < g->oh; oy++)
+                            for (int64_t ox = 0; ox < g->ow; ox++) {
+                                int64_t iy = oy * g->sh - g->pt + i * g->dh;
+                                int64_t ix = ox * g->sw - g->pl + j * g->dw;
+                                if (iy < 0 || iy >= g->h || ix < 0 ||
+                                    ix >= g->w)
+                                    continue;
+                                acc += gld(dy, n, o, oy, ox) *
+                                       gld(x, n, c0 + c, iy, ix);
+                            }
+                    kstore(gat(dw, o, c, i, j), dw->dt, acc);
+                }
+}
+
+/* db[c] = sum of t[:, c, :, :] (t 4-D). */
+static void direct_bias_sum(const keel_tensor_desc *td, const struct gten *t,
+                            const struct gten *db)
+{
+    for (int64_t c = 0; c < td->shape[1]; c++) {
+        double acc = 0;
+        for (int64_t n = 0; n < td->shape[0]; n++)
+            for (int64_t y = 0; y < td->shape[2]; y++)
+                for (int64_t x = 0; x < td->shape[3]; x++)
+                    acc += gld(t, n, c, y, x);
+        kstore(gat(db, c, 0, 0, 0), db->dt, acc);
+    }
+}
+
+/* ---- conv attributes and geometry (mirrors core/src/shape_conv.c) -------- */
+
+static bool kpair(const keel_kernel_args *a, const char *name, int64_t lo,
+                  const int64_t *def, int64_t out[2])
+{
+    int64_t n;
+    const int64_t *v = kattr_ints(a, name, &n);
+
+    if (n == 0 && def) {
+        out[0] = def[0];
+        out[1] = def[1];
+        return true;
+    }
+    if (n != 1 && n != 2)
+        return false;
+    out[0] = v[0];
+    out[1] = v[n - 1];
+    return out[0] >= lo && out[1] >= lo;
+}
+
+/* padding -> top, bottom, left, right */
+static bool kpads(const keel_kernel_args *a, int64_t pad[4])
+{
+    int64_t n;
+    const int64_t *v = kattr_ints(a, "padding", &n);
+
+    if (n == 0) {
+        memset(pad, 0, 4 * sizeof(int64_t));
+    } else if (n == 1) {
+        pad[0] = pad[1] = pad[2] = pad[3] = v[0];
+    } else if (n == 2) {
+        pad[0] = pad[1] = v[0];
+        pad[2] = pad[3] = v[1];
+    } else if (n == 4) {
+        memcpy(pad, v, 4 * sizeof(int64_t));
+    } else {
+        return false;
+    }
+    return pad[0] >= 0 && pad[1] >= 0 && pad[2] >= 0 && pad[3] >= 0;
+}
+
+/*
+ * Conv geometry for op `op` from its descriptors: `big` is the conv2d
+ * view's input side (x of conv2d, the output of a transposed conv),
+ * `small` its output side, `wt` the weight. Checks that every shape agrees
+ * with the attributes.
+ */
+static keel_status conv_geo(const keel_kernel_args *a, const char *op,
+                            bool transpose, const keel_tensor_desc *big,
+                            const keel_tensor_desc *wt,
+                            const keel_tensor_desc *small, struct cgeo *g)
+{
+    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
+    const char *algo = kattr_s(a, "padding_algorithm", "EXPLICIT");
+    const keel_tensor_desc *x = transpose ? small : big;
+    int64_t st[2], dil[2], pad[4], op_[2] = {0, 0}, k[2];
+
+    if (big->ndim != 4 || wt->ndim != 4 || small->ndim != 4)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x, weight and the output must be 4-D", op);
+    k[0] = wt->shape[2];
+    k[1] = wt->shape[3];
+    g->g = kattr_i(a, "groups", 1);
+    if (!kpair(a, "stride", 1, ones, st) ||
+        !kpair(a, "dilation", 1, ones, dil) || !kpads(a, pad) ||
+        (transpose && !kpair(a, "output_padding", 0, zeros, op_)) ||
+        g->g < 1 || k[0] < 1 || k[1] < 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: bad stride, dilation, padding, groups or kernel",
+                       op);
+    if (!strcmp(algo, "VALID")) {
+        memset(pad, 0, sizeof(pad));
+    } else if (!strcmp(algo, "SAME")) {
+        for (int i = 0; i < 2; i++) {
+            int64_t in = x->shape[2 + i], out = (in + st[i] - 1) / st[i];
+            int64_t tot = (out - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in;
+            tot = tot < 0 ? 0 : tot;
+            pad[2 * i] = tot / 2;
+            pad[2 * i + 1] = tot - tot / 2;
+        }
+    } else if (strcmp(algo, "EXPLICIT")) {
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: unknown padding_algorithm '%s'", op, algo);
+    }
+    g->n = big->shape[0];
+    g->c = big->shape[1];
+    g->h = big->shape[2];
+    g->w = big->shape[3];
+    g->o = small->shape[1];
+    g->oh = small->shape[2];
+    g->ow = small->shape[3];
+    g->kh = k[0];
+    g->kw = k[1];
+    g->sh = st[0];
+    g->sw = st[1];
+    g->dh = dil[0];
+    g->dw = dil[1];
+    g->pt = pad[0];
+    g->pl = pad[2];
+    g->cg = g->c / g->g;
+    g->og = g->o / g->g;
+    g->ckk = g->cg * g->kh * g->kw;
+    g->hw = g->h * g->w;
+    g->ohw = g->oh * g->ow;
+    g->direct_1x1 = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 &&
+                    !pad[0] && !pad[1] && !pad[2] && !pad[3];
+    g->hp = g->oh + (g->kh - 1) * g->dh;
+    g->wp = g->ow + (g->kw - 1) * g->dw;
+    g->wide = g->sh == 1 && g->sw == 1 && !g->direct_1x1 &&
+              g->wp <= 2 * g->ow && g->oh * g->wp <= INT_MAX;
+    if (small->shape[0] != g->n || g->c % g->g || g->o % g->g ||
+        wt->shape[0] != g->o || wt->shape[1] != g->cg)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: batch, channel or groups mismatch", op);
+    for (int i = 0; i < 2; i++) {
+        int64_t ek = (k[i] - 1) * dil[i] + 1, in = big->shape[2 + i];
+        int64_t out = small->shape[2 + i], want;
+        if (transpose)
+            want = (out - 1) * st[i] - pad[2 * i] - pad[2 * i + 1] + ek +
+                   op_[i];
+        else
+            want = in + pad[2 * i] + pad[2 * i + 1] >= ek
+                       ? (in + pad[2 * i] + pad[2 * i + 1] - ek) / st[i] + 1
+                       : -1;
+        if ((transpose ? in : out) != want || want < 1)
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: spatial dims disagree with the attributes",
+                           op);
+    }
+    if (g->og > INT_MAX || g->ckk > INT_MAX || g->ohw > INT_MAX ||
+        g->hw > INT_MAX)
+        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a GEMM dim exceeds the BLAS int range", op);
+    return KEEL_STATUS_OK;
+}
+
+static keel_status same_float(const keel_kernel_args *a, const char *op)
+{
+    keel_dtype dt = a->inputs[0].dtype;
+
+    if (!is_float_dt(dt))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: needs floats", op);
+    for (int i = 0; i < a->num_inputs; i++)
+        if (a->inputs[i].dtype != dt)
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: inputs must share one dtype", op);
+    for (int i = 0; i < a->num_outputs; i++)
+        if (a->outputs[i].dtype != dt || !kcontig(&a->outputs[i]))
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: outputs must be contiguous %s", op,
+                           cpu_dtype_name(dt));
+    return KEEL_STATUS_OK;
+}
+
+static bool bias_ok(const keel_tensor_desc *b, int64_t n)
+{
+    return b->ndim == 1 && b->shape[0] == n;
+}
+
+/* ---- conv ops ------------------------------------------------------------ */
+
+/*
+ * One conv op invocation: up to 3 inputs and 3 outputs staged to the
+ * compute dtype, then primitives run in order.
+ */
+struct conv_job {
+    struct cgeo g;
+    const struct tops *t;
+    struct buf in[3], out[3];
+    int nin, nout;
+    char *ws;
+};
+
+static bool job_stage(struct conv_job *j, const struct kcall *k,
+                      size_t extra, char **rest)
+{
+    const keel_kernel_args *a = k->a;
+    size_t bytes = extra;
+    char *p;
+
+    j->nin = a->num_inputs;
+    j->nout = a->num_outputs;
+    j->t = tops_for(a->inputs[0].dtype);
+    for (int i = 0; i < j->nin; i++)
+        bytes += buf_plan(&j->in[i], &a->inputs[i], k->in[i], false);
+    for (int i = 0; i < j->nout; i++)
+        bytes += buf_plan(&j->out[i], &a->outputs[i], k->out[i], true);
+    j->ws = cpu_workspace(bytes);
+    if (!j->ws)
+        return false;
+    p = j->ws;
+    for (int i = 0; i < j->nin; i++)
+        p = buf_bind(&j->in[i], p);
+    for (int i = 0; i < j->nout; i++)
+        p = buf_bind(&j->out[i], p);
+    *rest = p;
+    return true;
+}
+
+static void job_finish(struct conv_job *j)
+{
+    for (int i = 0; i < j->nout; i++)
+        buf_finish(&j->out[i]);
+    free(j->ws);
+}
+
+static void run_prim(struct conv_job *j, int prim, const void *x,
+                     const void *w, const void *bias, const void *dy, void *y,
+                     char *ws)
+{
+    struct crun r;
+    size_t sb;
+
+    memset(&r, 0, sizeof(r));
+    r.g = &j->g;
+    r.t = j->t;
+    r.x = x;
+    r.w = w;
+    r.bias = bias;
+    r.dy = dy;
+    r.y = y;
+    r.ws = ws;
+    prim_ws(&j->g, j->t, prim, &r.slots, &sb, &r.split);
+    r.slot_bytes = sb;
+    prim_run(&r, prim);
+}
+
+/* The largest workspace any primitive of a job needs. */
+static size_t job_prim_ws(const struct cgeo *g, const struct tops *t,
+                          const int *prims, int n)
+{
+    size_t most = 0, sb;
+    int64_t slots;
+    bool split;
+
+    for (int i = 0; i < n; i++) {
+        size_t b = prim_ws(g, t, prims[i], &slots, &sb, &split);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+/* conv2d (x, w[, b]) -> y */
+static keel_status conv2d_check(const keel_kernel_args *a)
+{
+    struct cgeo g;
+    keel_status st;
+
+    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "conv2d: needs 2 or 3 inputs and 1 output");
+    if ((st = same_float(a, "conv2d")) ||
+        (st = conv_geo(a, "conv2d", false, &a->inputs[0], &a->inputs[1],
+                       &a->outputs[0], &g)))
+        return st;
+    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.o))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "conv2d: bad bias");
+    return KEEL_STATUS_OK;
+}
+
+static void conv2d_impl(const struct kcall *k)
+{
+    const keel_kernel_args *a = k->a;
+    struct conv_job j;
+    const int prims[] = {PRIM_FWD};
+    bool has_b = a->num_inputs == 3;
+    char *ws;
+
+    conv_geo(a, "conv2d", false, &a->inputs[0], &a->inputs[1],
+             &a->outputs[0], &j.g);
+    if (knumel(&a->outputs[0]) == 0)
+        return;
+    cpu_blas_setup();
+    if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
+                                      prims, 1),
+                   &ws)) {
+        struct gten x = gten_of(&a->inputs[0], k->in[0]);
+        struct gten w = gten_of(&a->inputs[1], k->in[1]);
+        struct gten y = gten_of(&a->outputs[0], k->out[0]);
+        struct gten b = has_b ? gten_of(&a->inputs[2], k->in[2]) : y;
+        direct_fwd(&j.g, &x, &w, has_b ? &b : NULL, &y);
+        return;
+    }
+    run_prim(&j, PRIM_FWD, j.in[0].data, j.in[1].data,
+             has_b ? j.in[2].data : NULL, NULL, j.out[0].data, ws);
+    job_finish(&j);
+}
+
+/* conv2d_transpose (x, w[, b]) -> y: bwd_data of the conv view. */
+static keel_status convt_check(const keel_kernel_args *a)
+{
+    struct cgeo g;
+    keel_status st;
+
+    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "conv2d_transpose: needs 2 or 3 inputs and 1 output");
+    if ((st = same_float(a, "conv2d_transpose")) ||
+        (st = conv_geo(a, "conv2d_transpose", true, &a->outputs[0],
+                       &a->inputs[1], &a->inputs[0], &g)))
+        return st;
+    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.c))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "conv2d_transpose: bad bias");
+    return KEEL_STATUS_OK;
+}
+
+static void convt_impl(const struct kcall *k)
+{
+    const keel_kernel_args *a = k->a;
+    struct conv_job j;
+    const int prims[] = {PRIM_BWD_DATA};
+    bool has_b = a->num_inputs == 3;
+    char *ws;
+
+    conv_geo(a, "conv2d_transpose", true, &a->outputs[0], &a->inputs[1],
+             &a->inputs[0], &j.g);
+    if (knumel(&a->outputs[0]) == 0)
+        return;
+    cpu_blas_setup();
+    if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
+                                      prims, 1),
+                   &ws)) {
+        struct gten x = gten_of(&a->inputs[0], k->in[0]);
+        struct gten w = gten_of(&a->inputs[1], k->in[1]);
+        struct gten y = gten_of(&a->outputs[0], k->out[0]);
+        struct gten b = has_b ? gten_of(&a->inputs[2], k->in[2]) : y;
+        direct_bwd_data(&j.g, &x, &w, has_b ? &b : NULL, &y);
+        return;
+    }
+    run_prim(&j, PRIM_BWD_DATA, NULL, j.in[1].data,
+             has_b ? j.in[2].data : NULL, j.in[0].data, j.out[0].data, ws);
+    job_finish(&j);
+}
+
+/* conv2d_grad (x, w, dout) -> dx, dw[, db] and the transposed one. */
+static keel_status grad_check(const keel_kernel_args *a, const char *op,
+                              bool transpose)
+{
+    struct cgeo g;
+    keel_status st;
+    const keel_tensor_desc *x = &a->inputs[0], *dout = &a->inputs[2];
+
+    if (a->num_inputs != 3 || (a->num_outputs != 2 && a->num_outputs != 3))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: needs 3 inputs and 2 or 3 outputs", op);
+    if ((st = same_float(a, op)) ||
+        (st = conv_geo(a, op, transpose, transpose ? dout : x,
+                       &a->inputs[1], transpose ? x : dout, &g)))
+        return st;
+    for (int d = 0; d < 4; d++)
+        if (a->outputs[0].ndim != 4 || a->outputs[0].shape[d] != x->shape[d] ||
+            a->outputs[1].ndim != 4 ||
+            a->outputs[1].shape[d] != a->inputs[1].shape[d])
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: dx/dweight must match x/weight", op);
+    if (a->num_outputs == 3 &&
+        !bias_ok(&a->outputs[2], transpose ? g.c : g.o))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: bad dbias", op);
+    return KEEL_STATUS_OK;
+}
+
+static keel_status conv2d_grad_check(const keel_kernel_args *a)
+{
+    return grad_check(a, "conv2d_grad", false);
+}
+
+static keel_status convt_grad_check(const keel_kernel_args *a)
+{
+    return grad_check(a, "conv2d_transpose_grad", true);
+}
+
+static void grad_direct(const struct kcall *k, const struct cgeo *g,
+                        bool transpose)
+{
+    const keel_kernel_args *a = k->a;
+    struct gten x = gten_of(&a->inputs[0], k->in[0]);
+    struct gten w = gten_of(&a->inputs[1], k->in[1]);
+    struct gten dy = gten_of(&a->inputs[2], k->in[2]);
+    struct gten dx = gten_of(&a->outputs[0], k->out[0]);
+    struct gten dw = gten_of(&a->outputs[1], k->out[1]);
+
+    if (!transpose) {
+        direct_bwd_data(g, &dy, &w, NULL, &dx);
+        direct_bwd_filter(g, &x, &dy, &dw);
+    } else {
+        direct_fwd(g, &dy, &w, NULL, &dx);
+        direct_bwd_filter(g, &dy, &x, &dw);
+    }
+    if (a->num_outputs == 3) {
+        struct gten db = gten_of(&a->outputs[2], k->out[2]);
+        direct_bias_sum(&a->inputs[2], &dy, &db);
+    }
+}
+
+static void grad_impl(const struct kcall *k, const char *op, bool transpose)
+{
+    const keel_kernel_args *a = k->a;
+    const keel_tensor_desc *x = &a->inputs[0], *dout = &a->inputs[2];
+    const int prims[] = {PRIM_FWD, PRIM_BWD_DATA, PRIM_BWD_FILTER};
+    struct conv_job j;
+    char *ws;
+
+    conv_geo(a, op, transpose, transpose ? dout : x, &a->inputs[1],
+             transpose ? x : dout, &j.g);
+    cpu_blas_setup();
+    if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(x->dtype), prims, 3),
+                   &ws)) {
+        grad_direct(k, &j.g, transpose);
+        return;
+    }
+    /* in: x, w, dout; out: dx, dw[, db] */
+    if (!transpose) {
+        run_prim(&j, PRIM_BWD_DATA, NULL, j.in[1].data, NULL, j.in[2].data,
+                 j.out[0].data, ws);
+        run_prim(&j, PRIM_BWD_FILTER, j.in[0].data, NULL, NULL,
+                 j.in[2].data, j.out[1].data, ws);
+    } else {
+        run_prim(&j, PRIM_FWD, j.in[2].data, j.in[1].data, NULL, NULL,
+                 j.out[0].data, ws);
+        run_prim(&j, PRIM_BWD_FILTER, j.in[2].data, NULL, NULL,
+                 j.in[0].data, j.out[1].data, ws);
+    }
+    if (j.nout == 3) {
+        const keel_tensor_desc *d = dout;
+        bias_sum(j.t, j.in[2].data, d->shape[0], d->shape[1],
+                 d->shape[2] * d->shape[3], j.out[2].data);
+    }
+    job_finish(&j);
+}
+
+static void conv2d_grad_impl(const struct kcall *k)
+{
+    grad_impl(k, "conv2d_grad", false);
+}
+
+static void convt_grad_impl(const struct kcall *k)
+{
+    grad_impl(k, "conv2d_transpose_grad", true);
+}
+
+KERNEL(k_conv2d, "conv2d", conv2d_impl, conv2d_check)
+KERNEL(k_conv2d_grad, "conv2d_grad", conv2d_grad_impl, conv2d_grad_check)
+KERNEL(k_convt, "conv2d_transpose", convt_impl, convt_check)
+KERNEL(k_convt_grad, "conv2d_transpose_grad", convt_grad_impl,
+       convt_grad_check)
+
+/* ---- pooling ------------------------------------------------------------- */
+
+enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+
+struct pgeo {
+    int kind;
+    int64_t n, c, h, w, oh, ow;
+    int64_t kh, kw, sh, sw, pt, pb, pl, pr;
+    bool exclusive;
+};
+
+/* Window rows of output row oy: [*a, *b) inside the input; *div_rows is
+ * the count the avg divisor uses for that dim. Same for columns. */
+static void pool_win(const struct pgeo *g, int dim, int64_t o, int64_t *a,
+                     int64_t *b, int64_t *div)
+{
+    int64_t in = dim ? g->w : g->h, out = dim ? g->ow : g->oh;
+    int64_t k = dim ? g->kw : g->kh, s = dim ? g->sw : g->sh;
+    int64_t p0 = dim ? g->pl : g->pt, p1 = dim ? g->pr : g->pb;
+    int64_t lo, hi;
+
+    if (g->kind == POOL_ADAPTIVE) {
+        lo = o * in / out;
+        hi = ((o + 1) * in + out - 1) / out;
+        *a = lo;
+        *b = hi;
+        *div = hi - lo;
+        return;
+    }
+    lo = o * s - p0;
+    hi = lo + k;
+    *div = (hi < in + p1 ? hi : in + p1) - lo;
+    *a = lo < 0 ? 0 : lo;
+    *b = hi < in ? hi : in;
+    if (*b < *a)
+        *b = *a;
+    if (g->exclusive)
+        *div = *b - *a;
+}
+
+/* An input plane (read through strides) in the compute dtype. */
+struct plane {
+    const void *p;
+    int64_t sy, sx;
+};
+
+#define DEF_POOL(T, S)                                                         \
+    /* One output row of max pooling. */                                      \
+    static void max_row_##S(const struct pgeo *g, const struct plane *x,      \
+                            int64_t oy, void *out_, int64_t *idx)              \
+    {                                                                          \
+        const T *xp = x->p;                                                    \
+        T *out = out_;                                                         \
+        int64_t y0, y1, dv;                                                    \
+        pool_win(g, 0, oy, &y0, &y1, &dv);                                     \
+        for (int64_t ox = 0; ox < g->ow; ox++) {                               \
+            out[ox] = (T)-INFINITY;                                            \
+            idx[ox] = -1;                                                      \
+        }                                                                      \
+        for (int64_t iy = y0; iy < y1; iy++)                                   \
+            for (int64_t j = 0; j < g->kw; j++) {                              \
+                int64_t off = j - g->pl, x0, x1;                               \
+                const T *row = xp + iy * x->sy;                                \
+                out_span(g->ow, g->sw, off, g->w, &x0, &x1);                   \
+                for (int64_t ox = x0; ox < x1; ox++) {                         \
+                    int64_t ix = ox * g->sw + off;                             \
+                    T v = row[ix * x->sx];                                     \
+                    bool take = v > out[ox] || idx[ox] < 0 ||                  \
+                                (v != v && out[ox] == out[ox]);                \
+                    out[ox] = take ? v : out[ox];                              \
+                    idx[ox] = take ? iy * g->w + ix : idx[ox];                 \
+                }                                                              \
+            }                                                                  \
+    }                                                                          \
+                                                                               \
+    /* One output row of avg pooling (not adaptive). */                       \
+    static void avg_row_##S(const struct pgeo *g, const struct plane *x,      \
+                            int64_t oy, void *out_)                            \
+    {                                                                          \
+        const T *xp = x->p;                                                    \
+        T *out = out_;                                                         \
+        int64_t y0, y1, dy;                                                    \
+        pool_win(g, 0, oy, &y0, &y1, &dy);                                     \
+        for (int64_t ox = 0; ox < g->ow; ox++)                                 \
+            out[ox] = 0;                                                       \
+        for (int64_t iy = y0; iy < y1; iy++)                                   \
+            for (int64_t j = 0; j < g->kw; j++) {                              \
+                int64_t off = j - g->pl, x0, x1;                               \
+                const T *row = xp + iy * x->sy;                                \
+                out_span(g->ow, g->sw, off, g->w, &x0, &x1);                   \
+                for (int64_t ox = x0; ox < x1; ox++)                           \
+                    out[ox] += row[(ox * g->sw + off) * x->sx];                \
+            }                                                                  \
+        for (int64_t ox = 0; ox < g->ow; ox++) {                               \
+            int64_t a, b, dx;                                                  \
+            pool_win(g, 1, ox, &a, &b, &dx);                                   \
+            out[ox] = dy * dx > 0 && y1 > y0 && b > a                          \
+                          ? out[ox] / (T)(dy * dx)                             \
+                          : 0;                                                 \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* One output row of adaptive avg pooling. */                             \
+    static void adaptive_row_##S(const struct pgeo *g, const struct plane *x, \
+                                 int64_t oy, void *out_)                       \
+    {                                                                          \
+        const T *xp = x->p;                                                    \
+        T *out = out_;                                                         \
+        int64_t y0, y1, dy;                                                    \
+        pool_win(g, 0, oy, &y0, &y1, &dy);                                     \
+        for (int64_t ox = 0; ox < g->ow; ox++) {                               \
+            int64_t a, b, dx;                                                  \
+            T s = 0;                                                           \
+            pool_win(g, 1, ox, &a, &b, &dx);                                   \
+            for (int64_t iy = y0; iy < y1; iy++)                               \
+                for (int64_t ix = a; ix < b; ix++)                             \
+                    s += xp[iy * x->sy + ix * x->sx];                          \
+            out[ox] = s / (T)(dy * dx);                                        \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* dx row band of output row oy += dout row / divisor (avg, adaptive). */ \
+    static void avg_grad_row_##S(const struct pgeo *g, const struct plane *d, \
+                                 int64_t oy, void *dx_)                        \
+    {                                                                          \
+        const T *dp = (const T *)d->p + oy * d->sy;                            \
+        T *dx = dx_;                                                           \
+        int64_t y0, y1, dy;                                                    \
+        pool_win(g, 0, oy, &y0, &y1, &dy);                                     \
+        for (int64_t ox = 0; ox < g->ow; ox++) {                               \
+            int64_t a, b, dv;                                                  \
+            T v;                                                               \
+            pool_win(g, 1, ox, &a, &b, &dv);                                   \
+            if (dy * dv <= 0 || y1 <= y0 || b <= a)                            \
+                continue;                                                      \
+            v = dp[ox * d->sx] / (T)(dy * dv);                                 \
+            for (int64_t iy = y0; iy < y1; iy++)                               \
+                for (int64_t ix = a; ix < b; ix++)                             \
+                    dx[iy * g->w + ix] += v;                                   \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* dx plane [idx] += dout (max). */                                       \
+    static void max_grad_plane_##S(const struct pgeo *g,                      \
+                                   const struct plane *d,                      \
+                                   const int64_t *idx, int64_t isy,            \
+                                   int64_t isx, void *dx_)                     \
+    {                                                                          \
+        const T *dp = d->p;                                                    \
+        T *dx = dx_;                                                           \
+        int64_t hw = g->h * g->w;                                              \
+        for (int64_t oy = 0; oy < g->oh; oy++)                                 \
+            for (int64_t ox = 0; ox < g->ow; ox++) {                           \
+                int64_t i = idx[oy * isy + ox * isx];                          \
+                if (i >= 0 && i < hw)                                          \
+                    dx[i] += dp[oy * d->sy + ox * d->sx];                      \
+            }                                                                  \
+    }
+
+DEF_POOL(float, f32)
+DEF_POOL(double, f64)
+
+/* A pooling invocation. x: input (compute dtype, any strides); out: the
+ * output planes (compute dtype, contiguous). For grads `x` is dout. */
+struct prun {
+    const struct pgeo *g;
+    bool f64;
+    const char *x;
+    int64_t xs[4];
+    char *out;
+    int64_t *idx;         /* max: index output (contiguous) */
+    const int64_t *iidx;  /* max grad: index input */
+    int64_t is[4];
+    bool grad;
+};
+
+static void pool_planes(void *ctx, int64_t p0, int64_t p1)
+{
+    const struct prun *r = ctx;
+    const struct pgeo *g = r->g;
+    size_t es = r->f64 ? sizeof(double) : sizeof(float);
+
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t n = p / g->c, c = p % g->c;
+        struct plane x = {r->x + (size_t)(n * r->xs[0] + c * r->xs[1]) * es,
+                          r->xs[2], r->xs[3]};
+        if (r->grad) {
+            char *dx = r->out + (size_t)(p * g->h * g->w) * es;
+            zero_bytes(dx, (size_t)(g->h * g->w) * es);
+            if (g->kind == POOL_MAX) {
+                const int64_t *ip = r->iidx + n * r->is[0] + c * r->is[1];
+                if (r->f64)
+                    max_grad_plane_f64(g, &x, ip, r->is[2], r->is[3], dx);
+                else
+                    max_grad_plane_f32(g, &x, ip, r->is[2], r->is[3], dx);
+                continue;
+            }
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                if (r->f64)
+                    avg_grad_row_f64(g, &x, oy, dx);
+                else
+                    avg_grad_row_f32(g, &x, oy, dx);
+            }
+            continue;
+        }
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t o = (p * g->oh + oy) * g->ow;
+            char *orow = r->out + (size_t)o * es;
+            if (g->kind == POOL_MAX) {
+                if (r->f64)
+                    max_row_f64(g, &x, oy, orow, r->idx + o);
+                else
+                    max_row_f32(g, &x, oy, orow, r->idx + o);
+            } else if (g->kind == POOL_AVG) {
+                if (r->f64)
+                    avg_row_f64(g, &x, oy, orow);
+                else
+                    avg_row_f32(g, &x, oy, orow);
+            } else {
+                if (r->f64)
+                    adaptive_row_f64(g, &x, oy, orow);
+                else
+                    adaptive_row_f32(g, &x, oy, orow);
+            }
+        }
+    }
+}
+
+static void pool_run(struct prun *r)
+{
+    const struct pgeo *g = r->g;
+    int64_t per = g->h * g->w + g->oh * g->ow;
+    int64_t grain = per > 0 ? KGRAIN / per : 1;
+
+    cpu_parallel_for(g->n * g->c, grain > 0 ? grain : 1, pool_planes, r);
+}
+
+/* Allocation-free reference for every pooling op, any dtype/strides. */
+static void pool_direct(const struct pgeo *g, const keel_tensor_desc *xd,
+                        const void *xp, const keel_tensor_desc *id,
+                        const void *ip, const keel_tensor_desc *od,
+                        void *op, int64_t *idx_out, bool grad)
+{
+    struct gten x = gten_of(xd, xp), o = gten_of(od, op);
+    struct gten ix = id ? gten_of(id, ip) : x;
+
+    if (grad)
+        for (int64_t i = 0; i < knumel(od); i++)
+            kstore((char *)op + i * o.es, o.dt, 0);
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t c = 0; c < g->c; c++)
+            for (int64_t oy = 0; oy < g->oh; oy++)
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    int64_t y0, y1, x0, x1, dy, dx, best = -1;
+                    double acc = 0, m = -INFINITY;
+                    pool_win(g, 0, oy, &y0, &y1, &dy);
+                    pool_win(g, 1, ox, &x0, &x1, &dx);
+                    if (grad && g->kind == POOL_MAX) {
+                        int64_t i =
+                            *(const int64_t *)gat(&ix, n, c, oy, ox);
+                        char *t;
+                        if (i < 0 || i >= g->h * g->w)
+                            continue;
+                        t = gat(&o, n, c, i / g->w, i % g->w);
+                        kstore(t, o.dt,
+                               kload(t, o.dt) + gld(&x, n, c, oy, ox));
+                        continue;
+                    }
+                    for (int64_t iy = y0; iy < y1; iy++)
+                        for (int64_t jx = x0; jx < x1; jx++) {
+                            if (grad) {
+                                char *t = gat(&o, n, c, iy, jx);
+                                kstore(t, o.dt,
+                                       kload(t, o.dt) +
+                                           gld(&x, n, c, oy, ox) /
+                                               (double)(dy * dx));
+                                continue;
+                            }
+                            double v = gld(&x, n, c, iy, jx);
+                            if (v > m || best < 0 || (v != v && m == m)) {
+                                m = v;
+                                best = iy * g->w + jx;
+                            }
+                            acc += v;
+                        }
+                    if (grad)
+                        continue;
+                    if (g->kind == POOL_MAX) {
+                        kstore(gat(&o, n, c, oy, ox), o.dt, m);
+                        idx_out[((n * g->c + c) * g->oh + oy) * g->ow + ox] =
+                            best;
+                    } else {
+                        bool empty = y1 <= y0 || x1 <= x0 || dy * dx <= 0;
+                        kstore(gat(&o, n, c, oy, ox), o.dt,
+                               empty ? 0 : acc / (double)(dy * dx));
+                    }
+                }
+}
+
+/* Pool geometry from attributes (max/avg) or output_size (adaptive), the
+ * input x and the (forward) output dims oh, ow. */
+static keel_status pool_geo(const keel_kernel_args *a, const char *op,
+                            int kind, const keel_tensor_desc *x,
+                            const keel_tensor_desc *o, struct pgeo *g)
+{
+    int64_t k[2] = {1, 1}, s[2] = {1, 1}, pad[4] = {0, 0, 0, 0};
+    bool ceil_mode = kattr_i(a, "ceil_mode", 0) != 0;
+
+    if (x->ndim != 4 || o->ndim != 4 || o->shape[0] != x->shape[0] ||
+        o->shape[1] != x->shape[1])
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x and the output must be 4-D with one N, C", op);
+    memset(g, 0, sizeof(*g));
+    g->kind = kind;
+    g->n = x->shape[0];
+    g->c = x->shape[1];
+    g->h = x->shape[2];
+    g->w = x->shape[3];
+    g->oh = o->shape[2];
+    g->ow = o->shape[3];
+    g->exclusive = kattr_i(a, "exclusive", 1) != 0;
+    if (kind == POOL_ADAPTIVE)
+        return g->h > 0 && g->w > 0
+                   ? KEEL_STATUS_OK
+                   : cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                             "%s: empty input plane", op);
+    if (!kpair(a, "kernel_size", 1, NULL, k) || !kpair(a, "stride", 1, k, s) ||
+        !kpads(a, pad))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: bad kernel_size, stride or padding", op);
+    g->kh = k[0];
+    g->kw = k[1];
+    g->sh = s[0];
+    g->sw = s[1];
+    g->pt = pad[0];
+    g->pb = pad[1];
+    g->pl = pad[2];
+    g->pr = pad[3];
+    for (int i = 0; i < 2; i++) {
+        int64_t span = x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - k[i];
+        int64_t want = span < 0 ? -1
+                                : (span + (ceil_mode ? s[i] - 1 : 0)) / s[i] +
+                                      1;
+        if (o->shape[2 + i] != want)
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: output dims disagree with the attributes", op);
+    }
+    return KEEL_STATUS_OK;
+}
+
+static keel_status pool_check(const keel_kernel_args *a, const char *op,
+                              int kind, int nout)
+{
+    struct pgeo g;
+    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
+
+    if (a->num_inputs != 1 || a->num_outputs != nout)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: needs 1 input and %d output(s)", op, nout);
+    if (!is_float_dt(x->dtype) || o->dtype != x->dtype || !kcontig(o))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: the output must be contiguous %s", op,
+                       cpu_dtype_name(x->dtype));
+    if (nout == 2) {
+        const keel_tensor_desc *i = &a->outputs[1];
+        if (i->dtype != KEEL_I64 || !kcontig(i) || knumel(i) != knumel(o))
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: indices must be contiguous int64 like out",
+                           op);
+    }
+    return pool_geo(a, op, kind, x, o, &g);
+}
+
+static keel_status max_pool_check(const keel_kernel_args *a)
+{
+    return pool_check(a, "max_pool2d", POOL_MAX, 2);
+}
+
+static keel_status avg_pool_check(const keel_kernel_args *a)
+{
+    return pool_check(a, "avg_pool2d", POOL_AVG, 1);
+}
+
+static keel_status adaptive_check(const keel_kernel_args *a)
+{
+    return pool_check(a, "adaptive_avg_pool2d", POOL_ADAPTIVE, 1);
+}
+
+/* Forward pooling: stage a half input to f32 (f32/f64 are read in place
+ * through their strides) and a half output. */
+static void pool_fwd(const struct kcall *k, const char *op, int kind)
+{
+    const keel_kernel_args *a = k->a;
+    const keel_tensor_desc *xd = &a->inputs[0], *od = &a->outputs[0];
+    struct buf xb, ob;
+    struct pgeo g;
+    struct prun r;
+    char *ws = NULL, *p;
+    size_t bytes;
+
+    pool_geo(a, op, kind, xd, od, &g);
+    if (knumel(od) == 0)
+        return;
+    memset(&r, 0, sizeof(r));
+    bytes = buf_plan(&ob, od, k->out[0], true);
+    bytes += is_half(xd->dtype) ? buf_plan(&xb, xd, k->in[0], false) : 0;
+    if (bytes) {
+        ws = cpu_workspace(bytes);
+        if (!ws) {
+            pool_direct(&g, xd, k->in[0], NULL, NULL, od, k->out[0],
+                        kind == POOL_MAX ? k->out[1] : NULL, false);
+            return;
+        }
+    }
+    p = buf_bind(&ob, ws);
+    if (is_half(xd->dtype)) {
+        buf_bind(&xb, p);
+        r.x = xb.data;
+        contig_strides(xd, r.xs);
+    } else {
+        r.x = k->in[0];
+        memcpy(r.xs, xd->strides, sizeof(r.xs));
+    }
+    r.g = &g;
+    r.f64 = xd->dtype == KEEL_F64;
+    r.out = ob.data;
+    r.idx = kind == POOL_MAX ? k->out[1] : NULL;
+    pool_run(&r);
+    buf_finish(&ob);
+    free(ws);
+}
+
+static void max_pool_impl(const struct kcall *k)
+{
+    pool_fwd(k, "max_pool2d", POOL_MAX);
+}
+
+static void avg_pool_impl(const struct kcall *k)
+{
+    pool_fwd(k, "avg_pool2d", POOL_AVG);
+}
+
+static void adaptive_impl(const struct kcall *k)
+{
+    pool_fwd(k, "adaptive_avg_pool2d", POOL_ADAPTIVE);
+}
+
+/* Grads: (x, dout) or (x, indices, dout) -> dx. */
+static keel_status pool_grad_check(const keel_kernel_args *a, const char *op,
+                                   int kind)
+{
+    struct pgeo g;
+    int nin = kind == POOL_MAX ? 3 : 2;
+    const keel_tensor_desc *x = &a->inputs[0], *dout;
+
+    if (a->num_inputs != nin || a->num_outputs != 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: needs %d inputs and 1 output", op, nin);
+    dout = &a->inputs[nin - 1];
+    if (!is_float_dt(x->dtype) || dout->dtype != x->dtype ||
+        a->outputs[0].dtype != x->dtype || !kcontig(&a->outputs[0]) ||
+        knumel(&a->outputs[0]) != knumel(x))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: dx must be contiguous like x; dout of x's dtype",
+                       op);
+    if (kind == POOL_MAX) {
+        const keel_tensor_desc *i = &a->inputs[1];
+        if (x->ndim != 4 || dout->ndim != 4 || i->dtype != KEEL_I64 ||
+            i->ndim != 4)
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: needs 4-D x, int64 indices and dout", op);
+        for (int d = 0; d < 4; d++)
+            if (i->shape[d] != dout->shape[d] ||
+                (d < 2 && dout->shape[d] != x->shape[d]))
+                return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                               "%s: indices/dout shapes disagree", op);
+        return KEEL_STATUS_OK;
+    }
+    return pool_geo(a, op, kind, x, dout, &g);
+}
+
+static keel_status max_grad_check(const keel_kernel_args *a)
+{
+    return pool_grad_check(a, "max_pool2d_grad", POOL_MAX);
+}
+
+static keel_status avg_grad_check(const keel_kernel_args *a)
+{
+    return pool_grad_check(a, "avg_pool2d_grad", POOL_AVG);
+}
+
+static keel_status adaptive_grad_check(const keel_kernel_args *a)
+{
+    return pool_grad_check(a, "adaptive_avg_pool2d_grad", POOL_ADAPTIVE);
+}
+
+static void pool_grad(const struct kcall *k, const char *op, int kind)
+{
+    const keel_kernel_args *a = k->a;
+    int nin = kind == POOL_MAX ? 3 : 2;
+    const keel_tensor_desc *xd = &a->inputs[0], *dd = &a->inputs[nin - 1];
+    const keel_tensor_desc *od = &a->outputs[0];
+    const keel_tensor_desc *id = kind == POOL_MAX ? &a->inputs[1] : NULL;
+    struct buf db, ob;
+    struct pgeo g;
+    struct prun r;
+    char *ws = NULL, *p;
+    size_t bytes;
+
+    if (kind == POOL_MAX) {
+        memset(&g, 0, sizeof(g));
+        g.kind = POOL_MAX;
+        g.n = xd->shape[0];
+        g.c = xd->shape[1];
+        g.h = xd->shape[2];
+        g.w = xd->shape[3];
+        g.oh = dd->shape[2];
+        g.ow = dd->shape[3];
+    } else {
+        pool_geo(a, op, kind, xd, dd, &g);
+    }
+    if (knumel(od) == 0)
+        return;
+    memset(&r, 0, sizeof(r));
+    bytes = buf_plan(&ob, od, k->out[0], true);
+    bytes += is_half(dd->dtype) ? buf_plan(&db, dd, k->in[nin - 1], false)
+                                : 0;
+    if (bytes) {
+        ws = cpu_workspace(bytes);
+        if (!ws) {
+            pool_direct(&g, dd, k->in[nin - 1], id,
+                        id ? k->in[1] : NULL, od, k->out[0], NULL, true);
+            return;
+        }
+    }
+    p = buf_bind(&ob, ws);
+    if (is_half(dd->dtype)) {
+        buf_bind(&db, p);
+        r.x = db.data;
+        contig_strides(dd, r.xs);
+    } else {
+        r.x = k->in[nin - 1];
+        memcpy(r.xs, dd->strides, sizeof(r.xs));
+    }
+    if (id) {
+        r.iidx = k->in[1];
+        memcpy(r.is, id->strides, sizeof(r.is));
+    }
+    r.g = &g;
+    r.f64 = xd->dtype == KEEL_F64;
+    r.out = ob.data;
+    r.grad = true;
+    pool_run(&r);
+    buf_finish(&ob);
+    free(ws);
+}
+
+static void max_grad_impl(const struct kcall *k)
+{
+    pool_grad(k, "max_pool2d_grad", POOL_MAX);
+}
+
+static void avg_grad_impl(const struct kcall *k)
+{
+    pool_grad(k, "avg_pool2d_grad", POOL_AVG);
+}
+
+static void adaptive_grad_impl(const struct kcall *k)
+{
+    pool_grad(k, "adaptive_avg_pool2d_grad", POOL_ADAPTIVE);
+}
+
+KERNEL(k_max_pool, "max_pool2d", max_pool_impl, max_pool_check)
+KERNEL(k_avg_pool, "avg_pool2d", avg_pool_impl, avg_pool_check)
+KERNEL(k_adaptive, "adaptive_avg_pool2d", adaptive_impl, adaptive_check)
+KERNEL(k_max_grad, "max_pool2d_grad", max_grad_impl, max_grad_check)
+KERNEL(k_avg_grad, "avg_pool2d_grad", avg_grad_impl, avg_grad_check)
+KERNEL(k_adaptive_grad, "adaptive_avg_pool2d_grad", adaptive_grad_impl,
+       adaptive_grad_check)
+
+const struct cpu_kernel_entry cpu_kernels_conv[] = {
+    {"conv2d", KEEL_DT_FLOAT, k_conv2d},
+    {"conv2d_grad", KEEL_DT_FLOAT, k_conv2d_grad},
+    {"conv2d_transpose", KEEL_DT_FLOAT, k_convt},
+    {"conv2d_transpose_grad", KEEL_DT_FLOAT, k_convt_grad},
+    {"max_pool2d", KEEL_DT_FLOAT, k_max_pool},
+    {"max_pool2d_grad", KEEL_DT_FLOAT, k_max_grad},
+    {"avg_pool2d", KEEL_DT_FLOAT, k_avg_pool},
+    {"avg_pool2d_grad", KEEL_DT_FLOAT, k_avg_grad},
+    {"adaptive_avg_pool2d", KEEL_DT_FLOAT, k_adaptive},
+    {"adaptive_avg_pool2d_grad", KEEL_DT_FLOAT, k_adaptive_grad},
+    {NULL, 0, NULL},
+};

@@ -1,0 +1,624 @@
+/*
+ * CPU kernels: matmul and linear, on OpenBLAS.
+ *
+ * Both ops become one "batched GEMM problem" (struct mm):
+ *
+ *   out[b] (M x N, contiguous) = A[b] (M x K) * B[b] (K x N) (+ bias row)
+ *
+ * with A and B given by element strides. The core's matmul shape rule has
+ * already applied transpose_x/transpose_y, the 1-D promotions and the batch
+ * broadcasting to the descriptors (see core/src/shape_linalg.c), so the
+ * kernel reads x as [B..., M, K] and y as [B..., K, N] and never looks at
+ * the transpose attributes. linear is x [..., in] times weight [in, out]
+ * (shared by every row) plus bias.
+ *
+ * Operands: a matrix whose storage is row-major (unit column stride) or
+ * column-major (unit row stride, i.e. a transposed contiguous matrix) goes
+ * to BLAS as it is, with the transpose flag and leading dimension read from
+ * its strides; anything else is packed into a contiguous workspace first.
+ * When the weight is shared by every batch (linear, or a matmul whose y is
+ * broadcast) and the batch dims of x collapse into its rows, the batches
+ * merge into one tall GEMM.
+ *
+ * float16/bfloat16: operands are converted block-wise to float32 (rows or
+ * columns at a time, F16C when available), multiplied with sgemm into a
+ * float32 buffer, and the result converted back: all arithmetic in f32.
+ *
+ * Threads. OpenBLAS (pthread build) runs a GEMM single-threaded when
+ * M * N * K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default) and with
+ * its own threads above that. So:
+ *   - many small GEMMs (batched, each under that threshold): batches are
+ *     shared out over the plugin's pool with cpu_parallel_for, one
+ *     workspace slot per share; OpenBLAS stays single-threaded inside;
+ *   - otherwise: batches run one after another on the calling thread and
+ *     OpenBLAS threads each GEMM (unless OpenBLAS has one thread, when
+ *     batches go over the pool whatever their size).
+ * Its thread count is set once to the plugin's (KEEL_CPU_THREADS) unless
+ * OPENBLAS_NUM_THREADS / GOTO_NUM_THREADS / OMP_NUM_THREADS is set, so the
+ * two pools never oversubscribe the machine.
+ *
+ * Workspace: taken with malloc at run time. Impls cannot fail, so when a
+ * workspace cannot be had the op runs an allocation-free reference loop
+ * (double accumulation, any layout) instead: slow but correct. Tests force
+ * that path with KEEL_CPU_NO_WORKSPACE=1.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "kern.h"
+
+/* Shared with k_conv.c (declared there too). */
+void cpu_blas_setup(void);
+bool cpu_blas_single(double mnk);
+void *cpu_workspace(size_t bytes);
+
+/* MNK at or below which OpenBLAS runs a GEMM on one thread. */
+#define GEMM_SMALL_MNK (65536.0 * 4.0)
+
+/* ---- shared helpers ------------------------------------------------------ */
+
+static const char *env_get(const char *name)
+{
+    if (cpu_g.host && cpu_g.host->get_env)
+        return cpu_g.host->get_env(name);
+    return getenv(name);
+}
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_setup_once(void)
+{
+    const char *e = env_get("OPENBLAS_NUM_THREADS");
+
+    if (!e || !*e)
+        e = env_get("GOTO_NUM_THREADS");
+    if (!e || !*e)
+        e = env_get("OMP_NUM_THREADS");
+    if (!e || !*e)
+        openblas_set_num_threads(cpu_pool_threads());
+}
+
+void cpu_blas_setup(void)
+{
+    pthread_once(&blas_once, blas_setup_once);
+}
+
+/* Does OpenBLAS run a GEMM of m*n*k multiply-adds on the calling thread
+ * only? Then callers may run several at once over the plugin's pool. */
+bool cpu_blas_single(double mnk)
+{
+    return mnk <= GEMM_SMALL_MNK || openblas_get_num_threads() <= 1;
+}
+
+void *cpu_workspace(size_t bytes)
+{
+    const char *e = env_get("KEEL_CPU_NO_WORKSPACE");
+
+    if (e && *e && strcmp(e, "0"))
+        return NULL;
+    return malloc(bytes ? bytes : 1);
+}
+
+/* ---- the problem --------------------------------------------------------- */
+
+struct mm {
+    keel_dtype dt;
+    int nb; /* batch dims */
+    int64_t bshape[KEEL_MAX_DIMS];
+    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS]; /* batch strides */
+    int64_t batches, M, N, K;
+    const char *x, *y, *bias;
+    int64_t xrs, xcs, yrs, ycs, bs; /* element strides */
+    char *out;
+};
+
+enum { LAY_ROW, LAY_COL, LAY_PACK };
+
+/* How BLAS can read a rows x cols matrix with strides (rs, cs). */
+static int mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                      int64_t *ld)
+{
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+
+    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= c1)) {
+        *ld = rows <= 1 ? c1 : rs;
+        return *ld <= INT_MAX ? LAY_ROW : LAY_PACK;
+    }
+    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= r1)) {
+        *ld = cols <= 1 ? r1 : cs;
+        return *ld <= INT_MAX ? LAY_COL : LAY_PACK;
+    }
+    return LAY_PACK;
+}
+
+/* Merge the batch dims into M when B is shared by every batch and x's
+ * batch dims continue its row dimension. */
+static void mm_merge_batches(struct mm *p)
+{
+    int64_t expect = p->M * p->xrs;
+
+    if (p->nb == 0 || p->batches <= 1 || p->M == 0)
+        return;
+    for (int d = 0; d < p->nb; d++)
+        if (p->bshape[d] != 1 && p->ybs[d] != 0)
+            return;
+    if (p->M == 1)
+        expect = -1; /* any stride works for one row: take the first */
+    for (int d = p->nb - 1; d >= 0; d--) {
+        if (p->bshape[d] == 1)
+            continue;
+        if (expect == -1) {
+            p->xrs = p->xbs[d];
+            expect = p->xbs[d];
+        } else if (p->xbs[d] != expect) {
+            return;
+        }
+        expect *= p->bshape[d];
+    }
+    p->M *= p->batches;
+    p->batches = 1;
+    p->nb = 0;
+}
+
+/* ---- element conversion -------------------------------------------------- */
+
+/* n elements, element stride `st`, of dtype dt (f32, f16 or bf16) -> f32. */
+static void cvt_to_f32(float *dst, const char *src, keel_dtype dt, int64_t n,
+                       int64_t st)
+{
+    const uint16_t *h = (const uint16_t *)src;
+    const float *f = (const float *)src;
+
+    if (st == 1) {
+        if (dt == KEEL_F16)
+            kf16_to_f32(h, dst, n);
+        else if (dt == KEEL_BF16)
+            kbf16_to_f32(h, dst, n);
+        else
+            memcpy(dst, f, (size_t)n * sizeof(float));
+        return;
+    }
+    switch (dt) {
+    case KEEL_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = cpu_f16_to_f32(h[i * st]);
+        break;
+    case KEEL_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)h[i * st] << 16;
+            memcpy(&dst[i], &u, sizeof(float));
+        }
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = f[i * st];
+        break;
+    }
+}
+
+static void cvt_to_f64(double *dst, const double *src, int64_t n, int64_t st)
+{
+    if (st == 1) {
+        memcpy(dst, src, (size_t)n * sizeof(double));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = src[i * st];
+}
+
+/* Pack a rows x cols matrix row-major into dst (f32 or f64 by dt). */
+struct pack {
+    void *dst;
+    const char *src;
+    keel_dtype dt;
+    int64_t cols, rs, cs;
+};
+
+static void pack_part(void *ctx, int64_t r0, int64_t r1)
+{
+    const struct pack *k = ctx;
+    int64_t es = keel_dtype_size(k->dt);
+
+    for (int64_t r = r0; r < r1; r++) {
+        const char *s = k->src + r * k->rs * es;
+        if (k->dt == KEEL_F64)
+            cvt_to_f64((double *)k->dst + r * k->cols, (const double *)s,
+                       k->cols, k->cs);
+        else
+            cvt_to_f32((float *)k->dst + r * k->cols, s, k->dt, k->cols,
+                       k->cs);
+    }
+}
+
+static void pack_rows(void *dst, const char *src, keel_dtype dt, int64_t rows,
+                      int64_t cols, int64_t rs, int64_t cs)
+{
+    struct pack k = {dst, src, dt, cols, rs, cs};
+    int64_t grain = cols > 0 ? KGRAIN / cols : rows;
+
+    cpu_parallel_for(rows, grain > 0 ? grain : 1, pack_part, &k);
+}
+
+/* f32 -> output dtype, contiguous, in parallel for large n. */
+struct unpack {
+    const float *src;
+    void *dst;
+    keel_dtype dt;
+};
+
+static void unpack_part(void *ctx, int64_t b, int64_t e)
+{
+    const struct unpack *u = ctx;
+
+    if (u->dt == KEEL_F16)
+        kf32_to_f16(u->src + b, (uint16_t *)u->dst + b, e - b);
+    else
+        kf32_to_bf16(u->src + b, (uint16_t *)u->dst + b, e - b);
+}
+
+static void unpack_f32(void *dst, keel_dtype dt, const float *src, int64_t n)
+{
+    struct unpack u = {src, dst, dt};
+
+    cpu_parallel_for(n, KGRAIN, unpack_part, &u);
+}
+
+/* ---- one GEMM ------------------------------------------------------------ */
+
+/* A BLAS-ready operand. */
+struct bop {
+    const void *p;
+    bool trans;
+    int64_t ld;
+};
+
+/* Layout of A and B and what each needs in workspace (elements). */
+struct mm_plan {
+    int lay_a, lay_b;
+    int64_t lda, ldb;
+    bool half;            /* f16/bf16: compute in f32 */
+    size_t es;            /* compute element size */
+    int64_t ws_a, ws_b, ws_c; /* per slot, in compute elements */
+    int64_t ws_bias;          /* shared */
+};
+
+static void mm_plan_make(const struct mm *p, struct mm_plan *pl)
+{
+    pl->half = p->dt == KEEL_F16 || p->dt == KEEL_BF16;
+    pl->es = p->dt == KEEL_F64 ? sizeof(double) : sizeof(float);
+    pl->lay_a = mat_layout(p->M, p->K, p->xrs, p->xcs, &pl->lda);
+    pl->lay_b = mat_layout(p->K, p->N, p->yrs, p->ycs, &pl->ldb);
+    pl->ws_a = (pl->half || pl->lay_a == LAY_PACK) ? p->M * p->K : 0;
+    pl->ws_b = (pl->half || pl->lay_b == LAY_PACK) ? p->K * p->N : 0;
+    pl->ws_c = pl->half ? p->M * p->N : 0;
+    pl->ws_bias = p->bias && (pl->half || p->bs != 1) ? p->N : 0;
+}
+
+/* Make a BLAS operand from a strided matrix, converting/packing into ws
+ * when needed (a column-major matrix is converted column by column and
+ * stays transposed). */
+static struct bop mm_operand(const char *src, keel_dtype dt, int lay,
+                             int64_t ld, int64_t rows, int64_t cols,
+                             int64_t rs, int64_t cs, bool half, void *ws)
+{
+    struct bop o;
+
+    if (!half && lay != LAY_PACK) {
+        o.p = src;
+        o.trans = lay == LAY_COL;
+        o.ld = ld;
+        return o;
+    }
+    if (lay == LAY_COL) {
+        pack_rows(ws, src, dt, cols, rows, cs, rs);
+        o.trans = true;
+        o.ld = rows > 1 ? rows : 1;
+    } else {
+        pack_rows(ws, src, dt, rows, cols, rs, cs);
+        o.trans = false;
+        o.ld = cols > 1 ? cols : 1;
+    }
+    o.p = ws;
+    return o;
+}
+
+struct mm_run {
+    const struct mm *p;
+    const struct mm_plan *pl;
+    const void *bias; /* compute dtype, contiguous, or NULL */
+    char *ws;         /* slots * slot_bytes */
+    size_t slot_bytes;
+    int64_t slots;
+};
+
+static void mm_one(const struct mm_run *r, int64_t b, char *ws)
+{
+    const struct mm *p = r->p;
+    const struct mm_plan *pl = r->pl;
+    int64_t es = keel_dtype_size(p->dt), offx = 0, offy = 0, rem = b;
+    int64_t M = p->M, N = p->N, K = p->K;
+    char *wa = ws, *wb = wa + pl->ws_a * pl->es, *wc = wb + pl->ws_b * pl->es;
+    char *c = pl->half ? wc : p->out + b * M * N * es;
+    struct bop A, B;
+    double beta = 0;
+
+    for (int d = p->nb - 1; d >= 0; d--) {
+        int64_t i = rem % p->bshape[d];
+        rem /= p->bshape[d];
+        offx += i * p->xbs[d];
+        offy += i * p->ybs[d];
+    }
+    if (r->bias) {
+        for (int64_t m = 0; m < M; m++)
+            memcpy(c + m * N * pl->es, r->bias, (size_t)N * pl->es);
+        beta = 1;
+    } else if (K == 0) {
+        memset(c, 0, (size_t)(M * N) * pl->es);
+    }
+    if (K > 0) {
+        A = mm_operand(p->x + offx * es, p->dt, pl->lay_a, pl->lda, M, K,
+                       p->xrs, p->xcs, pl->half, wa);
+        B = mm_operand(p->y + offy * es, p->dt, pl->lay_b, pl->ldb, K, N,
+                       p->yrs, p->ycs, pl->half, wb);
+        if (p->dt == KEEL_F64)
+            cblas_dgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
+                        B.trans ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                        (int)K, 1.0, A.p, (int)A.ld, B.p, (int)B.ld, beta,
+                        (double *)c, (int)N);
+        else
+            cblas_sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
+                        B.trans ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                        (int)K, 1.0f, A.p, (int)A.ld, B.p, (int)B.ld,
+                        (float)beta, (float *)c, (int)N);
+    }
+    if (pl->half)
+        unpack_f32(p->out + b * M * N * es, p->dt, (const float *)c, M * N);
+}
+
+static void mm_slot(void *ctx, int64_t s0, int64_t s1)
+{
+    const struct mm_run *r = ctx;
+    int64_t B = r->p->batches;
+
+    for (int64_t s = s0; s < s1; s++) {
+        int64_t b0 = B * s / r->slots, b1 = B * (s + 1) / r->slots;
+        for (int64_t b = b0; b < b1; b++)
+            mm_one(r, b, r->ws + (size_t)s * r->slot_bytes);
+    }
+}
+
+/* Allocation-free reference: double accumulation, any layout. */
+static void mm_direct(const struct mm *p)
+{
+    int64_t es = keel_dtype_size(p->dt);
+
+    for (int64_t b = 0; b < p->batches; b++) {
+        int64_t offx = 0, offy = 0, rem = b;
+        for (int d = p->nb - 1; d >= 0; d--) {
+            int64_t i = rem % p->bshape[d];
+            rem /= p->bshape[d];
+            offx += i * p->xbs[d];
+            offy += i * p->ybs[d];
+        }
+        for (int64_t m = 0; m < p->M; m++)
+            for (int64_t n = 0; n < p->N; n++) {
+                double acc = p->bias ? kload(p->bias + n * p->bs * es, p->dt)
+                                     : 0.0;
+                for (int64_t k = 0; k < p->K; k++)
+                    acc += kload(p->x + (offx + m * p->xrs + k * p->xcs) * es,
+                                 p->dt) *
+                           kload(p->y + (offy + k * p->yrs + n * p->ycs) * es,
+                                 p->dt);
+                kstore(p->out + ((b * p->M + m) * p->N + n) * es, p->dt,
+                       acc);
+            }
+    }
+}
+
+static void mm_exec(struct mm *p)
+{
+    struct mm_plan pl;
+    struct mm_run r;
+    size_t bias_bytes;
+    char *ws;
+
+    if (p->batches == 0 || p->M == 0 || p->N == 0)
+        return;
+    cpu_blas_setup();
+    mm_merge_batches(p);
+    mm_plan_make(p, &pl);
+    r.p = p;
+    r.pl = &pl;
+    r.slots = 1;
+    if (p->batches > 1 &&
+        cpu_blas_single((double)p->M * (double)p->N * (double)p->K)) {
+        r.slots = cpu_pool_threads();
+        if (r.slots > p->batches)
+            r.slots = p->batches;
+    }
+    r.slot_bytes = (size_t)(pl.ws_a + pl.ws_b + pl.ws_c) * pl.es;
+    r.slot_bytes = (r.slot_bytes + 63) & ~(size_t)63;
+    bias_bytes = (size_t)pl.ws_bias * pl.es;
+    ws = cpu_workspace(r.slot_bytes * (size_t)r.slots + bias_bytes);
+    if (!ws) {
+        mm_direct(p);
+        return;
+    }
+    r.ws = ws + bias_bytes;
+    r.bias = p->bias;
+    if (pl.ws_bias) {
+        pack_rows(ws, p->bias, p->dt, 1, p->N, 0, p->bs);
+        r.bias = ws;
+    }
+    cpu_parallel_for(r.slots, 1, mm_slot, &r);
+    free(ws);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+static bool is_float_dt(keel_dtype dt)
+{
+    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
+           dt == KEEL_BF16;
+}
+
+static bool blas_dims_ok(int64_t M, int64_t N, int64_t K)
+{
+    return M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
+}
+
+static keel_status matmul_check(const keel_kernel_args *a)
+{
+    const keel_tensor_desc *x, *y, *o;
+    int nd;
+    int64_t batches = 1;
+
+    if (a->num_inputs != 2 || a->num_outputs != 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: needs 2 inputs and 1 output");
+    x = &a->inputs[0];
+    y = &a->inputs[1];
+    o = &a->outputs[0];
+    nd = x->ndim;
+    if (!is_float_dt(x->dtype) || y->dtype != x->dtype ||
+        o->dtype != x->dtype)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: x, y and out must share one float dtype");
+    if (nd < 2 || y->ndim != nd)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: the kernel takes x [B.., M, K] and y [B.., "
+                       "K, N] of one rank (the core resolves 1-D operands "
+                       "and broadcasting)");
+    for (int d = 0; d < nd - 2; d++) {
+        if (x->shape[d] != y->shape[d])
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "matmul: batch dim %d differs (%lld vs %lld)", d,
+                           (long long)x->shape[d], (long long)y->shape[d]);
+        batches *= x->shape[d];
+    }
+    if (x->shape[nd - 1] != y->shape[nd - 2])
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: inner dims differ (%lld vs %lld)",
+                       (long long)x->shape[nd - 1],
+                       (long long)y->shape[nd - 2]);
+    if (!kcontig(o) ||
+        knumel(o) != batches * x->shape[nd - 2] * y->shape[nd - 1])
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: the output must be contiguous with B*M*N "
+                       "elements");
+    if (!blas_dims_ok(x->shape[nd - 2], y->shape[nd - 1], x->shape[nd - 1]))
+        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "matmul: a matrix dim exceeds the BLAS int range");
+    return KEEL_STATUS_OK;
+}
+
+static void matmul_impl(const struct kcall *k)
+{
+    const keel_tensor_desc *x = &k->a->inputs[0], *y = &k->a->inputs[1];
+    int nd = x->ndim;
+    struct mm p;
+
+    memset(&p, 0, sizeof(p));
+    p.dt = x->dtype;
+    p.nb = nd - 2;
+    p.batches = 1;
+    for (int d = 0; d < p.nb; d++) {
+        p.bshape[d] = x->shape[d];
+        p.xbs[d] = x->strides[d];
+        p.ybs[d] = y->strides[d];
+        p.batches *= x->shape[d];
+    }
+    p.M = x->shape[nd - 2];
+    p.K = x->shape[nd - 1];
+    p.N = y->shape[nd - 1];
+    p.x = k->in[0];
+    p.y = k->in[1];
+    p.xrs = x->strides[nd - 2];
+    p.xcs = x->strides[nd - 1];
+    p.yrs = y->strides[nd - 2];
+    p.ycs = y->strides[nd - 1];
+    p.out = k->out[0];
+    mm_exec(&p);
+}
+
+KERNEL(k_matmul, "matmul", matmul_impl, matmul_check)
+
+/* ---- linear -------------------------------------------------------------- */
+
+static keel_status linear_check(const keel_kernel_args *a)
+{
+    const keel_tensor_desc *x, *w, *o;
+    int64_t rows = 1;
+
+    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: needs 2 or 3 inputs and 1 output");
+    x = &a->inputs[0];
+    w = &a->inputs[1];
+    o = &a->outputs[0];
+    if (!is_float_dt(x->dtype) || w->dtype != x->dtype ||
+        o->dtype != x->dtype ||
+        (a->num_inputs == 3 && a->inputs[2].dtype != x->dtype))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: operands must share one float dtype");
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[0])
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: needs x [..., in] and weight [in, out]");
+    if (a->num_inputs == 3 &&
+        (a->inputs[2].ndim != 1 || a->inputs[2].shape[0] != w->shape[1]))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: bias must be [out]");
+    for (int d = 0; d < x->ndim - 1; d++)
+        rows *= x->shape[d];
+    if (!kcontig(o) || knumel(o) != rows * w->shape[1])
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: the output must be contiguous [..., out]");
+    if (!blas_dims_ok(rows, w->shape[1], w->shape[0]))
+        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "linear: a matrix dim exceeds the BLAS int range");
+    return KEEL_STATUS_OK;
+}
+
+/* x [d0, .., dn-2, in]: rows are dn-2, the dims before it are batches
+ * (merged back into rows by mm_merge_batches when strides allow). */
+static void linear_impl(const struct kcall *k)
+{
+    const keel_tensor_desc *x = &k->a->inputs[0], *w = &k->a->inputs[1];
+    int nd = x->ndim;
+    struct mm p;
+
+    memset(&p, 0, sizeof(p));
+    p.dt = x->dtype;
+    p.batches = 1;
+    p.nb = nd >= 2 ? nd - 2 : 0;
+    for (int d = 0; d < p.nb; d++) {
+        p.bshape[d] = x->shape[d];
+        p.xbs[d] = x->strides[d];
+        p.ybs[d] = 0;
+        p.batches *= x->shape[d];
+    }
+    p.M = nd >= 2 ? x->shape[nd - 2] : 1;
+    p.xrs = nd >= 2 ? x->strides[nd - 2] : 0;
+    p.K = x->shape[nd - 1];
+    p.xcs = x->strides[nd - 1];
+    p.N = w->shape[1];
+    p.yrs = w->strides[0];
+    p.ycs = w->strides[1];
+    p.x = k->in[0];
+    p.y = k->in[1];
+    if (k->a->num_inputs == 3) {
+        p.bias = k->in[2];
+        p.bs = k->a->inputs[2].strides[0];
+    }
+    p.out = k->out[0];
+    mm_exec(&p);
+}
+
+KERNEL(k_linear, "linear", linear_impl, linear_check)
+
+const struct cpu_kernel_entry cpu_kernels_linalg[] = {
+    {"matmul", KEEL_DT_FLOAT, k_matmul},
+    {"linear", KEEL_DT_FLOAT, k_linear},
+    {NULL, 0, NULL},
+};
