@@ -6,20 +6,6 @@
 
 #include "kern.h"
 
-/* Categories not built yet contribute empty tables. */
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_elementwise[] = {
-    {NULL, 0, NULL}};
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_reduce[] = {
-    {NULL, 0, NULL}};
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_linalg[] = {
-    {NULL, 0, NULL}};
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_conv[] = {
-    {NULL, 0, NULL}};
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_nn[] = {
-    {NULL, 0, NULL}};
-__attribute__((weak)) const struct cpu_kernel_entry cpu_kernels_manip[] = {
-    {NULL, 0, NULL}};
-
 static const struct cpu_kernel_entry *const tables[] = {
     cpu_kernels_core,   cpu_kernels_elementwise, cpu_kernels_reduce,
     cpu_kernels_linalg, cpu_kernels_conv,        cpu_kernels_nn,
