@@ -4,12 +4,16 @@
  *   keel_op_run
  *     -> validate inputs (count, devices) and resolve attributes against
  *        the catalog spec (defaults filled in, types checked)
- *     -> [room for the AMP cast step and the autograd recording step]
+ *     -> [room for the AMP cast step]
  *     -> shape rule: output shapes/dtypes, promotion, broadcast descriptors
  *     -> allocate outputs (caching allocator)
  *     -> kernel for (op, plugin, dtype): looked up once, then cached
  *     -> call it on the device's default stream
  *     -> no kernel: visible CPU fallback (counted), or an error when strict
+ *     -> bump the version of inputs written in place
+ *     -> autograd: when grad mode is on, the op has a backward rule and an
+ *        input requires a gradient, record a graph node (autograd.c). With
+ *        no input requiring a gradient this costs one flag test per input.
  */
 #define KEEL_OP_CATALOG_DEFINE_TABLE
 #include <keel/op_catalog.h>
@@ -18,6 +22,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <keel/autograd.h>
 
 #include "tensor_internal.h"
 
@@ -589,6 +595,8 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
                               c->def->info->name,
                               keel_dtype_name(c->key_dtype));
     atomic_fetch_add(&fallback_counts[c->op], 1);
+    /* The copies are part of this op: the caller records one node. */
+    keel_no_grad_begin();
     keel__log(KEEL_LOG_DEBUG, "op %s (%s): CPU fallback", c->def->info->name,
               keel_dtype_name(c->key_dtype));
     for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++)
@@ -624,7 +632,27 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
         keel_tensor_free(cin[i]);
     for (int i = 0; i < nout; i++)
         keel_tensor_free(cout[i]);
+    keel_no_grad_end();
     return st;
+}
+
+/* Whether the call must be recorded for autograd. The common case (no
+ * input requires a gradient) is one load and branch per input. */
+static inline bool wants_grad(const struct keel_op_call *c)
+{
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i]->requires_grad)
+            return keel__op_differentiable(c->op) && keel__grad_enabled();
+    return false;
+}
+
+/* Inputs written in place get a new version (autograd checks it). */
+static void bump_versions(const struct keel_op_call *c, uint32_t mutated)
+{
+    for (int i = 0; i < c->nin; i++)
+        if (mutated & (1u << i))
+            atomic_fetch_add_explicit(&c->in[i]->storage->version, 1,
+                                      memory_order_relaxed);
 }
 
 static keel_status run(keel_op_id op, const keel_place *place_hint,
@@ -723,6 +751,14 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
     st = launch(&c, outs);
     if (st != KEEL_STATUS_OK)
         goto out;
+    if (mutated_inputs(op) &&
+        (op != KEEL_OP_BATCH_NORM || keel__attr_i(&c, "training")))
+        bump_versions(&c, mutated_inputs(op));
+    if (wants_grad(&c)) {
+        st = keel__ag_record(&c, outs);
+        if (st != KEEL_STATUS_OK)
+            goto out;
+    }
     for (i = 0; i < c.nout; i++) {
         outputs[i] = outs[i];
         outs[i] = NULL;

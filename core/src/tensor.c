@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <keel/autograd.h>
+
 #include "tensor_internal.h"
 
 /* ---- dtypes ---------------------------------------------------------------- */
@@ -197,8 +199,20 @@ void keel_tensor_free(keel_tensor *t)
 {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1)
         return;
+    if (t->grad_fn || t->grad)
+        keel__ag_tensor_release(t);
     storage_release(t->storage);
     free(t);
+}
+
+/* A fresh tensor header: one reference, no graph. */
+static void header_init(keel_tensor *t)
+{
+    atomic_init(&t->refcount, 1);
+    t->requires_grad = false;
+    t->grad_slot = 0;
+    t->grad_fn = NULL;
+    t->grad = NULL;
 }
 
 keel_tensor *keel_tensor_ref(keel_tensor *t)
@@ -232,9 +246,10 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
         return st;
     }
     atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
     s->place = place;
     s->nbytes = bytes;
-    atomic_init(&t->refcount, 1);
+    header_init(t);
     t->storage = s;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -255,7 +270,7 @@ keel_status keel__tensor_view(const keel_tensor *x, int ndim,
     if (!t)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "out of host memory for a tensor view");
-    atomic_init(&t->refcount, 1);
+    header_init(t);
     atomic_fetch_add(&x->storage->refcount, 1);
     t->storage = x->storage;
     t->dtype = x->dtype;
@@ -620,8 +635,8 @@ static bool view_strides(const keel_tensor *x, int ndim, const int64_t *shape,
     return true;
 }
 
-keel_status keel_reshape(const keel_tensor *x, int ndim, const int64_t *shape,
-                         keel_tensor **out)
+static keel_status reshape_impl(const keel_tensor *x, int ndim,
+                                const int64_t *shape, keel_tensor **out)
 {
     int64_t full[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
     int64_t known = 1, total;
@@ -661,7 +676,10 @@ keel_status keel_reshape(const keel_tensor *x, int ndim, const int64_t *shape,
     }
     if (view_strides(x, ndim, full, strides))
         return keel__tensor_view(x, ndim, full, strides, x->offset, out);
+    /* The copy is part of this reshape: the caller records one node. */
+    keel_no_grad_begin();
     st = keel_contiguous(x, &c);
+    keel_no_grad_end();
     if (st != KEEL_STATUS_OK)
         return st;
     contiguous_strides(ndim, full, strides);
@@ -670,8 +688,8 @@ keel_status keel_reshape(const keel_tensor *x, int ndim, const int64_t *shape,
     return st;
 }
 
-keel_status keel_permute(const keel_tensor *x, const int *perm,
-                         keel_tensor **out)
+static keel_status permute_impl(const keel_tensor *x, const int *perm,
+                                keel_tensor **out)
 {
     int64_t shape[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
     bool seen[KEEL_MAX_DIMS] = {false};
@@ -709,8 +727,10 @@ keel_status keel_transpose(const keel_tensor *x, int axis0, int axis1,
     return keel_permute(x, perm, out);
 }
 
-keel_status keel_slice(const keel_tensor *x, int axis, int64_t start,
-                       int64_t stop, int64_t step, keel_tensor **out)
+/* p[4] receives (axis, start, length, step) for autograd. */
+static keel_status slice_impl(const keel_tensor *x, int axis, int64_t start,
+                              int64_t stop, int64_t step, keel_tensor **out,
+                              int64_t *p)
 {
     int64_t shape[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS], n, len;
     int a;
@@ -740,13 +760,17 @@ keel_status keel_slice(const keel_tensor *x, int axis, int64_t start,
     }
     shape[a] = len;
     strides[a] = x->strides[a] * step;
+    p[0] = a;
+    p[1] = len ? start : 0;
+    p[2] = len;
+    p[3] = step;
     return keel__tensor_view(x, x->ndim, shape, strides,
                              x->offset + (len ? start * x->strides[a] : 0),
                              out);
 }
 
-keel_status keel_expand(const keel_tensor *x, int ndim, const int64_t *shape,
-                        keel_tensor **out)
+static keel_status expand_impl(const keel_tensor *x, int ndim,
+                               const int64_t *shape, keel_tensor **out)
 {
     int64_t nshape[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
 
@@ -782,8 +806,8 @@ keel_status keel_expand(const keel_tensor *x, int ndim, const int64_t *shape,
     return keel__tensor_view(x, ndim, nshape, strides, x->offset, out);
 }
 
-keel_status keel_squeeze(const keel_tensor *x, int naxes, const int *axes,
-                         keel_tensor **out)
+static keel_status squeeze_impl(const keel_tensor *x, int naxes,
+                                const int *axes, keel_tensor **out)
 {
     int64_t shape[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
     bool drop[KEEL_MAX_DIMS] = {false};
@@ -806,7 +830,8 @@ keel_status keel_squeeze(const keel_tensor *x, int naxes, const int *axes,
     return keel__tensor_view(x, n, shape, strides, x->offset, out);
 }
 
-keel_status keel_unsqueeze(const keel_tensor *x, int axis, keel_tensor **out)
+static keel_status unsqueeze_impl(const keel_tensor *x, int axis,
+                                  keel_tensor **out)
 {
     int64_t shape[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
     int a;
@@ -828,6 +853,74 @@ keel_status keel_unsqueeze(const keel_tensor *x, int axis, keel_tensor **out)
         j++;
     }
     return keel__tensor_view(x, x->ndim + 1, shape, strides, x->offset, out);
+}
+
+/*
+ * The public view functions: the view itself, then, when x requires a
+ * gradient and grad mode is on, a graph node whose backward maps the
+ * gradient back to x's geometry (see autograd.c).
+ */
+static keel_status view_done(keel_status st, enum keel_ag_view kind,
+                             const keel_tensor *x, keel_tensor **out,
+                             const int64_t *params, int nparams)
+{
+    if (st != KEEL_STATUS_OK || !keel__ag_wants_view(x))
+        return st;
+    st = keel__ag_record_view(kind, x, *out, params, nparams);
+    if (st != KEEL_STATUS_OK) {
+        keel_tensor_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+keel_status keel_reshape(const keel_tensor *x, int ndim, const int64_t *shape,
+                         keel_tensor **out)
+{
+    return view_done(reshape_impl(x, ndim, shape, out),
+                     KEEL_AG_VIEW_RESHAPE, x, out, NULL, 0);
+}
+
+keel_status keel_permute(const keel_tensor *x, const int *perm,
+                         keel_tensor **out)
+{
+    int64_t p[KEEL_MAX_DIMS];
+    keel_status st = permute_impl(x, perm, out);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
+    for (int i = 0; i < x->ndim; i++)
+        p[i] = keel__axis(perm[i], x->ndim);
+    return view_done(st, KEEL_AG_VIEW_PERMUTE, x, out, p, x->ndim);
+}
+
+keel_status keel_slice(const keel_tensor *x, int axis, int64_t start,
+                       int64_t stop, int64_t step, keel_tensor **out)
+{
+    int64_t p[4];
+
+    return view_done(slice_impl(x, axis, start, stop, step, out, p),
+                     KEEL_AG_VIEW_SLICE, x, out, p, 4);
+}
+
+keel_status keel_expand(const keel_tensor *x, int ndim, const int64_t *shape,
+                        keel_tensor **out)
+{
+    return view_done(expand_impl(x, ndim, shape, out), KEEL_AG_VIEW_EXPAND,
+                     x, out, NULL, 0);
+}
+
+keel_status keel_squeeze(const keel_tensor *x, int naxes, const int *axes,
+                         keel_tensor **out)
+{
+    return view_done(squeeze_impl(x, naxes, axes, out), KEEL_AG_VIEW_RESHAPE,
+                     x, out, NULL, 0);
+}
+
+keel_status keel_unsqueeze(const keel_tensor *x, int axis, keel_tensor **out)
+{
+    return view_done(unsqueeze_impl(x, axis, out), KEEL_AG_VIEW_RESHAPE, x,
+                     out, NULL, 0);
 }
 
 keel_status keel_flatten(const keel_tensor *x, int start_axis, int stop_axis,
@@ -886,7 +979,9 @@ keel_status keel_tensor_to_host(const keel_tensor *t, void *dst, size_t size)
     if (!bytes)
         return KEEL_STATUS_OK;
     NEED(dst, "keel_tensor_to_host: dst is NULL");
+    keel_no_grad_begin(); /* a readback is not part of any graph */
     st = keel_contiguous(t, &c);
+    keel_no_grad_end();
     if (st != KEEL_STATUS_OK)
         return st;
     {
@@ -916,7 +1011,9 @@ keel_status keel_tensor_to(const keel_tensor *t, const char *device,
         *out = keel_tensor_ref((keel_tensor *)t);
         return KEEL_STATUS_OK;
     }
+    keel_no_grad_begin();
     st = keel_contiguous(t, &c);
+    keel_no_grad_end();
     if (st != KEEL_STATUS_OK)
         return st;
     st = keel__tensor_new(place, t->dtype, t->ndim, t->shape, &r);
@@ -931,7 +1028,7 @@ keel_status keel_tensor_to(const keel_tensor *t, const char *device,
     }
     keel_tensor_free(c);
     *out = r;
-    return st;
+    return view_done(st, KEEL_AG_VIEW_TO, t, out, NULL, 0);
 }
 
 keel_status keel_cast(const keel_tensor *t, keel_dtype dtype,

@@ -31,7 +31,13 @@ struct keel_storage {
     keel_dptr data;
     uint64_t nbytes;
     struct keel_block *block;
+    /* Bumped by every op that writes the storage in place (optimizer
+     * updates, batch_norm's running statistics); autograd compares it
+     * with the value it saw when it saved a tensor for backward. */
+    atomic_uint version;
 };
+
+struct keel_grad_node;
 
 struct keel_tensor {
     atomic_int refcount;
@@ -41,6 +47,13 @@ struct keel_tensor {
     int64_t shape[KEEL_MAX_DIMS];
     int64_t strides[KEEL_MAX_DIMS];
     int64_t offset;
+    /* Autograd (autograd.c). requires_grad is !stop_gradient. A tensor
+     * owns a reference to the node that produced it (NULL for a leaf) and
+     * to its accumulated gradient (leaves only). */
+    bool requires_grad;
+    int grad_slot; /* which output of grad_fn this tensor is */
+    struct keel_grad_node *grad_fn;
+    struct keel_tensor *grad;
 };
 
 /** New contiguous tensor with uninitialised storage on `place`. */
@@ -139,6 +152,43 @@ keel_status keel__run_create(keel_op_id op, keel_place place,
 
 /** Reset dispatch state tied to plugins (kernel caches). */
 void keel__dispatch_shutdown(void);
+
+/* ---- autograd hooks (autograd.c) ---------------------------------------- */
+
+/** Whether this thread records graphs (no no_grad scope is open). */
+bool keel__grad_enabled(void);
+
+/** Whether op `op` has a backward rule in the catalog. */
+bool keel__op_differentiable(keel_op_id op);
+
+/** Record a graph node for a call that just ran: inputs c->in, outputs
+ *  outs[c->nout]. Called by dispatch only when some input requires a
+ *  gradient and grad mode is on. */
+keel_status keel__ag_record(const struct keel_op_call *c, keel_tensor **outs);
+
+/** Views recorded by tensor.c (the backward maps the grad back to x). */
+enum keel_ag_view {
+    KEEL_AG_VIEW_RESHAPE = 0, /* reshape, squeeze, unsqueeze, flatten */
+    KEEL_AG_VIEW_PERMUTE,     /* params: perm[ndim]                    */
+    KEEL_AG_VIEW_SLICE,       /* params: axis, start, len, step         */
+    KEEL_AG_VIEW_EXPAND,      /* reduce back to x's shape              */
+    KEEL_AG_VIEW_TO,          /* device copy: copy the grad back       */
+    KEEL_AG_VIEW_COUNT_
+};
+
+/** Record view `kind` of x as out (x requires a gradient, grad mode on). */
+keel_status keel__ag_record_view(enum keel_ag_view kind, const keel_tensor *x,
+                                 keel_tensor *out, const int64_t *params,
+                                 int nparams);
+
+/** Whether a view of x must be recorded. */
+static inline bool keel__ag_wants_view(const keel_tensor *x)
+{
+    return x->requires_grad && keel__grad_enabled();
+}
+
+/** Drop a tensor's graph references (its grad_fn and grad). */
+void keel__ag_tensor_release(keel_tensor *t);
 
 /** Next `n` counters of the global generator (rng.c). */
 void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
