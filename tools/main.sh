@@ -19,3 +19,4 @@ echo "== keel devices"
 echo
 echo "== examples/devices (select by name, copy, all-reduce)"
 "$BUILD/examples/devices/keel-example-devices"
+echo; echo "== keel conform (CPU plugin, smoke level)"; "$BUILD/core/cli/keel" conform --plugin cpu --level smoke

@@ -205,7 +205,11 @@ static keel_status cpu_block_alloc(struct cpu_device *dev, uint64_t size,
 			     call, size, (int)dev->index, dev->used, limit);
 		goto out;
 	}
+	/* A single block larger than the machine's memory cannot succeed;
+	 * say so without asking the allocator (sanitizer runtimes abort on
+	 * absurd sizes instead of failing). */
 	if (size > (uint64_t)SIZE_MAX - CPU_ALIGNMENT ||
+	    (cpu_g.phys_mem && size > cpu_g.phys_mem) ||
 	    posix_memalign(&p, CPU_ALIGNMENT,
 			   (size + CPU_ALIGNMENT - 1) & ~(uint64_t)(CPU_ALIGNMENT - 1))) {
 		st = cpu_err(KEEL_STATUS_OUT_OF_MEMORY,

@@ -1,0 +1,726 @@
+/*
+ * keel conform — collectives, on all tested devices of the plugin in one
+ * process (one rank per device), driven by one thread with group_start /
+ * group_end, and (full level) by one thread per rank.
+ *
+ * Values are small integers, so every dtype and reduction has an exact
+ * expected result (AVG only for float dtypes; bool only for collectives
+ * that move data without reducing).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conform.h"
+
+#define COL (cf_env.api->collective)
+#define MEM (cf_env.api->memory)
+
+enum ckind {
+    C_ALL_REDUCE,
+    C_BROADCAST,
+    C_REDUCE,
+    C_ALL_GATHER,
+    C_REDUCE_SCATTER,
+    C_ALL_TO_ALL
+};
+
+static const char *const kind_names[] = {"all_reduce", "broadcast",
+                                         "reduce", "all_gather",
+                                         "reduce_scatter", "all_to_all"};
+static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
+
+struct coll {
+    int n;
+    keel_comm comm[CF_MAX_DEVICES];
+    keel_stream s[CF_MAX_DEVICES];
+};
+
+static bool have_collectives(void)
+{
+    if (!COL) {
+        cf_skip("the collective group is not provided");
+        return false;
+    }
+    return true;
+}
+
+static bool coll_init(struct coll *c)
+{
+    keel_comm_id id;
+    bool ok = true;
+
+    memset(c, 0, sizeof(*c));
+    c->n = cf_env.ndev;
+    if (!CF_OK(COL->get_unique_id(&id), "collective.get_unique_id"))
+        return false;
+    if (!CF_OK(COL->group_start(), "collective.group_start"))
+        return false;
+    for (int r = 0; r < c->n; r++)
+        ok = CF_OK(COL->comm_init_rank(cf_env.dev[r], c->n, &id, r,
+                                       &c->comm[r]),
+                   "collective.comm_init_rank(device %d, %d ranks, rank %d)",
+                   (int)cf_env.dev[r], c->n, r) &&
+             ok;
+    ok = CF_OK(COL->group_end(), "collective.group_end after comm_init_rank") &&
+         ok;
+    for (int r = 0; r < c->n && ok; r++)
+        ok = cf_stream_new(cf_env.dev[r], &c->s[r]);
+    return ok;
+}
+
+static void coll_fini(struct coll *c)
+{
+    for (int r = 0; r < c->n; r++) {
+        if (c->comm[r])
+            CF_OK(COL->comm_destroy(c->comm[r]), "collective.comm_destroy");
+        cf_stream_del(cf_env.dev[r], c->s[r]);
+    }
+}
+
+/* ---- values and expectations ------------------------------------------------ */
+
+static double value(int dt, int op, int r, uint64_t i)
+{
+    struct cf_rng g;
+    int64_t lo = -3, hi = 3;
+
+    cf_rng_seed(&g, ((uint64_t)r << 32) ^ i ^ ((uint64_t)op << 56));
+    if (op == KEEL_REDUCE_PROD) {
+        static const int vals[] = {1, 2, -1, 1};
+        int v = vals[cf_rng_int(&g, 0, 3)];
+        return dt == KEEL_U8 || dt == KEEL_BOOL ? (v < 0 ? 1 : v) : v;
+    }
+    if (op == KEEL_REDUCE_MAX || op == KEEL_REDUCE_MIN) {
+        lo = -8;
+        hi = 8;
+    }
+    if (dt == KEEL_U8)
+        lo = 0;
+    if (dt == KEEL_BOOL) {
+        lo = 0;
+        hi = 1;
+    }
+    return (double)cf_rng_int(&g, lo, hi);
+}
+
+static double reduce_over(int dt, int op, int n, const double *v)
+{
+    double acc = v[0];
+
+    for (int q = 1; q < n; q++) {
+        switch (op) {
+        case KEEL_REDUCE_PROD:
+            acc *= v[q];
+            break;
+        case KEEL_REDUCE_MAX:
+            acc = v[q] > acc ? v[q] : acc;
+            break;
+        case KEEL_REDUCE_MIN:
+            acc = v[q] < acc ? v[q] : acc;
+            break;
+        default:
+            acc += v[q];
+        }
+    }
+    if (op == KEEL_REDUCE_AVG)
+        acc /= n;
+    return cf_quantize(dt, acc);
+}
+
+static bool close_enough(int dt, double got, double want)
+{
+    double tol;
+
+    if (!cf_dtype_is_float(dt))
+        return got == want;
+    tol = dt == KEEL_F16 || dt == KEEL_BF16 ? 1e-2 : 1e-6;
+    return got == want ||
+           (got - want) * (got - want) <= tol * tol * (want * want + 1e-6);
+}
+
+static bool reducing(enum ckind k)
+{
+    return k == C_ALL_REDUCE || k == C_REDUCE || k == C_REDUCE_SCATTER;
+}
+
+/* ---- one collective call over all ranks -------------------------------------- */
+
+struct cbuf {
+    keel_dptr send, recv;
+    unsigned char *host;     /* staging                              */
+    double *sendv;           /* values each rank sent                */
+    uint64_t nsend, nrecv;
+};
+
+static uint64_t send_elems(enum ckind k, int n, uint64_t count)
+{
+    return k == C_REDUCE_SCATTER || k == C_ALL_TO_ALL ? count * (uint64_t)n
+                                                       : count;
+}
+
+static uint64_t recv_elems(enum ckind k, int n, uint64_t count)
+{
+    return k == C_ALL_GATHER || k == C_ALL_TO_ALL ? count * (uint64_t)n : count;
+}
+
+static keel_status issue(struct coll *c, int r, enum ckind k,
+                         const struct cbuf *b, uint64_t count, int dt, int op,
+                         int root)
+{
+    keel_comm m = c->comm[r];
+    keel_stream s = c->s[r];
+
+    switch (k) {
+    case C_ALL_REDUCE:
+        return COL->all_reduce(m, s, b->send, b->recv, count, (keel_dtype)dt,
+                               (keel_reduce_op)op);
+    case C_BROADCAST:
+        return COL->broadcast(m, s, b->send, b->recv, count, (keel_dtype)dt,
+                              root);
+    case C_REDUCE:
+        return COL->reduce(m, s, b->send, b->recv, count, (keel_dtype)dt,
+                           (keel_reduce_op)op, root);
+    case C_ALL_GATHER:
+        return COL->all_gather(m, s, b->send, b->recv, count, (keel_dtype)dt);
+    case C_REDUCE_SCATTER:
+        return COL->reduce_scatter(m, s, b->send, b->recv, count,
+                                   (keel_dtype)dt, (keel_reduce_op)op);
+    default:
+        return COL->all_to_all(m, s, b->send, b->recv, count, (keel_dtype)dt);
+    }
+}
+
+static double expected(enum ckind k, int n, struct cbuf *b, int r, uint64_t j,
+                       uint64_t count, int dt, int op, int root, double old)
+{
+    double v[CF_MAX_DEVICES];
+
+    switch (k) {
+    case C_ALL_REDUCE:
+        for (int q = 0; q < n; q++)
+            v[q] = b[q].sendv[j];
+        return reduce_over(dt, op, n, v);
+    case C_BROADCAST:
+        return b[root].sendv[j];
+    case C_REDUCE:
+        if (r != root)
+            return old;
+        for (int q = 0; q < n; q++)
+            v[q] = b[q].sendv[j];
+        return reduce_over(dt, op, n, v);
+    case C_ALL_GATHER:
+        return b[j / count].sendv[j % count];
+    case C_REDUCE_SCATTER:
+        for (int q = 0; q < n; q++)
+            v[q] = b[q].sendv[(uint64_t)r * count + j];
+        return reduce_over(dt, op, n, v);
+    default:
+        return b[j / count].sendv[(uint64_t)r * count + j % count];
+    }
+}
+
+/* Sentinel in recv buffers before the call (what "untouched" means). */
+static double sentinel(int dt)
+{
+    return dt == KEEL_BOOL ? 1 : (dt == KEEL_U8 ? 77 : -77);
+}
+
+static bool prepare(struct cbuf *b, int r, enum ckind k, int n,
+                    uint64_t count, int dt, int op, bool inplace)
+{
+    int32_t d = cf_env.dev[r];
+    size_t es = cf_dtype_size(dt);
+    uint64_t ns = send_elems(k, n, count), nr = recv_elems(k, n, count);
+    uint64_t big = ns > nr ? ns : nr;
+
+    memset(b, 0, sizeof(*b));
+    b->nsend = ns;
+    b->nrecv = nr;
+    b->host = malloc((size_t)(big ? big : 1) * es);
+    b->sendv = malloc((size_t)(ns ? ns : 1) * sizeof(double));
+    if (!CF_CHECK(b->host && b->sendv, "out of host memory"))
+        return false;
+    if (!cf_alloc(d, ns * es > 64 ? ns * es : 64, &b->send))
+        return false;
+    if (inplace)
+        b->recv = b->send;
+    else if (!cf_alloc(d, nr * es > 64 ? nr * es : 64, &b->recv))
+        return false;
+    for (uint64_t i = 0; i < ns; i++) {
+        b->sendv[i] = value(dt, op, r, i);
+        cf_store(dt, b->host, (int64_t)i, b->sendv[i]);
+    }
+    if (ns && !cf_upload(d, b->send, b->host, ns * es))
+        return false;
+    if (!inplace) {
+        for (uint64_t i = 0; i < nr; i++)
+            cf_store(dt, b->host, (int64_t)i, sentinel(dt));
+        if (nr && !cf_upload(d, b->recv, b->host, nr * es))
+            return false;
+    }
+    return true;
+}
+
+static void release(struct cbuf *b, int r)
+{
+    if (b->recv != b->send)
+        cf_free(cf_env.dev[r], b->recv);
+    cf_free(cf_env.dev[r], b->send);
+    free(b->host);
+    free(b->sendv);
+}
+
+/* Run one collective on every rank and check every element. */
+static bool run_one(struct coll *c, enum ckind k, int dt, int op,
+                    uint64_t count, int root, bool inplace)
+{
+    struct cbuf b[CF_MAX_DEVICES];
+    int n = c->n;
+    size_t es = cf_dtype_size(dt);
+    bool ok = true, prepared = true;
+    char what[160];
+    keel_status st;
+
+    snprintf(what, sizeof(what), "%s(%s%s%s, count %llu, %d rank%s%s%s%s)",
+             kind_names[k], reducing(k) ? op_names[op] : "",
+             reducing(k) ? ", " : "", cf_dtype_name(dt),
+             (unsigned long long)count, n, n == 1 ? "" : "s",
+             k == C_BROADCAST || k == C_REDUCE ? ", root " : "",
+             k == C_BROADCAST || k == C_REDUCE ? (root ? "last" : "0") : "",
+             inplace ? ", in place" : "");
+    memset(b, 0, sizeof(b));
+    for (int r = 0; r < n; r++)
+        prepared = prepare(&b[r], r, k, n, count, dt, op, inplace) && prepared;
+    if (!prepared) {
+        ok = false;
+        goto out;
+    }
+    if (!CF_OK(COL->group_start(), "group_start")) {
+        ok = false;
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        st = issue(c, r, k, &b[r], count, dt, op, root);
+        if (st == KEEL_STATUS_NOT_SUPPORTED) {
+            cf_note("%s: NOT_SUPPORTED", what);
+            COL->group_end();
+            ok = false;
+            goto out;
+        }
+        ok = CF_OK(st, "%s on rank %d", what, r) && ok;
+    }
+    ok = CF_OK(COL->group_end(), "group_end after %s", what) && ok;
+    for (int r = 0; r < n; r++)
+        ok = CF_OK(cf_env.api->stream->stream_synchronize(cf_env.dev[r],
+                                                          c->s[r]),
+                   "stream_synchronize of rank %d after %s", r, what) &&
+             ok;
+    if (!ok)
+        goto out;
+    for (int r = 0; r < n && ok; r++) {
+        uint64_t nr = b[r].nrecv;
+        if (nr && !cf_download(cf_env.dev[r], b[r].host, b[r].recv, nr * es)) {
+            ok = false;
+            break;
+        }
+        for (uint64_t j = 0; j < nr; j++) {
+            double got = cf_load(dt, b[r].host, (int64_t)j);
+            double old = inplace ? b[r].sendv[j] : sentinel(dt);
+            double want = expected(k, n, b, r, j, count, dt, op, root, old);
+            if (!close_enough(dt, got, want)) {
+                CF_FAIL("%s: rank %d (device %d) element %llu is %g, "
+                        "expected %g",
+                        what, r, (int)cf_env.dev[r], (unsigned long long)j,
+                        got, want);
+                ok = false;
+                break;
+            }
+        }
+    }
+out:
+    for (int r = 0; r < n; r++)
+        release(&b[r], r);
+    return ok;
+}
+
+/* ---- the matrix -------------------------------------------------------------------- */
+
+static void matrix(enum ckind k)
+{
+    struct coll c;
+    bool full = cf_env.level >= CF_LEVEL_FULL;
+    uint64_t counts[4];
+    int ncounts;
+
+    if (!have_collectives())
+        return;
+    if (!coll_init(&c))
+        goto out;
+    counts[0] = (uint64_t)c.n * 3 + 1;
+    counts[1] = 0;
+    counts[2] = 1;
+    counts[3] = 1000 + (uint64_t)c.n - 1;
+    ncounts = full ? 4 : 1;
+    for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+        if (!(cf_env.props[0].dtype_mask & KEEL_DTYPE_BIT(dt)))
+            continue;
+        if (!full && dt != KEEL_F32)
+            continue;
+        if (dt == KEEL_BOOL && reducing(k))
+            continue;
+        for (int op = 0; op < (reducing(k) ? KEEL_REDUCE_OP_COUNT_ : 1); op++) {
+            if (!full && op != KEEL_REDUCE_SUM)
+                continue;
+            if (op == KEEL_REDUCE_AVG && !cf_dtype_is_float(dt))
+                continue;
+            for (int ci = 0; ci < ncounts; ci++) {
+                int roots = k == C_BROADCAST || k == C_REDUCE ? 2 : 1;
+                for (int rt = 0; rt < roots; rt++)
+                    if (!run_one(&c, k, dt, op, counts[ci], rt ? c.n - 1 : 0,
+                                 false))
+                        goto out;
+            }
+            if (k == C_ALL_REDUCE &&
+                !run_one(&c, k, dt, op, counts[0], 0, true))
+                goto out;
+        }
+    }
+out:
+    coll_fini(&c);
+}
+
+static void t_all_reduce(void)
+{
+    matrix(C_ALL_REDUCE);
+}
+static void t_broadcast(void)
+{
+    matrix(C_BROADCAST);
+}
+static void t_reduce(void)
+{
+    matrix(C_REDUCE);
+}
+static void t_all_gather(void)
+{
+    matrix(C_ALL_GATHER);
+}
+static void t_reduce_scatter(void)
+{
+    matrix(C_REDUCE_SCATTER);
+}
+static void t_all_to_all(void)
+{
+    matrix(C_ALL_TO_ALL);
+}
+
+static void t_unique_id(void)
+{
+    keel_comm_id a, b;
+
+    if (!have_collectives())
+        return;
+    if (CF_OK(COL->get_unique_id(&a), "get_unique_id") &&
+        CF_OK(COL->get_unique_id(&b), "get_unique_id"))
+        CF_CHECK(memcmp(&a, &b, sizeof(a)) != 0,
+                 "two get_unique_id calls gave the same id");
+    CF_EXPECT(COL->get_unique_id(NULL), KEEL_STATUS_INVALID_ARGUMENT,
+              "get_unique_id(NULL)");
+}
+
+static bool one_of(keel_status st, keel_status a, keel_status b)
+{
+    return st == a || st == b;
+}
+
+static void t_comm_init(void)
+{
+    struct coll c;
+    keel_comm_id id;
+    keel_comm m = NULL;
+    int32_t d = cf_env.dev[0], rank = -1, nranks = -1;
+    keel_status st;
+
+    if (!have_collectives())
+        return;
+    if (coll_init(&c)) {
+        for (int r = 0; r < c.n; r++)
+            if (CF_OK(COL->comm_rank(c.comm[r], &rank, &nranks), "comm_rank"))
+                CF_CHECK(rank == r && nranks == c.n,
+                         "comm_rank of rank %d says rank %d of %d", r,
+                         (int)rank, (int)nranks);
+        CF_EXPECT(COL->comm_rank(c.comm[0], NULL, NULL),
+                  KEEL_STATUS_INVALID_ARGUMENT, "comm_rank(comm, NULL, NULL)");
+    }
+    coll_fini(&c);
+    if (!CF_OK(COL->get_unique_id(&id), "get_unique_id"))
+        return;
+    CF_EXPECT(COL->comm_init_rank(d, 2, &id, 2, &m),
+              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(rank 2 of 2)");
+    CF_EXPECT(COL->comm_init_rank(d, 0, &id, 0, &m),
+              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(0 ranks)");
+    CF_EXPECT(COL->comm_init_rank(d, 1, &id, 0, NULL),
+              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(comm NULL)");
+    CF_EXPECT(COL->comm_init_rank(d, 1, NULL, 0, &m),
+              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(id NULL)");
+    CF_EXPECT(COL->comm_init_rank(cf_env.device_count, 1, &id, 0, &m),
+              KEEL_STATUS_INVALID_DEVICE, "comm_init_rank on device %d",
+              (int)cf_env.device_count);
+    st = COL->comm_rank(NULL, &rank, &nranks);
+    CF_CHECK(one_of(st, KEEL_STATUS_INVALID_HANDLE,
+                    KEEL_STATUS_INVALID_ARGUMENT),
+             "comm_rank(NULL comm) returned %s", keel_status_name(st));
+}
+
+static void t_send_recv_ring(void)
+{
+    struct coll c;
+    enum { COUNT = 1031 };
+    float *h = malloc(COUNT * sizeof(float));
+    keel_dptr sb[CF_MAX_DEVICES] = {0}, rb[CF_MAX_DEVICES] = {0};
+
+    if (!CF_CHECK(h, "out of host memory") || !have_collectives())
+        goto out_free;
+    if (!coll_init(&c))
+        goto out;
+    if (c.n < 2) {
+        cf_skip("one device: no ring");
+        goto out;
+    }
+    for (int r = 0; r < c.n; r++) {
+        if (!cf_alloc(cf_env.dev[r], COUNT * 4, &sb[r]) ||
+            !cf_alloc(cf_env.dev[r], COUNT * 4, &rb[r]))
+            goto out;
+        for (int i = 0; i < COUNT; i++)
+            h[i] = (float)(r * 10000 + i);
+        cf_upload(cf_env.dev[r], sb[r], h, COUNT * 4);
+    }
+    for (int round = 0; round < 2; round++) {
+        if (!CF_OK(COL->group_start(), "group_start"))
+            goto out;
+        for (int r = 0; r < c.n; r++) {
+            int next = (r + 1) % c.n, prev = (r + c.n - 1) % c.n;
+            CF_OK(COL->send(c.comm[r], c.s[r], sb[r], COUNT, KEEL_F32, next),
+                  "send rank %d -> %d", r, next);
+            CF_OK(COL->recv(c.comm[r], c.s[r], rb[r], COUNT, KEEL_F32, prev),
+                  "recv rank %d <- %d", r, prev);
+        }
+        CF_OK(COL->group_end(), "group_end after send/recv");
+        for (int r = 0; r < c.n; r++) {
+            int prev = (r + c.n - 1) % c.n;
+            if (!cf_sync(cf_env.dev[r], c.s[r]) ||
+                !cf_download(cf_env.dev[r], h, rb[r], COUNT * 4))
+                goto out;
+            for (int i = 0; i < COUNT; i++)
+                if (!CF_CHECK(h[i] == (float)(prev * 10000 + i),
+                              "ring round %d: rank %d received %g at %d from "
+                              "rank %d, expected %g",
+                              round, r, h[i], i, prev,
+                              (double)(prev * 10000 + i)))
+                    goto out;
+        }
+    }
+out:
+    for (int r = 0; r < cf_env.ndev; r++) {
+        cf_free(cf_env.dev[r], sb[r]);
+        cf_free(cf_env.dev[r], rb[r]);
+    }
+    coll_fini(&c);
+out_free:
+    free(h);
+}
+
+static void t_group_nesting(void)
+{
+    struct coll c;
+
+    if (!have_collectives())
+        return;
+    if (!coll_init(&c))
+        goto out;
+    if (CF_OK(COL->group_start(), "outer group_start")) {
+        /* run_one brackets its calls; an outer group nests around it only
+         * for issuing, so check nesting with a bare bracket pair first. */
+        CF_OK(COL->group_start(), "inner group_start");
+        CF_OK(COL->group_end(), "inner group_end");
+        CF_OK(COL->group_end(), "outer group_end");
+    }
+    run_one(&c, C_ALL_REDUCE, KEEL_F32, KEEL_REDUCE_SUM, 17, 0, false);
+out:
+    coll_fini(&c);
+}
+
+static void t_errors(void)
+{
+    struct coll c;
+    keel_dptr p = 0;
+    keel_status st;
+    int32_t d = cf_env.dev[0];
+
+    if (!have_collectives())
+        return;
+    if (!coll_init(&c) || !cf_alloc(d, 256, &p))
+        goto out;
+    CF_EXPECT(COL->broadcast(c.comm[0], c.s[0], p, p, 4, KEEL_F32, c.n),
+              KEEL_STATUS_INVALID_ARGUMENT, "broadcast with root %d of %d",
+              c.n, c.n);
+    CF_EXPECT(COL->reduce(c.comm[0], c.s[0], p, p, 4, KEEL_F32,
+                          KEEL_REDUCE_SUM, -1),
+              KEEL_STATUS_INVALID_ARGUMENT, "reduce with root -1");
+    st = COL->all_reduce(c.comm[0], c.s[0], p, p, 4, (keel_dtype)99,
+                         KEEL_REDUCE_SUM);
+    CF_CHECK(one_of(st, KEEL_STATUS_INVALID_ARGUMENT,
+                    KEEL_STATUS_NOT_SUPPORTED),
+             "all_reduce with dtype 99 returned %s", keel_status_name(st));
+    st = COL->all_reduce(c.comm[0], c.s[0], p, p, 4, KEEL_F32,
+                         (keel_reduce_op)99);
+    CF_CHECK(one_of(st, KEEL_STATUS_INVALID_ARGUMENT,
+                    KEEL_STATUS_NOT_SUPPORTED),
+             "all_reduce with reduce op 99 returned %s", keel_status_name(st));
+    st = COL->all_reduce(NULL, NULL, p, p, 4, KEEL_F32, KEEL_REDUCE_SUM);
+    CF_CHECK(one_of(st, KEEL_STATUS_INVALID_HANDLE,
+                    KEEL_STATUS_INVALID_ARGUMENT),
+             "all_reduce on a NULL communicator returned %s",
+             keel_status_name(st));
+    cf_free(d, p);
+    p = 0;
+    /* The communicator still works after the rejected calls. */
+    run_one(&c, C_ALL_REDUCE, KEEL_F32, KEEL_REDUCE_SUM, 5, 0, false);
+out:
+    cf_free(d, p);
+    coll_fini(&c);
+}
+
+static void t_timeout(void)
+{
+    uint32_t bound = cf_env.cfg->collective_timeout_ms;
+    struct coll c;
+    keel_dptr p = 0;
+    keel_status st;
+    double t0, dt;
+
+    if (!have_collectives())
+        return;
+    if (!bound) {
+        cf_skip("timeouts.collective_ms is 0: the plugin does not bound "
+                "collective waits");
+        return;
+    }
+    if (cf_env.ndev < 2) {
+        cf_skip("one device: every rank is always present");
+        return;
+    }
+    if (!coll_init(&c) || !cf_alloc(cf_env.dev[0], 64, &p))
+        goto out;
+    t0 = cf_now();
+    st = COL->all_reduce(c.comm[0], c.s[0], p, p, 4, KEEL_F32,
+                         KEEL_REDUCE_SUM);
+    if (st == KEEL_STATUS_OK)
+        st = cf_env.api->stream->stream_synchronize(cf_env.dev[0], c.s[0]);
+    dt = cf_now() - t0;
+    CF_EXPECT(st, KEEL_STATUS_TIMEOUT,
+              "all_reduce issued by rank 0 only (the other ranks never "
+              "arrive)");
+    CF_CHECK(dt <= 3.0 * bound / 1e3 + 2.0,
+             "the lone all_reduce took %.1f s to fail; the bound is %u ms",
+             dt, bound);
+out:
+    cf_free(cf_env.dev[0], p);
+    coll_fini(&c);
+}
+
+struct rank_thread {
+    int r, n;
+    keel_comm_id id;
+    keel_status st[3];
+    float got;
+};
+
+static void *rank_main(void *arg)
+{
+    struct rank_thread *t = arg;
+    int32_t d = cf_env.dev[t->r];
+    keel_comm m = NULL;
+    keel_dptr p = 0;
+    float v = (float)(t->r + 1);
+
+    t->st[0] = COL->comm_init_rank(d, t->n, &t->id, t->r, &m);
+    if (t->st[0] != KEEL_STATUS_OK)
+        return NULL;
+    t->st[1] = MEM->alloc(d, 64, &p);
+    if (t->st[1] == KEEL_STATUS_OK) {
+        MEM->copy_h2d(d, p, &v, 4);
+        t->st[1] = COL->all_reduce(m, NULL, p, p, 1, KEEL_F32,
+                                   KEEL_REDUCE_SUM);
+        if (t->st[1] == KEEL_STATUS_OK)
+            t->st[1] = cf_env.api->stream->stream_synchronize(d, NULL);
+        MEM->copy_d2h(d, &t->got, p, 4);
+        MEM->free(d, p);
+    }
+    t->st[2] = COL->comm_destroy(m);
+    return NULL;
+}
+
+static void t_threads_per_rank(void)
+{
+    struct rank_thread t[CF_MAX_DEVICES];
+    pthread_t th[CF_MAX_DEVICES];
+    keel_comm_id id;
+    int n = cf_env.ndev, started = 0;
+
+    if (!have_collectives() ||
+        !CF_OK(COL->get_unique_id(&id), "get_unique_id"))
+        return;
+    for (int r = 0; r < n; r++) {
+        memset(&t[r], 0, sizeof(t[r]));
+        t[r].r = r;
+        t[r].n = n;
+        t[r].id = id;
+        if (pthread_create(&th[r], NULL, rank_main, &t[r]) != 0)
+            break;
+        started++;
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(th[r], NULL);
+    if (!CF_CHECK(started == n, "could not start %d threads", n))
+        return;
+    for (int r = 0; r < n; r++) {
+        CF_OK(t[r].st[0], "comm_init_rank in rank %d's own thread", r);
+        CF_OK(t[r].st[1], "all_reduce in rank %d's own thread", r);
+        CF_OK(t[r].st[2], "comm_destroy in rank %d's own thread", r);
+        CF_CHECK(t[r].got == (float)(n * (n + 1) / 2),
+                 "thread-per-rank all_reduce: rank %d got %g, expected %d", r,
+                 t[r].got, n * (n + 1) / 2);
+    }
+}
+
+const struct cf_test_spec cf_collective_tests[] = {
+    {"collectives", "unique_id", CF_LEVEL_SMOKE, t_unique_id,
+     "ids differ; NULL rejected"},
+    {"collectives", "comm_init", CF_LEVEL_SMOKE, t_comm_init,
+     "communicators on every device; comm_rank; bad arguments"},
+    {"collectives", "all_reduce", CF_LEVEL_SMOKE, t_all_reduce,
+     "every dtype x reduce op x count (0, 1, non-multiples), in place"},
+    {"collectives", "broadcast", CF_LEVEL_SMOKE, t_broadcast,
+     "every dtype x count, first and last root"},
+    {"collectives", "reduce", CF_LEVEL_SMOKE, t_reduce,
+     "only the root's buffer changes"},
+    {"collectives", "all_gather", CF_LEVEL_SMOKE, t_all_gather,
+     "blocks land in rank order"},
+    {"collectives", "reduce_scatter", CF_LEVEL_SMOKE, t_reduce_scatter,
+     "rank r receives the reduction of block r"},
+    {"collectives", "all_to_all", CF_LEVEL_SMOKE, t_all_to_all,
+     "block j of rank i lands in block i of rank j"},
+    {"collectives", "send_recv_ring", CF_LEVEL_SMOKE, t_send_recv_ring,
+     "every rank sends to the next and receives from the previous"},
+    {"collectives", "group_nesting", CF_LEVEL_SMOKE, t_group_nesting,
+     "nested group_start/group_end"},
+    {"collectives", "errors", CF_LEVEL_SMOKE, t_errors,
+     "bad roots, dtypes, ops and communicators are rejected"},
+    {"collectives", "threads_per_rank", CF_LEVEL_FULL, t_threads_per_rank,
+     "one host thread per rank, blocking calls, no groups"},
+    {"collectives", "timeout", CF_LEVEL_FULL, t_timeout,
+     "a rank that never arrives gives TIMEOUT within the bound"},
+    {NULL, NULL, 0, NULL, NULL},
+};
