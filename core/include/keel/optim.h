@@ -55,6 +55,8 @@
 #include <stdint.h>
 
 #include <keel/runtime.h>
+#include <keel/tensor.h>
+#include <keel/io.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -344,6 +346,171 @@ KEEL_API keel_status keel_lr_state_get_field(const keel_lr_state *state,
  */
 KEEL_API keel_status keel_lr_state_set_field(keel_lr_state *state,
                                              const char *name, double value);
+
+
+/* ========================================================================
+ * Optimizers
+ * ========================================================================
+ *
+ * SGD, Momentum, Adam and AdamW with Paddle 3.x semantics (docs/optim.md).
+ * An optimizer is made over a list of named parameters and updates them in
+ * place with the fused ops sgd_update, momentum_update, adam_update and
+ * adamw_update, run under no-grad on each parameter's device:
+ *
+ *   keel_optimizer_options o = keel_optimizer_default_options(KEEL_OPTIM_ADAM);
+ *   o.lr_scheduler = sched;               // or o.learning_rate = 1e-3
+ *   keel_optimizer_create(KEEL_OPTIM_ADAM, params, n, &o, &opt);
+ *   for (...) {
+ *       keel_backward(loss, NULL, false);
+ *       keel_optimizer_step(opt);          // reads the scheduler's lr
+ *       keel_optimizer_clear_grad(opt);
+ *       keel_lr_scheduler_step(sched);     // the caller steps it
+ *   }
+ *   keel_optimizer_free(opt);
+ */
+
+/** Optimizer kinds. */
+typedef enum keel_optimizer_kind {
+    KEEL_OPTIM_SGD = 0,
+    KEEL_OPTIM_MOMENTUM = 1,
+    KEEL_OPTIM_ADAM = 2,
+    KEEL_OPTIM_ADAMW = 3
+} keel_optimizer_kind;
+
+/** An optimizer (any kind). */
+typedef struct keel_optimizer keel_optimizer;
+
+/** One parameter: its name (used for state dict keys and the decay
+ *  filter) and the tensor, which must be a floating-point leaf. */
+typedef struct keel_named_param {
+    const char *name;
+    keel_tensor *param;
+} keel_named_param;
+
+/** Gradient clipping kinds (paddle.nn.ClipGradBy*). */
+typedef enum keel_grad_clip_kind {
+    KEEL_GRAD_CLIP_NONE = 0,
+    KEEL_GRAD_CLIP_GLOBAL_NORM = 1, /* g *= c / max(global_norm, c) */
+    KEEL_GRAD_CLIP_NORM = 2,        /* g *= c / norm(g) when norm(g) > c */
+    KEEL_GRAD_CLIP_VALUE = 3        /* g = clip(g, min, max) */
+} keel_grad_clip_kind;
+
+/** A gradient clip. clip_norm for the norm kinds (> 0); max and min for
+ *  VALUE (min <= max; Paddle's default min is -max). */
+typedef struct keel_grad_clip {
+    keel_grad_clip_kind kind;
+    double clip_norm;
+    double max;
+    double min;
+} keel_grad_clip;
+
+/** AdamW's apply_decay_param_fun: return true to decay the parameter of
+ *  this name. */
+typedef bool (*keel_decay_param_fn)(const char *name, void *user);
+
+/**
+ * Optimizer options. Start from keel_optimizer_default_options(kind), which
+ * holds Paddle's defaults, and change what you need.
+ *
+ * learning_rate     used when lr_scheduler is NULL; finite, >= 0
+ *                   (Paddle default 0.001)
+ * lr_scheduler      borrowed (not owned): its get_lr is read at every step;
+ *                   it must outlive the optimizer
+ * weight_decay      SGD/Momentum/Adam: L2 regularization coefficient,
+ *                   coupled (added to the gradient), default 0;
+ *                   AdamW: decoupled decay coefficient, default 0.01
+ * grad_clip         applied to all parameters with a gradient before the
+ *                   update (default NONE)
+ * momentum          Momentum's mu, default 0.9
+ * use_nesterov      Momentum only, default false
+ * beta1, beta2      Adam/AdamW, in [0, 1), defaults 0.9 and 0.999
+ * epsilon           Adam/AdamW, > 0, default 1e-8
+ * apply_decay_param_fun, decay_user
+ *                   AdamW only: NULL decays every parameter
+ */
+typedef struct keel_optimizer_options {
+    double learning_rate;
+    keel_lr_scheduler *lr_scheduler;
+    double weight_decay;
+    keel_grad_clip grad_clip;
+    double momentum;
+    bool use_nesterov;
+    double beta1;
+    double beta2;
+    double epsilon;
+    keel_decay_param_fn apply_decay_param_fun;
+    void *decay_user;
+} keel_optimizer_options;
+
+/** Paddle's defaults for `kind`. */
+KEEL_API keel_optimizer_options keel_optimizer_default_options(
+    keel_optimizer_kind kind);
+
+/**
+ * Create an optimizer over params[0..num_params). Names are copied and
+ * must be unique and non-empty; the tensors are referenced (kept alive by
+ * the optimizer). options NULL means the defaults. Returns OK,
+ * INVALID_ARGUMENT (a message naming the bad option) or OUT_OF_MEMORY;
+ * *out is NULL on failure.
+ */
+KEEL_API keel_status keel_optimizer_create(keel_optimizer_kind kind,
+                                           const keel_named_param *params,
+                                           size_t num_params,
+                                           const keel_optimizer_options *options,
+                                           keel_optimizer **out);
+
+/** Free an optimizer (NULL is a no-op). The scheduler is not freed. */
+KEEL_API void keel_optimizer_free(keel_optimizer *opt);
+
+/**
+ * One update of every parameter that has a gradient (others are skipped,
+ * and their accumulators do not advance): clip the gradients, then run the
+ * fused update op under no-grad. The stored gradients are not modified
+ * (clipping and L2 work on copies). Returns OK or the first error.
+ */
+KEEL_API keel_status keel_optimizer_step(keel_optimizer *opt);
+
+/** Paddle's optimizer.clear_grad(set_to_zero=True): zero every existing
+ *  gradient. */
+KEEL_API keel_status keel_optimizer_clear_grad(keel_optimizer *opt);
+
+/** The learning rate the next step will use. NaN for NULL. */
+KEEL_API double keel_optimizer_get_lr(const keel_optimizer *opt);
+
+/** Set a float learning rate (INVALID_STATE when a scheduler is used, as
+ *  Paddle's set_lr raises). */
+KEEL_API keel_status keel_optimizer_set_lr(keel_optimizer *opt, double lr);
+
+/** Number of completed steps. -1 for NULL. */
+KEEL_API int64_t keel_optimizer_step_count(const keel_optimizer *opt);
+
+/**
+ * Add the optimizer's state to sd (tensors are copies, so the state dict
+ * is a snapshot). Names, as in Paddle's optimizer.state_dict():
+ *   <name>_velocity_0                      Momentum
+ *   <name>_moment1_0, <name>_moment2_0     Adam/AdamW
+ *   <name>_beta1_pow_acc_0, <name>_beta2_pow_acc_0   Adam/AdamW, [1] of the
+ *                                          parameter's dtype
+ *   global_step                            int64 [1], completed steps
+ *   LR_Scheduler.<field>                   float64 [1] per scheduler field,
+ *                                          when a scheduler is attached
+ * Parameters not yet updated have no accumulators. Returns OK,
+ * INVALID_ARGUMENT or OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_optimizer_state_get(const keel_optimizer *opt,
+                                              keel_state_dict *sd);
+
+/**
+ * Restore a state saved by keel_optimizer_state_get() from an optimizer of
+ * the same kind over parameters of the same names and shapes. Accumulators
+ * absent from sd are left unset (created at the parameter's next update);
+ * the attached scheduler's state is restored too when present. Values are
+ * copied onto each parameter's device and cast to its dtype. Everything is
+ * read and checked (shapes, beta powers in [0, 1), an integral
+ * global_step) before anything changes. Returns OK or INVALID_ARGUMENT.
+ */
+KEEL_API keel_status keel_optimizer_state_set(keel_optimizer *opt,
+                                              const keel_state_dict *sd);
 
 #ifdef __cplusplus
 }
