@@ -13,6 +13,8 @@
  *   kb_collective.c  all-reduce, all-gather, reduce-scatter, broadcast
  *   kb_e2e.c         one LeNet training step, MLP inference
  *   kb_compare.c     `keel bench compare A.json B.json`
+ *   anchors.py       anchor ratios and a Markdown table from a JSON report
+ *                    (docs/benchmarks.md)
  *
  * Every benchmark follows one pattern:
  *

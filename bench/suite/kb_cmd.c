@@ -222,7 +222,7 @@ static int resolve_plugin(const char *spec)
     return -1;
 }
 
-/* ---- context ------------------------------------------------------------------ */
+/* ---- context ------------------------------------------------------------ */
 
 static void ctx_str(const char *key, const char *value)
 {
@@ -303,7 +303,7 @@ static void add_context(const struct kb_env *env, const keel_plugin_info *pi,
     }
 }
 
-/* ---- run ----------------------------------------------------------------------- */
+/* ---- run ---------------------------------------------------------------- */
 
 static int run_bench(const struct bench_opts *o)
 {

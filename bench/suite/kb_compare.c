@@ -38,6 +38,7 @@ static const char *const rate_keys[] = {"GFLOP/s", "busbw_GB/s",
 /* One benchmark of one report, reduced to what is compared. */
 struct cmp_entry {
     const char *name;   /* run_name, borrowed from the JSON */
+    long long order;    /* family_index: registration order */
     json_t *pick;       /* the entry compared (median aggregate or a run) */
     json_t *runs[64];   /* iteration entries, when there is no aggregate */
     int nruns;
@@ -64,6 +65,13 @@ static double time_to_ns(double v, const char *unit)
     return v;
 }
 
+static int cmp_order(const void *a, const void *b)
+{
+    const struct cmp_entry *x = a, *y = b;
+
+    return (x->order > y->order) - (x->order < y->order);
+}
+
 static struct cmp_entry *find(struct cmp_report *r, const char *name)
 {
     for (size_t i = 0; i < r->n; i++)
@@ -72,20 +80,123 @@ static struct cmp_entry *find(struct cmp_report *r, const char *name)
     return NULL;
 }
 
+/*
+ * Google Benchmark writes non-finite numbers as bare NaN / Infinity (a cv
+ * of a counter whose mean is 0, for one), which is not JSON. Copy `t` to
+ * `o` (room for 2 * n bytes) with every bare word outside strings and
+ * numbers, other than true, false and null, replaced (with its sign) by
+ * null. Returns the length written.
+ */
+static size_t nan_to_null(const char *t, size_t n, char *o)
+{
+    size_t i = 0, k = 0;
+    bool in_str = false;
+
+    while (i < n) {
+        char c = t[i];
+        if (in_str) {
+            o[k++] = t[i++];
+            if (c == '\\' && i < n)
+                o[k++] = t[i++];
+            else if (c == '"')
+                in_str = false;
+            continue;
+        }
+        if (c == '"') {
+            in_str = true;
+            o[k++] = t[i++];
+            continue;
+        }
+        if ((c >= '0' && c <= '9') ||
+            (c == '-' && i + 1 < n && t[i + 1] >= '0' && t[i + 1] <= '9')) {
+            /* a number, exponent letters included */
+            do
+                o[k++] = t[i++];
+            while (i < n && t[i] && strchr("0123456789+-.eE", t[i]));
+            continue;
+        }
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+            ((c == '-' || c == '+') && i + 1 < n &&
+             ((t[i + 1] >= 'A' && t[i + 1] <= 'Z') ||
+              (t[i + 1] >= 'a' && t[i + 1] <= 'z')))) {
+            size_t j = i + (c == '-' || c == '+');
+            while (j < n && ((t[j] >= 'A' && t[j] <= 'Z') ||
+                             (t[j] >= 'a' && t[j] <= 'z')))
+                j++;
+            if ((j - i == 4 && (!strncmp(t + i, "true", 4) ||
+                                !strncmp(t + i, "null", 4))) ||
+                (j - i == 5 && !strncmp(t + i, "false", 5))) {
+                memcpy(o + k, t + i, j - i);
+                k += j - i;
+            } else {
+                memcpy(o + k, "null", 4);
+                k += 4;
+            }
+            i = j;
+            continue;
+        }
+        o[k++] = t[i++];
+    }
+    return k;
+}
+
+static json_t *load_json(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL, *clean = NULL;
+    size_t len = 0, cap = 0, got;
+    json_error_t err;
+    json_t *root = NULL;
+
+    if (!f) {
+        fprintf(stderr, "keel bench compare: %s: %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    do {
+        if (len == cap) {
+            char *p = realloc(text, cap ? 2 * cap : 65536);
+            if (!p) {
+                fprintf(stderr, "keel bench compare: out of memory\n");
+                goto out;
+            }
+            text = p;
+            cap = cap ? 2 * cap : 65536;
+        }
+        got = fread(text + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    if (ferror(f)) {
+        fprintf(stderr, "keel bench compare: %s: read error\n", path);
+        goto out;
+    }
+    clean = malloc(2 * len + 1);
+    if (!clean) {
+        fprintf(stderr, "keel bench compare: out of memory\n");
+        goto out;
+    }
+    len = nan_to_null(text, len, clean);
+    root = json_loadb(clean, len, 0, &err);
+    if (!root)
+        fprintf(stderr, "keel bench compare: %s:%d: %s\n", path, err.line,
+                err.text);
+out:
+    free(clean);
+    free(text);
+    fclose(f);
+    return root;
+}
+
 static int load_report(const char *path, struct cmp_report *r)
 {
-    json_error_t err;
     json_t *list, *b;
     size_t i;
 
     memset(r, 0, sizeof(*r));
     r->path = path;
-    r->root = json_load_file(path, 0, &err);
-    if (!r->root) {
-        fprintf(stderr, "keel bench compare: %s:%d: %s\n", path, err.line,
-                err.text);
+    r->root = load_json(path);
+    if (!r->root)
         return -1;
-    }
     list = json_object_get(r->root, "benchmarks");
     if (!json_is_array(list)) {
         fprintf(stderr,
@@ -112,8 +223,14 @@ static int load_report(const char *path, struct cmp_report *r)
             continue;
         e = find(r, name);
         if (!e) {
+            json_t *fi = json_object_get(b, "family_index");
+            json_t *pi = json_object_get(b, "per_family_instance_index");
             e = &r->e[r->n++];
             e->name = name;
+            e->order = (long long)r->n;
+            if (json_is_integer(fi))
+                e->order = (long long)json_integer_value(fi) * 100000 +
+                           (json_is_integer(pi) ? json_integer_value(pi) : 0);
         }
         if (json_is_true(json_object_get(b, "error_occurred"))) {
             e->error = json_string_value(json_object_get(b, "error_message"));
@@ -128,6 +245,8 @@ static int load_report(const char *path, struct cmp_report *r)
             e->runs[e->nruns++] = b;
         }
     }
+    /* Registration order, whatever order the runs were interleaved in. */
+    qsort(r->e, r->n, sizeof(*r->e), cmp_order);
     return 0;
 }
 

@@ -58,7 +58,7 @@ struct lenet {
     int ntmp;
 };
 
-/* ---- small op wrappers -------------------------------------------------------- */
+/* ---- small op wrappers -------------------------------------------------- */
 
 static keel_status keep(struct lenet *l, keel_tensor *t)
 {
@@ -183,7 +183,7 @@ static keel_status sum0(keel_tensor *x, keel_tensor **y)
     return keel_sum(x, 1, &axis, false, y);
 }
 
-/* ---- the network ---------------------------------------------------------------- */
+/* ---- the network -------------------------------------------------------- */
 
 static void lenet_release_step(struct lenet *l)
 {
@@ -332,7 +332,7 @@ static keel_status lenet_step(struct lenet *l)
     return KEEL_STATUS_OK;
 }
 
-/* ---- float64 reference ------------------------------------------------------- */
+/* ---- float64 reference -------------------------------------------------- */
 
 struct lenet_ref {
     double loss;
@@ -485,8 +485,10 @@ static bool lenet_reference(const struct lenet *l, struct lenet_ref *r)
     double *dh4 = malloc((size_t)(B * 84) * sizeof(double));
     double *dh3 = malloc((size_t)(B * 120) * sizeof(double));
     double *df = malloc(n4 * sizeof(double)), *dy2 = calloc(n3, sizeof(double));
-    double *dp1 = malloc(n2 * sizeof(double)), *dy1 = calloc(n1, sizeof(double));
-    int64_t *i1 = malloc(n2 * sizeof(int64_t)), *i2 = malloc(n4 * sizeof(int64_t));
+    double *dp1 = malloc(n2 * sizeof(double));
+    double *dy1 = calloc(n1, sizeof(double));
+    int64_t *i1 = malloc(n2 * sizeof(int64_t));
+    int64_t *i2 = malloc(n4 * sizeof(int64_t));
     bool ok = x && y1 && r1 && p1 && y2 && r2 && f && h3 && a3 && h4 && a4 &&
               z && dz && dh4 && dh3 && df && dy2 && dp1 && dy1 && i1 && i2;
 
@@ -610,10 +612,10 @@ static bool lenet_check(keel_bm_state *st, struct e2e_bench *e,
 }
 
 static const keel_op_id lenet_ops[] = {
-    KEEL_OP_CONV2D,        KEEL_OP_CONV2D_GRAD,        KEEL_OP_RELU,
-    KEEL_OP_MAX_POOL2D,    KEEL_OP_MAX_POOL2D_GRAD,    KEEL_OP_LINEAR,
-    KEEL_OP_MATMUL,        KEEL_OP_CROSS_ENTROPY,      KEEL_OP_CROSS_ENTROPY_GRAD,
-    KEEL_OP_SUM,           KEEL_OP_GREATER,
+    KEEL_OP_CONV2D,         KEEL_OP_CONV2D_GRAD,     KEEL_OP_RELU,
+    KEEL_OP_MAX_POOL2D,     KEEL_OP_MAX_POOL2D_GRAD, KEEL_OP_LINEAR,
+    KEEL_OP_MATMUL,         KEEL_OP_CROSS_ENTROPY,   KEEL_OP_CROSS_ENTROPY_GRAD,
+    KEEL_OP_SUM,            KEEL_OP_GREATER,
 };
 
 static void bm_lenet(keel_bm_state *st, struct e2e_bench *e)
@@ -675,7 +677,7 @@ out:
     kb_timer_destroy(&t);
 }
 
-/* ---- MLP inference --------------------------------------------------------------- */
+/* ---- MLP inference ------------------------------------------------------ */
 
 static const int64_t mlp_dims[4] = {784, 512, 512, 10};
 

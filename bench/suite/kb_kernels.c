@@ -109,7 +109,7 @@ static bool add_input(keel_bm_state *st, struct op_bench *o, struct op_call *c,
     return true;
 }
 
-/* ---- setup per kind -------------------------------------------------------- */
+/* ---- setup per kind ----------------------------------------------------- */
 
 static bool setup(keel_bm_state *st, struct op_bench *o, struct op_call *c)
 {
@@ -244,7 +244,7 @@ static bool setup(keel_bm_state *st, struct op_bench *o, struct op_call *c)
     return kb_fail(st, &o->b, KB_ERROR, "unknown benchmark kind");
 }
 
-/* ---- references ------------------------------------------------------------- */
+/* ---- references --------------------------------------------------------- */
 
 /* Indices of at most `max` elements spread evenly over [0, n). */
 static int64_t *spread(int64_t n, int64_t max, int64_t *count)
@@ -487,7 +487,7 @@ out:
     return ok;
 }
 
-/* ---- the benchmark ------------------------------------------------------------ */
+/* ---- the benchmark ------------------------------------------------------ */
 
 static keel_status run_once(struct op_bench *o, struct op_call *c)
 {
@@ -560,7 +560,7 @@ out:
     kb_timer_destroy(&t);
 }
 
-/* ---- OpenBLAS directly (host yardstick) ------------------------------------- */
+/* ---- OpenBLAS directly (host yardstick) --------------------------------- */
 
 struct sgemm_bench {
     struct kb_bench b;
@@ -623,7 +623,7 @@ out:
     free(c);
 }
 
-/* ---- keel matmul and OpenBLAS, iteration by iteration ------------------------ */
+/* ---- keel matmul and OpenBLAS, iteration by iteration ------------------- */
 
 /*
  * paired/matmul_f32_vs_sgemm/SHAPE: each iteration runs keel's f32 matmul
@@ -741,7 +741,7 @@ out:
     kb_timer_destroy(&t);
 }
 
-/* ---- the peak ------------------------------------------------------------------ */
+/* ---- the peak ----------------------------------------------------------- */
 
 /* Time one f32 n x n matmul; the result is freed. */
 static keel_status time_matmul(struct kb_timer *t, keel_tensor *x,
@@ -811,7 +811,7 @@ double kb_measure_peak(const struct kb_env *env, char *how, size_t how_size)
     return best;
 }
 
-/* ---- registration ------------------------------------------------------------ */
+/* ---- registration ------------------------------------------------------- */
 
 static struct op_bench *add_op(const struct kb_env *env, const char *name,
                                enum op_kind kind, keel_op_id op,

@@ -12,7 +12,7 @@
 
 #include "kb.h"
 
-/* ---- registered contexts ------------------------------------------------------ */
+/* ---- registered contexts ------------------------------------------------ */
 
 /* The suite's own list of contexts, for counting outcomes after the run.
  * The shim owns (and frees) the contexts themselves. */
@@ -71,7 +71,7 @@ void kb_forget_all(void)
     register_failures = 0;
 }
 
-/* ---- failures ---------------------------------------------------------------- */
+/* ---- failures ----------------------------------------------------------- */
 
 bool kb_fail(keel_bm_state *st, struct kb_bench *b, enum kb_outcome outcome,
              const char *fmt, ...)
@@ -133,7 +133,7 @@ bool kb_need_kernels(keel_bm_state *st, struct kb_bench *b, int n,
     return true;
 }
 
-/* ---- timing ------------------------------------------------------------------- */
+/* ---- timing ------------------------------------------------------------- */
 
 double kb_now(void)
 {
@@ -198,7 +198,7 @@ keel_status kb_timer_stop(struct kb_timer *t, double *seconds)
     return s;
 }
 
-/* ---- data ----------------------------------------------------------------------- */
+/* ---- data --------------------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *s)
 {
