@@ -14,12 +14,20 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#ifdef KEEL_CUDA_HAVE_KERNELS
+#include "ck.h"
+#endif
 
 #define CUDA_PLUGIN_NAME "cuda"
 #define CUDA_PLUGIN_VERSION "0.1.0"
 #define CUDA_PLUGIN_DEVICE_TYPE "gpu"
+#ifdef KEEL_CUDA_HAVE_KERNELS
 #define CUDA_PLUGIN_DESCRIPTION \
-    "NVIDIA GPUs through the CUDA runtime (runtime only; kernels not yet provided)"
+    "NVIDIA GPUs through the CUDA runtime, cuBLAS and NCCL"
+#else
+#define CUDA_PLUGIN_DESCRIPTION \
+    "NVIDIA GPUs through the CUDA runtime (built without nvcc: no kernels)"
+#endif
 
 #define CUDA_MSG_MAX 768
 
@@ -448,6 +456,9 @@ static uint32_t props_features(int32_t device, int32_t *priorities)
 #ifdef KEEL_CUDA_HAVE_NCCL
     f |= KEEL_FEATURE_COLLECTIVES;
 #endif
+#ifdef KEEL_CUDA_HAVE_KERNELS
+    f |= KEEL_FEATURE_KERNELS;
+#endif
     (void)cudaGetLastError(); /* optional queries above may have failed */
     return f;
 }
@@ -546,7 +557,11 @@ static const keel_plugin_api cuda_plugin_api = {
     .device = &cuda_device_ops,
     .memory = &cuda_memory_ops,
     .stream = &cuda_stream_ops,
-    .kernel = NULL, /* kernels come with the nvcc part of the plugin */
+#ifdef KEEL_CUDA_HAVE_KERNELS
+    .kernel = &cuda_kernel_ops,
+#else
+    .kernel = NULL, /* built without nvcc */
+#endif
 #ifdef KEEL_CUDA_HAVE_NCCL
     .collective = &cuda_collective_ops,
 #else
