@@ -193,4 +193,11 @@ void keel__ag_tensor_release(keel_tensor *t);
 /** Next `n` counters of the global generator (rng.c). */
 void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
 
+/* profiler (profile.c) */
+extern atomic_int keel__prof_state;
+void keel__prof_env(void);
+uint64_t keel__prof_now(void);
+int keel__prof_enter(void);
+void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns);
+
 #endif /* KEEL_TENSOR_INTERNAL_H */

@@ -14,6 +14,8 @@
 #ifndef KEEL_OPS_H
 #define KEEL_OPS_H
 
+#include <stdio.h>
+
 #include <keel/tensor.h>
 
 #ifdef __cplusplus
@@ -59,6 +61,35 @@ KEEL_API bool keel_get_strict(void);
 
 /** How many times `op` fell back to the CPU plugin (all devices). */
 KEEL_API uint64_t keel_fallback_count(keel_op_id op);
+
+/*
+ * Per-op profiler. While on, every op call made through the dispatcher
+ * (ops, autograd's backward ops, optimizer updates) adds its wall time to
+ * its op's counters: the whole call, i.e. argument and shape checks,
+ * output allocation, the kernel and autograd recording. On a device whose
+ * kernels run asynchronously that is the time to enqueue, unless `sync`
+ * is true: then each op waits for its device before the clock stops
+ * (slower, but it attributes device time to the op that spent it).
+ * Nested calls are counted once, in the outermost op.
+ *
+ * KEEL_PROFILE=1 (or =sync) in the environment starts the profiler with
+ * the first op and prints the table to stderr at process exit.
+ */
+typedef struct keel_op_profile {
+    uint64_t calls;
+    uint64_t total_ns;
+    uint64_t max_ns;
+} keel_op_profile;
+
+KEEL_API void keel_profile_start(bool sync);
+KEEL_API void keel_profile_stop(void);
+/** Zero every counter (the profiler stays on or off). */
+KEEL_API void keel_profile_reset(void);
+/** Counters of one op. Returns OK or INVALID_ARGUMENT (not an op). */
+KEEL_API keel_status keel_profile_get(keel_op_id op, keel_op_profile *out);
+/** The table, most expensive op first: calls, total ms, share, mean and
+ *  max us. Writes nothing for a NULL stream. */
+KEEL_API void keel_profile_print(FILE *f);
 
 /* Attribute constructors, for keel_op_run. */
 static inline keel_attr keel_attr_int(const char *name, int64_t v)

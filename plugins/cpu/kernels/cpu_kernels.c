@@ -164,6 +164,28 @@ static void cast_row(void *ctx, char *const *p, const int64_t *st, int64_t n)
             kf32_to_bf16((const float *)s, (uint16_t *)d, n);
             return;
         }
+        /* Masks and labels to float32 (autograd's ReLU and comparison
+         * rules cast a bool mask on every backward pass). */
+        if (c->to == KEEL_F32 && c->from == KEEL_BOOL) {
+            for (int64_t i = 0; i < n; i++)
+                ((float *)d)[i] = ((const uint8_t *)s)[i] != 0;
+            return;
+        }
+        if (c->to == KEEL_F32 && c->from == KEEL_U8) {
+            for (int64_t i = 0; i < n; i++)
+                ((float *)d)[i] = (float)((const uint8_t *)s)[i];
+            return;
+        }
+        if (c->to == KEEL_F32 && c->from == KEEL_I32) {
+            for (int64_t i = 0; i < n; i++)
+                ((float *)d)[i] = (float)((const int32_t *)s)[i];
+            return;
+        }
+        if (c->to == KEEL_F32 && c->from == KEEL_I64) {
+            for (int64_t i = 0; i < n; i++)
+                ((float *)d)[i] = (float)(double)((const int64_t *)s)[i];
+            return;
+        }
         if (c->from == KEEL_F32 && c->to == KEEL_F64) {
             for (int64_t i = 0; i < n; i++)
                 ((double *)d)[i] = ((const float *)s)[i];

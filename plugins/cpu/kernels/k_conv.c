@@ -1526,6 +1526,34 @@ struct plane {
         T *out = out_;                                                         \
         int64_t y0, y1, dv;                                                    \
         pool_win(g, 0, oy, &y0, &y1, &dv);                                     \
+        /* Fast path: dense rows and every window of this output row          \
+         * inside the input. Same visiting order (window row, then            \
+         * column) and the same comparison as the general loop below, so      \
+         * results and tie/NaN choices are identical; locals keep the         \
+         * geometry in registers. */                                          \
+        if (x->sx == 1 && y1 - y0 == g->kh && g->pl == 0 &&                    \
+            (g->ow - 1) * g->sw + g->kw <= g->w) {                             \
+            const int64_t kh = g->kh, kw = g->kw, sw = g->sw, W = g->w;        \
+            const int64_t ow = g->ow, sy = x->sy;                              \
+            for (int64_t ox = 0; ox < ow; ox++) {                              \
+                const int64_t ix0 = ox * sw;                                   \
+                T m = (T)-INFINITY;                                            \
+                int64_t best = -1;                                             \
+                for (int64_t i = 0; i < kh; i++) {                             \
+                    const T *row = xp + (y0 + i) * sy + ix0;                   \
+                    for (int64_t j = 0; j < kw; j++) {                         \
+                        T v = row[j];                                          \
+                        if (v > m || best < 0 || (v != v && m == m)) {         \
+                            m = v;                                             \
+                            best = (y0 + i) * W + ix0 + j;                     \
+                        }                                                      \
+                    }                                                          \
+                }                                                              \
+                out[ox] = m;                                                   \
+                idx[ox] = best;                                                \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
         for (int64_t ox = 0; ox < g->ow; ox++) {                               \
             out[ox] = (T)-INFINITY;                                            \
             idx[ox] = -1;                                                      \
