@@ -6,10 +6,13 @@
 #
 #   bash bench/mnist_throughput.sh [-b BUILD] [-r ROUNDS] [-e EPOCHS]
 #                                  [-l LIMIT] [-t "1 2"] [-o OUT.json]
+#                                  [-x VAR=VALUE]
 #
 #   -b  keel build dir (default build)     -r  rounds of the whole set (1)
 #   -e  epochs per run (1)                 -l  train on the first N images
 #   -t  thread counts ("1 2")              -o  JSON results file
+#   -x  also run keel with this environment variable set, reported as
+#       keel+VAR=VALUE (e.g. -x OPENBLAS_CORETYPE=SkylakeX)
 #   TORCH_PYTHON (default /usr/bin/python3, Debian's python3-torch) and
 #   PADDLE_PYTHON (default python3, with paddlepaddle==3.3.1) choose the
 #   interpreters; a framework that does not import is reported as absent.
@@ -22,12 +25,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-build=build rounds=1 epochs=1 limit=0 threads="1 2" out=""
-while getopts "b:r:e:l:t:o:h" opt; do
+build=build rounds=1 epochs=1 limit=0 threads="1 2" out="" extra=""
+while getopts "b:r:e:l:t:o:x:h" opt; do
   case $opt in
     b) build=$OPTARG ;; r) rounds=$OPTARG ;; e) epochs=$OPTARG ;;
     l) limit=$OPTARG ;; t) threads=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,22p' "$0"; exit 2 ;;
+    x) extra=$OPTARG ;;
+    *) sed -n '2,25p' "$0"; exit 2 ;;
   esac
 done
 case $build in /*) ;; *) build=$root/$build ;; esac
@@ -39,6 +43,7 @@ paddle_py=${PADDLE_PYTHON:-python3}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 have=(keel)
+[ -n "$extra" ] && have+=("keel+$extra")
 if "$torch_py" -c 'import torch' 2>/dev/null; then have+=(torch)
 else echo "mnist_throughput: torch does not import with $torch_py: skipped" >&2; fi
 if "$paddle_py" -c 'import paddle' 2>/dev/null; then have+=(paddle)
@@ -50,9 +55,11 @@ limit_arg=()
 run_one() { # fw threads log
   local fw=$1 t=$2 log=$3
   case $fw in
-    keel) (cd "$tmp" && KEEL_CPU_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-             /usr/bin/time -v "$keel_bin" --epochs "$epochs" \
-             --checkpoint "$tmp/ck.safetensors" "${limit_arg[@]}") ;;
+    keel|keel+*)
+      (cd "$tmp" && if [ "$fw" != keel ]; then export "${fw#keel+}"; fi &&
+       KEEL_CPU_THREADS=$t OPENBLAS_NUM_THREADS=$t \
+         /usr/bin/time -v "$keel_bin" --epochs "$epochs" \
+         --checkpoint "$tmp/ck.safetensors" "${limit_arg[@]}") ;;
     torch) /usr/bin/time -v "$torch_py" "$here/mnist_train.py" torch \
              --threads "$t" --epochs "$epochs" "${limit_arg[@]}" ;;
     paddle) /usr/bin/time -v "$paddle_py" "$here/mnist_train.py" paddle \
@@ -76,7 +83,7 @@ for r in $(seq 1 "$rounds"); do
             tail -1 | sed -E 's/.*accuracy ([0-9.]+)%.*/\1/')
       rss=$(sed -nE 's/.*Maximum resident set size \(kbytes\): ([0-9]+).*/\1/p' "$log")
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$fw" "$t" "$r" "$ips" "$acc" "$rss" >>"$results"
-      printf 'round %s  %-6s %s thread(s): %6s images/s  test %s%%  max RSS %s MiB\n' \
+      printf 'round %s  %-8s %s thread(s): %6s images/s  test %s%%  max RSS %s MiB\n' \
         "$r" "$fw" "$t" "$ips" "$acc" "$((rss / 1024))"
     done
   done
@@ -101,7 +108,7 @@ for (fw, t), a in sorted(agg.items(), key=lambda k: (k[0][1], k[0][0])):
     table.append({"framework": fw, "threads": t, "images_per_s": a["ips"],
                   "median_images_per_s": ips, "ratio_to_torch": ratio,
                   "test_accuracy_pct": a["acc"], "max_rss_mib": rss})
-    print(f"  {fw:<7}{t} thread(s): {ips:8.0f} images/s"
+    print(f"  {fw:<9}{t} thread(s): {ips:8.0f} images/s"
           + (f"  x{ratio:.2f} torch" if ratio else "") + f"  {rss:7.0f} MiB")
 if out:
     json.dump({"benchmark": "fashion-mnist lenet adam batch 64, training loop",

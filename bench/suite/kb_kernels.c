@@ -866,6 +866,14 @@ static void register_elementwise(const struct kb_env *env)
             if (o)
                 o->n = sizes[j];
         }
+    /* --large: float32 add over 256 MiB operands (64M elements), the
+     * bandwidth-bound point to set beside the device's copy bandwidth. */
+    if (env->large && !env->smoke) {
+        struct op_bench *o = add_op(env, "elementwise/add/f32/64M", K_ELEM,
+                                    KEEL_OP_ADD, KEEL_F32, KEEL_BM_UNIT_US);
+        if (o)
+            o->n = (int64_t)1 << 26;
+    }
 }
 
 static void register_reduce(const struct kb_env *env)
@@ -973,6 +981,19 @@ static void register_matmul(const struct kb_env *env)
             if (dts[d] == KEEL_F32)
                 add_sgemm(env, &sh[i]);
         }
+    /* --large: the accelerator sizes, float32 and bfloat16. */
+    if (env->large && !env->smoke)
+        for (int d = 0; d < 3; d += 2)
+            for (int e = 4096; e <= 8192; e *= 2) {
+                char name[128];
+                struct op_bench *o;
+                snprintf(name, sizeof(name), "matmul/%s/square/%d",
+                         kb_dtype_short(dts[d]), e);
+                o = add_op(env, name, K_MATMUL, KEEL_OP_MATMUL, dts[d],
+                           KEEL_BM_UNIT_MS);
+                if (o)
+                    o->m = o->k = o->n = e;
+            }
     /* The anchor shapes, keel and OpenBLAS interleaved. */
     for (int i = 0; i < nsh; i++) {
         char name[128];
