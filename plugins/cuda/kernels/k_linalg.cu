@@ -1,8 +1,628 @@
 /*
- * keel CUDA plugin — linalg kernels.
+ * keel CUDA plugin — linalg kernels: matmul and linear, on cuBLAS.
+ *
+ * Both ops become one batched row-major GEMM problem (struct mm):
+ *
+ *   out[b] (M x N, contiguous) = A[b] (M x K) * B[b] (K x N) (+ bias row)
+ *
+ * with A and B given by element strides. The core has already applied
+ * transpose_x/transpose_y, the 1-D promotions and batch broadcasting to the
+ * descriptors (core/src/shape_linalg.c), so x is read as [B.., M, K] and y
+ * as [B.., K, N]; linear is x [.., in] times weight [in, out] plus bias.
+ *
+ * Layouts. A matrix stored row-major (unit column stride) or column-major
+ * (unit row stride: a transposed contiguous matrix) goes to cuBLAS as it
+ * is, with the transpose flag and leading dimension taken from its strides.
+ * Batch dims must give each operand one uniform batch stride (0 for a
+ * broadcast operand) for a single strided-batched call; an operand whose
+ * matrix or batch strides do not fit is first packed into contiguous
+ * scratch by a strided-copy kernel. When B is shared by every batch and
+ * x's batch dims continue its rows, the batches merge into one tall GEMM.
+ * The contiguous path allocates nothing and copies nothing.
+ *
+ * cuBLAS is column-major: row-major C = A B is computed as the column-major
+ * C^T = B^T A^T (ckl_gemm does the swap). Compute types: float32 in
+ * CUBLAS_COMPUTE_32F (no TF32), float16/bfloat16 inputs and outputs with
+ * float accumulation (tensor cores), float64 in CUBLAS_COMPUTE_64F.
+ * Bias: the output is first filled with the bias rows and the GEMM runs
+ * with beta = 1.
+ *
+ * Handles: one per device, created lazily the first time that device runs
+ * a GEMM; cublasSetStream and the GEMM run under that device's mutex. The
+ * handles live for the process. ckl_gemm is shared with k_conv.cu.
  */
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+
 #include "ck.cuh"
 
+/* Row-major batched GEMM shared with k_conv.cu (defined below). */
+keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
+                     keel_dtype cdt, bool ta, bool tb, int64_t M, int64_t N,
+                     int64_t K, const void *A, int64_t lda, int64_t sa,
+                     const void *B, int64_t ldb, int64_t sb, bool acc,
+                     void *C, int64_t ldc, int64_t sc, int64_t batch);
+
+namespace {
+
+/* ---- cuBLAS handles ------------------------------------------------------ */
+
+#define LG_MAX_DEVICES 64
+
+cublasHandle_t g_handle[LG_MAX_DEVICES];
+pthread_mutex_t g_lock[LG_MAX_DEVICES];
+pthread_once_t g_once = PTHREAD_ONCE_INIT;
+const cublasMath_t math_mode = (cublasMath_t)(
+    CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+
+void locks_init(void)
+{
+    for (int i = 0; i < LG_MAX_DEVICES; i++)
+        pthread_mutex_init(&g_lock[i], NULL);
+}
+
+keel_status blas_status(cublasStatus_t s, const struct ck_launch *l,
+                        const char *what)
+{
+    keel_status st;
+
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return KEEL_STATUS_OK;
+    switch (s) {
+    case CUBLAS_STATUS_ALLOC_FAILED: st = KEEL_STATUS_OUT_OF_MEMORY; break;
+    case CUBLAS_STATUS_INVALID_VALUE: st = KEEL_STATUS_INVALID_ARGUMENT; break;
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+    case CUBLAS_STATUS_NOT_SUPPORTED: st = KEEL_STATUS_NOT_SUPPORTED; break;
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        st = KEEL_STATUS_NOT_INITIALIZED;
+        break;
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+    case CUBLAS_STATUS_MAPPING_ERROR: st = KEEL_STATUS_DEVICE_ERROR; break;
+    default: st = KEEL_STATUS_INTERNAL; break;
+    }
+    return ck_fail(st, "%s: %s failed: %s", l->op, what,
+                   cublasGetStatusName(s));
+}
+
+/* The device's handle, locked; release with handle_release. */
+keel_status handle_acquire(const struct ck_launch *l, cublasHandle_t *h)
+{
+    int d = l->device;
+    cublasStatus_t s;
+
+    if (d < 0 || d >= LG_MAX_DEVICES)
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: device %d beyond the cuBLAS handle table", l->op,
+                       d);
+    pthread_once(&g_once, locks_init);
+    pthread_mutex_lock(&g_lock[d]);
+    if (!g_handle[d]) {
+        cublasHandle_t nh = NULL;
+
+        /* ck_begin made device d current: the handle belongs to it. */
+        s = cublasCreate(&nh);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            pthread_mutex_unlock(&g_lock[d]);
+            return blas_status(s, l, "cublasCreate");
+        }
+        /* Default math: no TF32 for float32; half and bfloat16 GEMMs
+         * keep float accumulation even in split-K reductions. */
+        s = cublasSetMathMode(nh, math_mode);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cublasDestroy(nh);
+            pthread_mutex_unlock(&g_lock[d]);
+            return blas_status(s, l, "cublasSetMathMode");
+        }
+        g_handle[d] = nh;
+    }
+    s = cublasSetStream(g_handle[d], l->stream);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        pthread_mutex_unlock(&g_lock[d]);
+        return blas_status(s, l, "cublasSetStream");
+    }
+    *h = g_handle[d];
+    return KEEL_STATUS_OK;
+}
+
+void handle_release(const struct ck_launch *l)
+{
+    pthread_mutex_unlock(&g_lock[l->device]);
+}
+
+bool fits_int(int64_t v)
+{
+    return v >= 0 && v <= INT_MAX;
+}
+
+/* ---- element kernels ----------------------------------------------------- */
+
+template <class T> struct copy_op {
+    __device__ void operator()(char *const *p, int64_t) const
+    {
+        *(T *)p[0] = *(const T *)p[1];
+    }
+};
+
+/* out[i] = bias[(i % n) * bs] over `total` elements (same dtype: copies
+ * bits of the element size). */
+template <class T>
+__global__ void bias_rows_kernel(T *out, const T *bias, int64_t bs,
+                                 int64_t n, int64_t total)
+{
+    int64_t step = (int64_t)blockDim.x * gridDim.x;
+
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+         i < total; i += step)
+        out[i] = bias[(i % n) * bs];
+}
+
+void bias_rows(const struct ck_launch *l, size_t es, void *out,
+               const void *bias, int64_t bs, int64_t n, int64_t total)
+{
+    unsigned g = ck_grid(total, CK_BLOCK);
+
+    if (total <= 0 || n <= 0)
+        return;
+    if (es == 2)
+        bias_rows_kernel<uint16_t><<<g, CK_BLOCK, 0, l->stream>>>(
+            (uint16_t *)out, (const uint16_t *)bias, bs, n, total);
+    else if (es == 4)
+        bias_rows_kernel<uint32_t><<<g, CK_BLOCK, 0, l->stream>>>(
+            (uint32_t *)out, (const uint32_t *)bias, bs, n, total);
+    else
+        bias_rows_kernel<uint64_t><<<g, CK_BLOCK, 0, l->stream>>>(
+            (uint64_t *)out, (const uint64_t *)bias, bs, n, total);
+}
+
+/* ---- the problem --------------------------------------------------------- */
+
+struct mm {
+    keel_dtype dt;
+    int nb; /* batch dims */
+    int64_t bshape[KEEL_MAX_DIMS];
+    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS]; /* batch strides */
+    int64_t batches, M, N, K;
+    const char *x, *y, *bias;
+    int64_t xrs, xcs, yrs, ycs, bs; /* element strides */
+    char *out;
+};
+
+enum { LAY_ROW, LAY_COL, LAY_PACK };
+
+/* How cuBLAS can read a rows x cols matrix with strides (rs, cs). */
+int mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+               int64_t *ld)
+{
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+
+    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= c1)) {
+        *ld = rows <= 1 ? c1 : rs;
+        return *ld <= INT_MAX ? LAY_ROW : LAY_PACK;
+    }
+    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= r1)) {
+        *ld = cols <= 1 ? r1 : cs;
+        return *ld <= INT_MAX ? LAY_COL : LAY_PACK;
+    }
+    return LAY_PACK;
+}
+
+/* One batch stride for all batch dims (offset of batch b = b * *st), or
+ * false. Size-1 dims do not count. */
+bool batch_uniform(const struct mm *p, const int64_t *bst, int64_t *st)
+{
+    int64_t expect = -1;
+
+    *st = 0;
+    for (int d = p->nb - 1; d >= 0; d--) {
+        if (p->bshape[d] == 1)
+            continue;
+        if (expect == -1)
+            *st = bst[d];
+        else if (bst[d] != expect)
+            return false;
+        expect = bst[d] * p->bshape[d];
+    }
+    return true;
+}
+
+/* Merge the batch dims into M when B is shared by every batch and x's
+ * batch dims continue its row dimension. */
+void mm_merge_batches(struct mm *p)
+{
+    int64_t expect = p->M * p->xrs;
+
+    if (p->nb == 0 || p->batches <= 1 || p->M == 0)
+        return;
+    for (int d = 0; d < p->nb; d++)
+        if (p->bshape[d] != 1 && p->ybs[d] != 0)
+            return;
+    if (p->M == 1)
+        expect = -1; /* any stride works for one row: take the first */
+    for (int d = p->nb - 1; d >= 0; d--) {
+        if (p->bshape[d] == 1)
+            continue;
+        if (expect == -1) {
+            p->xrs = p->xbs[d];
+            expect = p->xbs[d];
+        } else if (p->xbs[d] != expect) {
+            return;
+        }
+        expect *= p->bshape[d];
+    }
+    p->M *= p->batches;
+    p->batches = 1;
+    p->nb = 0;
+}
+
+/* A cuBLAS-ready operand. */
+struct bop {
+    const void *p;
+    bool trans;
+    int64_t ld, bstride;
+    void *scratch; /* to free after the GEMM */
+};
+
+/* Copy batches x rows x cols (batch dims of p, strides bst/rs/cs) into
+ * contiguous scratch. */
+keel_status pack_operand(const struct ck_launch *l, const struct mm *p,
+                         const char *src, const int64_t *bst, int64_t rows,
+                         int64_t cols, int64_t rs, int64_t cs, struct bop *o)
+{
+    keel_tensor_desc sd, dd;
+    const keel_tensor_desc *d[2] = {&dd, &sd};
+    size_t es = keel_dtype_size(p->dt);
+    int64_t n = p->batches * rows * cols, acc = 1;
+    keel_status st;
+    void *buf;
+
+    memset(&sd, 0, sizeof(sd));
+    sd.dtype = p->dt;
+    sd.ndim = p->nb + 2;
+    for (int i = 0; i < p->nb; i++) {
+        sd.shape[i] = p->bshape[i];
+        sd.strides[i] = bst[i];
+    }
+    sd.shape[p->nb] = rows;
+    sd.strides[p->nb] = rs;
+    sd.shape[p->nb + 1] = cols;
+    sd.strides[p->nb + 1] = cs;
+    sd.data = (keel_dptr)(uintptr_t)src;
+    dd = sd;
+    for (int i = dd.ndim - 1; i >= 0; i--) {
+        dd.strides[i] = acc;
+        acc *= dd.shape[i];
+    }
+    st = ck_scratch(l, (size_t)n * es, &buf);
+    if (st)
+        return st;
+    dd.data = (keel_dptr)(uintptr_t)buf;
+    ck_iter<2> it;
+    ck_iter_make<2>(&it, d);
+    if (es == 2)
+        ck_for_each<2>(l, it, copy_op<uint16_t>());
+    else if (es == 4)
+        ck_for_each<2>(l, it, copy_op<uint32_t>());
+    else
+        ck_for_each<2>(l, it, copy_op<uint64_t>());
+    o->p = buf;
+    o->trans = false;
+    o->ld = cols > 1 ? cols : 1;
+    o->bstride = rows * cols;
+    o->scratch = buf;
+    return KEEL_STATUS_OK;
+}
+
+/* An operand as cuBLAS takes it, packing when the strides do not fit. */
+keel_status mm_operand(const struct ck_launch *l, const struct mm *p,
+                       const char *src, const int64_t *bst, int64_t rows,
+                       int64_t cols, int64_t rs, int64_t cs, struct bop *o)
+{
+    int64_t ld, bstride = 0;
+    int lay = mat_layout(rows, cols, rs, cs, &ld);
+
+    o->scratch = NULL;
+    if (lay == LAY_PACK || !batch_uniform(p, bst, &bstride))
+        return pack_operand(l, p, src, bst, rows, cols, rs, cs, o);
+    o->p = src;
+    o->trans = lay == LAY_COL;
+    o->ld = ld;
+    o->bstride = bstride;
+    return KEEL_STATUS_OK;
+}
+
+keel_status mm_exec(const struct ck_launch *l, struct mm *p)
+{
+    size_t es = keel_dtype_size(p->dt);
+    struct bop A, B;
+    keel_status st;
+    bool acc = false;
+
+    if (p->batches == 0 || p->M == 0 || p->N == 0)
+        return ck_end(l);
+    mm_merge_batches(p);
+    if (p->bias) {
+        bias_rows(l, es, p->out, p->bias, p->bs, p->N,
+                  p->batches * p->M * p->N);
+        acc = true;
+    } else if (p->K == 0) {
+        st = ck_check(cudaMemsetAsync(p->out, 0,
+                                      (size_t)(p->batches * p->M * p->N) * es,
+                                      l->stream),
+                      l, "cudaMemsetAsync");
+        if (st)
+            return st;
+    }
+    if (p->K == 0)
+        return ck_end(l);
+    st = mm_operand(l, p, p->x, p->xbs, p->M, p->K, p->xrs, p->xcs, &A);
+    if (st)
+        return st;
+    st = mm_operand(l, p, p->y, p->ybs, p->K, p->N, p->yrs, p->ycs, &B);
+    if (st) {
+        ck_scratch_free(l, A.scratch);
+        return st;
+    }
+    st = ckl_gemm(l, p->dt, p->dt, A.trans, B.trans, p->M, p->N, p->K,
+                  A.p, A.ld, A.bstride, B.p, B.ld, B.bstride, acc, p->out,
+                  p->N, p->M * p->N, p->batches);
+    ck_scratch_free(l, A.scratch);
+    ck_scratch_free(l, B.scratch);
+    if (st)
+        return st;
+    return ck_end(l);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+bool is_float_dt(keel_dtype dt)
+{
+    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
+           dt == KEEL_BF16;
+}
+
+keel_status k_matmul(void *, const keel_kernel_args *a)
+{
+    struct ck_launch l;
+    keel_status st = ck_begin(a, "matmul", &l);
+    const keel_tensor_desc *x, *y, *o;
+    int64_t batches = 1;
+    struct mm p;
+    int nd;
+
+    if (st)
+        return st;
+    if ((st = ck_arity(a, "matmul", 2, 1)))
+        return st;
+    x = &a->inputs[0];
+    y = &a->inputs[1];
+    o = &a->outputs[0];
+    nd = x->ndim;
+    if (!is_float_dt(x->dtype) || y->dtype != x->dtype ||
+        o->dtype != x->dtype)
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: x, y and out must share one float dtype");
+    if (nd < 2 || nd > KEEL_MAX_DIMS || y->ndim != nd)
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: the kernel takes x [B.., M, K] and y [B.., "
+                       "K, N] of one rank (the core resolves 1-D operands "
+                       "and broadcasting)");
+    for (int d = 0; d < nd - 2; d++) {
+        if (x->shape[d] != y->shape[d])
+            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                           "matmul: batch dim %d differs (%lld vs %lld)", d,
+                           (long long)x->shape[d], (long long)y->shape[d]);
+        batches *= x->shape[d];
+    }
+    if (x->shape[nd - 1] != y->shape[nd - 2])
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: inner dims differ (%lld vs %lld)",
+                       (long long)x->shape[nd - 1],
+                       (long long)y->shape[nd - 2]);
+    if (!ck_contig(o) ||
+        ck_numel(o) != batches * x->shape[nd - 2] * y->shape[nd - 1])
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "matmul: the output must be contiguous with B*M*N "
+                       "elements");
+    if (!fits_int(x->shape[nd - 2]) || !fits_int(y->shape[nd - 1]) ||
+        !fits_int(x->shape[nd - 1]))
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "matmul: a matrix dim exceeds the cuBLAS int range");
+    memset(&p, 0, sizeof(p));
+    p.dt = x->dtype;
+    p.nb = nd - 2;
+    p.batches = batches;
+    for (int d = 0; d < p.nb; d++) {
+        p.bshape[d] = x->shape[d];
+        p.xbs[d] = x->strides[d];
+        p.ybs[d] = y->strides[d];
+    }
+    p.M = x->shape[nd - 2];
+    p.K = x->shape[nd - 1];
+    p.N = y->shape[nd - 1];
+    p.x = (const char *)(uintptr_t)x->data;
+    p.y = (const char *)(uintptr_t)y->data;
+    p.xrs = x->strides[nd - 2];
+    p.xcs = x->strides[nd - 1];
+    p.yrs = y->strides[nd - 2];
+    p.ycs = y->strides[nd - 1];
+    p.out = (char *)(uintptr_t)o->data;
+    return mm_exec(&l, &p);
+}
+
+/* ---- linear -------------------------------------------------------------- */
+
+/* x [d0, .., dn-2, in]: rows are dn-2, the dims before it are batches
+ * (merged back into rows by mm_merge_batches when strides allow). */
+keel_status k_linear(void *, const keel_kernel_args *a)
+{
+    struct ck_launch l;
+    keel_status st = ck_begin(a, "linear", &l);
+    const keel_tensor_desc *x, *w, *o;
+    int64_t rows = 1;
+    struct mm p;
+    int nd;
+
+    if (st)
+        return st;
+    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: needs 2 or 3 inputs and 1 output");
+    x = &a->inputs[0];
+    w = &a->inputs[1];
+    o = &a->outputs[0];
+    nd = x->ndim;
+    if (!is_float_dt(x->dtype) || w->dtype != x->dtype ||
+        o->dtype != x->dtype ||
+        (a->num_inputs == 3 && a->inputs[2].dtype != x->dtype))
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: operands must share one float dtype");
+    if (nd < 1 || nd > KEEL_MAX_DIMS || w->ndim != 2 ||
+        x->shape[nd - 1] != w->shape[0])
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: needs x [..., in] and weight [in, out]");
+    if (a->num_inputs == 3 &&
+        (a->inputs[2].ndim != 1 || a->inputs[2].shape[0] != w->shape[1]))
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: bias must be [out]");
+    for (int d = 0; d < nd - 1; d++)
+        rows *= x->shape[d];
+    if (!ck_contig(o) || ck_numel(o) != rows * w->shape[1])
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                       "linear: the output must be contiguous [..., out]");
+    if (!fits_int(rows) || !fits_int(w->shape[1]) || !fits_int(w->shape[0]))
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "linear: a matrix dim exceeds the cuBLAS int range");
+    memset(&p, 0, sizeof(p));
+    p.dt = x->dtype;
+    p.batches = 1;
+    p.nb = nd >= 2 ? nd - 2 : 0;
+    for (int d = 0; d < p.nb; d++) {
+        p.bshape[d] = x->shape[d];
+        p.xbs[d] = x->strides[d];
+        p.ybs[d] = 0;
+        p.batches *= x->shape[d];
+    }
+    p.M = nd >= 2 ? x->shape[nd - 2] : 1;
+    p.xrs = nd >= 2 ? x->strides[nd - 2] : 0;
+    p.K = x->shape[nd - 1];
+    p.xcs = x->strides[nd - 1];
+    p.N = w->shape[1];
+    p.yrs = w->strides[0];
+    p.ycs = w->strides[1];
+    p.x = (const char *)(uintptr_t)x->data;
+    p.y = (const char *)(uintptr_t)w->data;
+    if (a->num_inputs == 3) {
+        p.bias = (const char *)(uintptr_t)a->inputs[2].data;
+        p.bs = a->inputs[2].strides[0];
+    }
+    p.out = (char *)(uintptr_t)o->data;
+    return mm_exec(&l, &p);
+}
+
+} // namespace
+
+/* ---- the shared GEMM ----------------------------------------------------- */
+
+/*
+ * Row-major C[b] (M x N, leading dim ldc) = op(A[b]) op(B[b]) (+ C[b] when
+ * acc), b < batch, with batch strides sa/sb/sc in elements. ta: A is stored
+ * K x M (lda >= M) instead of M x K (lda >= K); tb likewise for B. A and B
+ * are of dtype dt; C of dt, or of float32 when dt is float16/bfloat16 and
+ * cdt says so (float results for a later float computation).
+ * Enqueued on l->stream; nothing is launched for an empty problem. K == 0
+ * zeroes C (unless acc).
+ */
+keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
+                     keel_dtype cdt, bool ta, bool tb, int64_t M, int64_t N,
+                     int64_t K, const void *A, int64_t lda, int64_t sa,
+                     const void *B, int64_t ldb, int64_t sb, bool acc,
+                     void *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    size_t es = keel_dtype_size(dt), ces = keel_dtype_size(cdt);
+    cudaDataType_t ct, cct;
+    cublasComputeType_t comp;
+    float f1 = 1.0f, fb = acc ? 1.0f : 0.0f;
+    double d1 = 1.0, db = acc ? 1.0 : 0.0;
+    const void *alpha = &f1, *beta = &fb;
+    cublasHandle_t h;
+    keel_status st;
+
+    if (M <= 0 || N <= 0 || batch <= 0)
+        return KEEL_STATUS_OK;
+    if (K <= 0) {
+        if (acc)
+            return KEEL_STATUS_OK;
+        for (int64_t b = 0; b < batch; b++) {
+            st = ck_check(cudaMemset2DAsync((char *)C + b * sc * ces,
+                                            (size_t)ldc * ces, 0,
+                                            (size_t)N * ces, (size_t)M,
+                                            l->stream),
+                          l, "cudaMemset2DAsync");
+            if (st)
+                return st;
+        }
+        return KEEL_STATUS_OK;
+    }
+    if (!fits_int(M) || !fits_int(N) || !fits_int(K) || !fits_int(lda) ||
+        !fits_int(ldb) || !fits_int(ldc))
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a GEMM dim exceeds the cuBLAS int range", l->op);
+    switch (dt) {
+    case KEEL_F32: ct = CUDA_R_32F; comp = CUBLAS_COMPUTE_32F; break;
+    case KEEL_F16: ct = CUDA_R_16F; comp = CUBLAS_COMPUTE_32F; break;
+    case KEEL_BF16: ct = CUDA_R_16BF; comp = CUBLAS_COMPUTE_32F; break;
+    case KEEL_F64:
+        ct = CUDA_R_64F;
+        comp = CUBLAS_COMPUTE_64F;
+        alpha = &d1;
+        beta = &db;
+        break;
+    default:
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: GEMM on %s",
+                       l->op, ck_dtype_name(dt));
+    }
+    cct = ct;
+    if (cdt != dt) {
+        if (cdt != KEEL_F32 || (dt != KEEL_F16 && dt != KEEL_BF16))
+            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: GEMM of %s into %s", l->op,
+                           ck_dtype_name(dt), ck_dtype_name(cdt));
+        cct = CUDA_R_32F;
+    }
+    if ((st = handle_acquire(l, &h)))
+        return st;
+    /* Column-major C^T (N x M) = op(B)^T (N x K) op(A)^T (K x M). */
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batch == 1) {
+        cublasStatus_t s = cublasGemmEx(
+            h, opb, opa, (int)N, (int)M, (int)K, alpha, B, ct, (int)ldb, A,
+            ct, (int)lda, beta, C, cct, (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
+        handle_release(l);
+        return blas_status(s, l, "cublasGemmEx");
+    }
+    for (int64_t b0 = 0; b0 < batch; b0 += INT_MAX) {
+        int64_t nb = batch - b0 < INT_MAX ? batch - b0 : INT_MAX;
+        cublasStatus_t s = cublasGemmStridedBatchedEx(
+            h, opb, opa, (int)N, (int)M, (int)K, alpha,
+            (const char *)B + b0 * sb * es, ct, (int)ldb, (long long)sb,
+            (const char *)A + b0 * sa * es, ct, (int)lda, (long long)sa,
+            beta, (char *)C + b0 * sc * ces, cct, (int)ldc, (long long)sc,
+            (int)nb, comp, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            handle_release(l);
+            return blas_status(s, l, "cublasGemmStridedBatchedEx");
+        }
+    }
+    handle_release(l);
+    return KEEL_STATUS_OK;
+}
+
 extern "C" const struct ck_entry ck_kernels_linalg[] = {
+    {"matmul", KEEL_DT_FLOAT, k_matmul},
+    {"linear", KEEL_DT_FLOAT, k_linear},
     {NULL, 0, NULL},
 };

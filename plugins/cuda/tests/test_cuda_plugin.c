@@ -32,7 +32,19 @@ static void test_identity(void)
     CU_ASSERT_EQUAL(info.abi_major, KEEL_ABI_VERSION_MAJOR);
     api = keel_plugin_table(idx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
-    CU_ASSERT_PTR_NULL(api->kernel); /* kernels are not written yet */
+#ifdef KEEL_CUDA_HAVE_KERNELS
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api->kernel);
+    {
+        /* Without a device, lookup answers with a status, never a kernel. */
+        keel_kernel k = {0};
+        keel_status st = api->kernel->lookup(0, "add", KEEL_F32, &k);
+        CU_ASSERT_NOT_EQUAL(st, KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL(api->kernel->lookup(0, NULL, KEEL_F32, &k),
+                        KEEL_STATUS_INVALID_ARGUMENT);
+    }
+#else
+    CU_ASSERT_PTR_NULL(api->kernel); /* built without nvcc */
+#endif
     CU_ASSERT_PTR_NULL(api->profiler);
     CU_ASSERT_PTR_NOT_NULL(api->memory->copy_peer_async);
     CU_ASSERT_TRUE(keel_is_compiled_with("cuda"));
