@@ -1295,6 +1295,24 @@ static void ce_sum_part(const void *ctx, int64_t b, int64_t e,
     }
 }
 
+/*
+ * The divisor of reduction 'mean', as Paddle 3.x computes it
+ * (paddle.nn.functional.cross_entropy): with class weights, the sum of the
+ * kept samples' weights; without weights and with hard labels, the count
+ * of kept samples when ignore_index >= 0, but all N samples when
+ * ignore_index < 0 (the default -100: ignored samples then count as zero
+ * loss in a plain mean); soft labels: N. `kept` is the reduced sum of the
+ * per-sample weights (1 per kept sample without weights). 1 when 0.
+ */
+static double ce_mean_denom(const struct ce_ctx *c, double kept)
+{
+    double d = kept;
+
+    if (!c->has_w && !c->soft && c->ignore < 0)
+        d = (double)c->ns;
+    return d != 0 ? d : 1;
+}
+
 static void ce_impl(const struct kcall *k)
 {
     struct ce_ctx c;
@@ -1306,10 +1324,8 @@ static void ce_impl(const struct kcall *k)
         return;
     }
     nn_reduce(c.ns, 3 * c.C, ce_sum_part, &c, tot);
-    /* Paddle: 'mean' divides by the sum of the selected weights (the
-     * count of kept samples without weights), 1 when that is 0. */
     kstore(c.loss, c.lossdt,
-           c.red == RED_SUM ? tot[0] : tot[0] / (tot[1] != 0 ? tot[1] : 1));
+           c.red == RED_SUM ? tot[0] : tot[0] / ce_mean_denom(&c, tot[1]));
 }
 
 static void ce_wsum_part(const void *ctx, int64_t b, int64_t e,
@@ -1341,7 +1357,7 @@ static void ceg_impl(const struct kcall *k)
         c.g = vop_get1(&c.dloss, 0);
     if (c.red == RED_MEAN) {
         nn_reduce(c.ns, c.soft ? c.C : 1, ce_wsum_part, &c, tot);
-        c.g /= tot[0] != 0 ? tot[0] : 1;
+        c.g /= ce_mean_denom(&c, tot[0]);
     }
     cpu_parallel_for(c.ns, nn_grain(2 * c.C), ce_bwd_part, &c);
 }

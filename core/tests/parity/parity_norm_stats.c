@@ -1,0 +1,11 @@
+/*
+ * Parity driver for the 'norm_stats' case: keel's half of parity_norm_stats.py. The
+ * configuration format, the steps and the report items are described in
+ * nn_common.h, shared by the nn parity drivers.
+ */
+#include "nn_common.h"
+
+int main(void)
+{
+    return pn_main("parity_norm_stats");
+}
