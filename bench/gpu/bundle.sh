@@ -36,7 +36,7 @@ cp "$build/plugins/cpu/libkeel-cpu.so" "$build/plugins/cuda/libkeel-cuda.so" \
   "$b/plugins/"
 cp -L "$build/core/libkeel.so.0" "$b/lib/"
 for f in "$b/bin/"* "$b/plugins/"*; do
-  ldd "$f" | awk '/=>/ {print $3} /^\s*\/.*ld-linux/ {print $1}'
+  ldd "$f" | awk '/=>/ {print $3} $1 ~ /ld-linux/ {print $1}'
 done | sort -u | while read -r lib; do
   case $lib in ""|/usr/local/cuda*|*/libkeel.so*|not) continue ;; esac
   [ -e "$lib" ] && cp -L "$lib" "$b/lib/"

@@ -4,6 +4,13 @@
  * the caller takes part, chunks are handed out by an atomic counter, and
  * a loop started while the pool is busy (or from inside a pool thread)
  * simply runs serially in its caller.
+ *
+ * The caller waits only for chunks that were claimed, never for a worker
+ * to wake up: on a machine with more runnable threads than CPUs a worker
+ * may not be scheduled for a whole time slice, and the caller then simply
+ * runs every chunk itself. For that the claim counter carries the loop's
+ * generation in its top bits, so a worker that wakes up late can never
+ * claim a chunk of a later loop with the earlier loop's function.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -21,13 +28,15 @@ static pthread_t workers[POOL_MAX];
 static int nworkers = -1; /* -1: not started */
 static bool stopping;
 
-/* The current loop. */
+/* The current loop. job_next: generation (top 24 bits) | next index. */
+#define GEN_SHIFT 40
+#define IDX_MASK ((UINT64_C(1) << GEN_SHIFT) - 1)
 static uint64_t job_gen;
 static kpar_fn job_fn;
 static void *job_ctx;
 static int64_t job_n, job_chunk;
-static atomic_llong job_next;
-static int job_active; /* workers still inside the job */
+static _Atomic uint64_t job_next;
+static atomic_llong job_done; /* items finished */
 
 static _Thread_local bool in_pool;
 
@@ -47,13 +56,29 @@ static int configured_threads(void)
     return (int)n;
 }
 
-static void run_chunks(kpar_fn fn, void *ctx, int64_t n, int64_t chunk)
+/* Claim and run chunks of loop `gen` until none is left. */
+static void run_chunks(uint64_t gen, kpar_fn fn, void *ctx, int64_t n,
+                       int64_t chunk)
 {
+    uint64_t tag = (gen & 0xffffff) << GEN_SHIFT;
+
     for (;;) {
-        int64_t b = atomic_fetch_add(&job_next, chunk);
-        if (b >= n)
-            break;
-        fn(ctx, b, b + chunk < n ? b + chunk : n);
+        uint64_t v = atomic_load(&job_next);
+        int64_t b, e;
+
+        do {
+            if ((v & ~IDX_MASK) != tag || (int64_t)(v & IDX_MASK) >= n)
+                return;
+        } while (!atomic_compare_exchange_weak(&job_next, &v,
+                                               v + (uint64_t)chunk));
+        b = (int64_t)(v & IDX_MASK);
+        e = b + chunk < n ? b + chunk : n;
+        fn(ctx, b, e);
+        if (atomic_fetch_add(&job_done, e - b) + (e - b) == n) {
+            pthread_mutex_lock(&pool_lock);
+            pthread_cond_broadcast(&done_cond);
+            pthread_mutex_unlock(&pool_lock);
+        }
     }
 }
 
@@ -75,11 +100,9 @@ static void *worker_main(void *arg)
             void *ctx = job_ctx;
             int64_t n = job_n, chunk = job_chunk;
             pthread_mutex_unlock(&pool_lock);
-            run_chunks(fn, ctx, n, chunk);
+            run_chunks(seen, fn, ctx, n, chunk);
             pthread_mutex_lock(&pool_lock);
         }
-        if (--job_active == 0)
-            pthread_cond_broadcast(&done_cond);
     }
     pthread_mutex_unlock(&pool_lock);
     return NULL;
@@ -114,6 +137,7 @@ int cpu_pool_threads(void)
 void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx)
 {
     int64_t chunk;
+    uint64_t gen;
     int threads;
 
     if (n <= 0)
@@ -138,22 +162,29 @@ void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx)
     chunk = (n + 4 * threads - 1) / (4 * threads);
     if (chunk < grain)
         chunk = grain;
+    if (n > (int64_t)(IDX_MASK / 2)) { /* beyond the counter's range */
+        pthread_mutex_unlock(&pool_lock);
+        pthread_mutex_unlock(&busy_lock);
+        fn(ctx, 0, n);
+        return;
+    }
     job_fn = fn;
     job_ctx = ctx;
     job_n = n;
     job_chunk = chunk;
-    atomic_store(&job_next, 0);
-    job_active = nworkers;
     job_gen++;
+    atomic_store(&job_done, 0);
+    atomic_store(&job_next, (job_gen & 0xffffff) << GEN_SHIFT);
+    gen = job_gen;
     pthread_cond_broadcast(&work_cond);
     pthread_mutex_unlock(&pool_lock);
 
     in_pool = true;
-    run_chunks(fn, ctx, n, chunk);
+    run_chunks(gen, fn, ctx, n, chunk);
     in_pool = false;
 
     pthread_mutex_lock(&pool_lock);
-    while (job_active > 0)
+    while (atomic_load(&job_done) < n)
         pthread_cond_wait(&done_cond, &pool_lock);
     pthread_mutex_unlock(&pool_lock);
     pthread_mutex_unlock(&busy_lock);
