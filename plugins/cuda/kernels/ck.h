@@ -102,6 +102,13 @@ bool ck_contig(const keel_tensor_desc *d);
 int ck_axis(int64_t axis, int ndim);
 const char *ck_dtype_name(keel_dtype dt);
 
+/* dtype known, ndim in [0, KEEL_MAX_DIMS], no negative dimension. */
+bool ck_desc_ok(const keel_tensor_desc *d);
+/* Same ndim and dimensions. */
+bool ck_same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b);
+/* float32, float64, float16 or bfloat16. */
+bool ck_float_dtype(keel_dtype dt);
+
 /* Check arity; on mismatch an INVALID_ARGUMENT naming the op. */
 keel_status ck_arity(const keel_kernel_args *a, const char *op, int nin,
                      int nout);

@@ -231,6 +231,33 @@ int ck_axis(int64_t axis, int ndim)
     return axis >= 0 && axis < ndim ? (int)axis : -1;
 }
 
+bool ck_desc_ok(const keel_tensor_desc *d)
+{
+    if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
+        d->ndim > KEEL_MAX_DIMS)
+        return false;
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 0)
+            return false;
+    return true;
+}
+
+bool ck_same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+bool ck_float_dtype(keel_dtype dt)
+{
+    return (unsigned)dt < KEEL_DTYPE_COUNT_ &&
+           (KEEL_DT_FLOAT & KEEL_DTYPE_BIT(dt)) != 0;
+}
+
 keel_status ck_arity(const keel_kernel_args *a, const char *op, int nin,
                      int nout)
 {

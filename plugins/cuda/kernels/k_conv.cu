@@ -68,12 +68,6 @@ namespace {
 /* Column buffer budget per chunk of images. */
 #define COL_BUDGET ((size_t)256 << 20)
 
-bool is_float_dt(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
-
 /* The dtype float computations land in (GEMM results kept for later). */
 keel_dtype acc_dt(keel_dtype dt)
 {
@@ -230,7 +224,7 @@ keel_status same_float(const keel_kernel_args *a, const char *op)
 {
     keel_dtype dt = a->inputs[0].dtype;
 
-    if (!is_float_dt(dt))
+    if (!ck_float_dtype(dt))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: needs floats, "
                        "got %s", op, ck_dtype_name(dt));
     for (int i = 0; i < a->num_inputs; i++)
@@ -1109,7 +1103,7 @@ keel_status pool_fwd(const keel_kernel_args *a, const char *op, int kind)
         return st;
     x = &a->inputs[0];
     o = &a->outputs[0];
-    if (!is_float_dt(x->dtype) || o->dtype != x->dtype || !ck_contig(o))
+    if (!ck_float_dtype(x->dtype) || o->dtype != x->dtype || !ck_contig(o))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: the output must be contiguous %s", op,
                        ck_dtype_name(x->dtype));
@@ -1196,7 +1190,7 @@ keel_status pool_grad(const keel_kernel_args *a, const char *op, int kind)
     x = &a->inputs[0];
     dout = &a->inputs[nin - 1];
     od = &a->outputs[0];
-    if (!is_float_dt(x->dtype) || dout->dtype != x->dtype ||
+    if (!ck_float_dtype(x->dtype) || dout->dtype != x->dtype ||
         od->dtype != x->dtype || !ck_contig(od) ||
         ck_numel(od) != ck_numel(x))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,

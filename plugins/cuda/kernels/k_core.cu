@@ -96,18 +96,6 @@ template <class T> __device__ inline T conv_v(int64_t v)
     return conv_i<T>(v);
 }
 
-/* dtype known, ndim in [0, KEEL_MAX_DIMS], no negative dimension. */
-bool desc_ok(const keel_tensor_desc *d)
-{
-    if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
-        d->ndim > KEEL_MAX_DIMS)
-        return false;
-    for (int i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0)
-            return false;
-    return true;
-}
-
 /* ---- copy --------------------------------------------------------------- */
 
 template <class T> struct copy_op {
@@ -171,7 +159,7 @@ keel_status k_full(void *, const keel_kernel_args *a)
     if (a->num_outputs != 1)
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "full: needs exactly one output");
-    if (!desc_ok(&a->outputs[0]))
+    if (!ck_desc_ok(&a->outputs[0]))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "full: bad output descriptor (dtype %d, ndim %d, "
                        "or a negative dimension)",
@@ -262,7 +250,7 @@ keel_status gen_begin(const keel_kernel_args *a, const char *op,
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: needs exactly one output, got %d", op,
                        (int)a->num_outputs);
-    if (!desc_ok(&a->outputs[0]))
+    if (!ck_desc_ok(&a->outputs[0]))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: bad output descriptor (dtype %d, ndim %d, or a "
                        "negative dimension)",
@@ -482,7 +470,7 @@ keel_status k_bernoulli(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if (a->num_inputs != 1 || !desc_ok(&a->inputs[0]))
+    if (a->num_inputs != 1 || !ck_desc_ok(&a->inputs[0]))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "bernoulli: needs one input p with a valid "
                        "descriptor, got %d input(s)",

@@ -618,27 +618,6 @@ bool bin_vec(const struct ck_launch *l, const ck_iter<3> &it, F f)
 
 /* ---- argument checks ---------------------------------------------------- */
 
-bool desc_ok(const keel_tensor_desc *d)
-{
-    if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
-        d->ndim > KEEL_MAX_DIMS)
-        return false;
-    for (int i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0)
-            return false;
-    return true;
-}
-
-bool same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
 /*
  * Operand counts, dtypes and shapes. `cond`: index of the bool condition
  * input (where), else -1. Every input has the output's shape (the core
@@ -656,14 +635,14 @@ keel_status check_args(const keel_kernel_args *a, const char *name, int nin,
                        "%s: takes %d input%s and 1 output, got %d and %d",
                        name, nin, nin == 1 ? "" : "s", (int)a->num_inputs,
                        (int)a->num_outputs);
-    if (!desc_ok(&a->outputs[0]))
+    if (!ck_desc_ok(&a->outputs[0]))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: the output has a bad descriptor (dtype %d, "
                        "ndim %d, or a negative dimension)",
                        name, (int)a->outputs[0].dtype,
                        (int)a->outputs[0].ndim);
     for (int i = 0; i < nin; i++)
-        if (!desc_ok(&a->inputs[i]))
+        if (!ck_desc_ok(&a->inputs[i]))
             return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: input %d has a bad descriptor (dtype %d, "
                            "ndim %d, or a negative dimension)",
@@ -677,7 +656,7 @@ keel_status check_args(const keel_kernel_args *a, const char *name, int nin,
                            "%s: input %d is %s, expected %s", name, i,
                            ck_dtype_name(a->inputs[i].dtype),
                            ck_dtype_name(want));
-        if (!same_shape(&a->inputs[i], &a->outputs[0]))
+        if (!ck_same_shape(&a->inputs[i], &a->outputs[0]))
             return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: input %d does not have the output's shape "
                            "(the core broadcasts before the launch)",

@@ -377,12 +377,6 @@ keel_status mm_exec(const struct ck_launch *l, struct mm *p)
 
 /* ---- matmul -------------------------------------------------------------- */
 
-bool is_float_dt(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
-
 keel_status k_matmul(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
@@ -400,7 +394,7 @@ keel_status k_matmul(void *, const keel_kernel_args *a)
     y = &a->inputs[1];
     o = &a->outputs[0];
     nd = x->ndim;
-    if (!is_float_dt(x->dtype) || y->dtype != x->dtype ||
+    if (!ck_float_dtype(x->dtype) || y->dtype != x->dtype ||
         o->dtype != x->dtype)
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "matmul: x, y and out must share one float dtype");
@@ -474,7 +468,7 @@ keel_status k_linear(void *, const keel_kernel_args *a)
     w = &a->inputs[1];
     o = &a->outputs[0];
     nd = x->ndim;
-    if (!is_float_dt(x->dtype) || w->dtype != x->dtype ||
+    if (!ck_float_dtype(x->dtype) || w->dtype != x->dtype ||
         o->dtype != x->dtype ||
         (a->num_inputs == 3 && a->inputs[2].dtype != x->dtype))
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,

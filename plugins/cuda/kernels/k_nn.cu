@@ -214,26 +214,10 @@ template <class T> __device__ T blk_max(T v)
 
 /* ---- host helpers -------------------------------------------------------- */
 
-bool is_float(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
-
 bool is_int(keel_dtype dt)
 {
     return dt == KEEL_I8 || dt == KEEL_U8 || dt == KEEL_I32 ||
            dt == KEEL_I64;
-}
-
-bool same_dims(const keel_tensor_desc *a, const keel_tensor_desc *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
 }
 
 bool is_vec(const keel_tensor_desc *d, int64_t n)
@@ -244,7 +228,7 @@ bool is_vec(const keel_tensor_desc *d, int64_t n)
 /* n floating values, any shape. */
 bool vec_ok(const keel_tensor_desc *d, int64_t n)
 {
-    return ck_numel(d) == n && is_float(d->dtype);
+    return ck_numel(d) == n && ck_float_dtype(d->dtype);
 }
 
 #define NEED(cond, ...)                                                      \
@@ -439,22 +423,23 @@ keel_status bn_check(const keel_kernel_args *a, const char *op, bool grad)
     NEED(a->num_inputs == 5 && a->num_outputs == 3,
          "%s: needs 5 inputs and 3 outputs", op);
     const keel_tensor_desc *x = &a->inputs[0];
-    NEED(x->ndim >= 2 && is_float(x->dtype) &&
-             same_dims(x, &a->outputs[0]) && a->outputs[0].dtype == x->dtype,
+    NEED(x->ndim >= 2 && ck_float_dtype(x->dtype) &&
+             ck_same_shape(x, &a->outputs[0]) &&
+             a->outputs[0].dtype == x->dtype,
          "%s: x must be a floating [N, C, ...] like output 0", op);
     for (int i = 1; i < 5; i++) {
         if (grad && i == 4)
-            NEED(same_dims(&a->inputs[4], x) &&
+            NEED(ck_same_shape(&a->inputs[4], x) &&
                      a->inputs[4].dtype == x->dtype,
                  "%s: dy must match x", op);
         else
             NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                     is_float(a->inputs[i].dtype),
+                     ck_float_dtype(a->inputs[i].dtype),
                  "%s: input %d must be a floating [C] vector", op, i);
     }
     for (int i = 1; i < 3; i++)
         NEED(is_vec(&a->outputs[i], x->shape[1]) &&
-                 is_float(a->outputs[i].dtype),
+                 ck_float_dtype(a->outputs[i].dtype),
              "%s: output %d must be a floating [C] vector", op, i);
     return KEEL_STATUS_OK;
 }
@@ -663,7 +648,7 @@ keel_status k_layer_norm(void *, const keel_kernel_args *a)
          "layer_norm: needs 1 to 3 inputs and 3 outputs");
     const keel_tensor_desc *x = &a->inputs[0], *y = &a->outputs[0];
     int b = ck_axis(ck_attr_i(a, "begin_norm_axis", -1), x->ndim);
-    NEED(b >= 0 && is_float(x->dtype) && same_dims(x, y) &&
+    NEED(b >= 0 && ck_float_dtype(x->dtype) && ck_same_shape(x, y) &&
              y->dtype == x->dtype,
          "layer_norm: bad x, output or begin_norm_axis");
     ln_args c;
@@ -707,8 +692,8 @@ keel_status norm_grad_check(const keel_kernel_args *a, const char *op,
     const keel_tensor_desc *x = &a->inputs[0];
     int mi = a->num_inputs == 5 ? 2 : 1;
 
-    NEED(same_dims(x, &a->outputs[0]) &&
-             same_dims(x, &a->inputs[a->num_inputs - 1]) &&
+    NEED(ck_same_shape(x, &a->outputs[0]) &&
+             ck_same_shape(x, &a->inputs[a->num_inputs - 1]) &&
              a->outputs[0].dtype == x->dtype &&
              a->inputs[a->num_inputs - 1].dtype == x->dtype,
          "%s: x, dy and dx must match", op);
@@ -726,7 +711,7 @@ keel_status norm_grad_arity(const keel_kernel_args *a, const char *op)
 {
     NEED((a->num_inputs == 4 || a->num_inputs == 5) && a->num_outputs == 3,
          "%s: needs 4 or 5 inputs and 3 outputs", op);
-    NEED(is_float(a->inputs[0].dtype), "%s: x must be floating", op);
+    NEED(ck_float_dtype(a->inputs[0].dtype), "%s: x must be floating", op);
     return KEEL_STATUS_OK;
 }
 
@@ -942,13 +927,13 @@ keel_status k_group_norm(void *, const keel_kernel_args *a)
          "group_norm: needs 1 to 3 inputs and 3 outputs");
     const keel_tensor_desc *x = &a->inputs[0];
     int64_t g = ck_attr_i(a, "groups", 1);
-    NEED(x->ndim >= 2 && is_float(x->dtype) && g > 0 &&
-             x->shape[1] % g == 0 && same_dims(x, &a->outputs[0]) &&
+    NEED(x->ndim >= 2 && ck_float_dtype(x->dtype) && g > 0 &&
+             x->shape[1] % g == 0 && ck_same_shape(x, &a->outputs[0]) &&
              a->outputs[0].dtype == x->dtype,
          "group_norm: x must be [N, C, ...] with groups dividing C");
     for (int i = 1; i < a->num_inputs; i++)
         NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                 is_float(a->inputs[i].dtype),
+                 ck_float_dtype(a->inputs[i].dtype),
              "group_norm: input %d must be a floating [C] vector", i);
     for (int i = 1; i < 3; i++)
         NEED(vec_ok(&a->outputs[i], x->shape[0] * g),
@@ -1289,7 +1274,7 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
     const keel_tensor_desc *x = &a->inputs[0], *lab = &a->inputs[1];
     const bool soft = ck_attr_i(a, "soft_label", 0) != 0;
     int axis = ck_axis(ck_attr_i(a, "axis", -1), x->ndim);
-    NEED(axis >= 0 && is_float(x->dtype) && x->shape[axis] > 0,
+    NEED(axis >= 0 && ck_float_dtype(x->dtype) && x->shape[axis] > 0,
          "%s: the input needs a non-empty class axis", op);
     const char *rname;
     int red = reduction_of(a, &rname);
@@ -1297,7 +1282,7 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
          rname);
     const int64_t C = x->shape[axis], ns = ck_numel(x) / C;
     if (soft)
-        NEED(same_dims(lab, x) && is_float(lab->dtype),
+        NEED(ck_same_shape(lab, x) && ck_float_dtype(lab->dtype),
              "%s: a soft label must be a floating tensor like the input",
              op);
     else
@@ -1305,18 +1290,18 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
              "%s: a hard label needs one integer per sample", op);
     const bool has_w = a->num_inputs > wi;
     NEED(!has_w || (is_vec(&a->inputs[wi], C) &&
-                    is_float(a->inputs[wi].dtype)),
+                    ck_float_dtype(a->inputs[wi].dtype)),
          "%s: weight must be a floating [C] vector", op);
     const keel_tensor_desc *o = &a->outputs[grad ? 0 : 1];
-    NEED(same_dims(o, x) && o->dtype == x->dtype,
+    NEED(ck_same_shape(o, x) && o->dtype == x->dtype,
          "%s: output %d must have the input's shape", op, grad ? 0 : 1);
     const int64_t nloss = red == RED_NONE ? ns : 1;
     if (grad)
-        NEED(is_float(a->inputs[2].dtype) &&
+        NEED(ck_float_dtype(a->inputs[2].dtype) &&
                  ck_numel(&a->inputs[2]) == nloss,
              "%s: dloss must have the loss' size", op);
     else
-        NEED(is_float(a->outputs[0].dtype) &&
+        NEED(ck_float_dtype(a->outputs[0].dtype) &&
                  ck_numel(&a->outputs[0]) == nloss &&
                  ck_contig(&a->outputs[0]),
              "%s: the loss output has the wrong size", op);
@@ -1478,15 +1463,16 @@ keel_status loss_run(const keel_kernel_args *a, bool bce)
          "%s: wrong number of operands", op);
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
     for (int i = 0; i < a->num_inputs; i++)
-        NEED(same_dims(&a->inputs[i], x) && is_float(a->inputs[i].dtype),
+        NEED(ck_same_shape(&a->inputs[i], x) &&
+                 ck_float_dtype(a->inputs[i].dtype),
              "%s: input %d must be a floating tensor of the input's shape",
              op, i);
     const char *rname;
     int red = reduction_of(a, &rname);
     NEED(red >= 0, "%s: reduction must be none, mean or sum, got '%s'", op,
          rname);
-    NEED(is_float(out->dtype) &&
-             (red == RED_NONE ? same_dims(out, x) && ck_contig(out)
+    NEED(ck_float_dtype(out->dtype) &&
+             (red == RED_NONE ? ck_same_shape(out, x) && ck_contig(out)
                               : ck_numel(out) == 1),
          "%s: the loss output has the wrong shape", op);
     loss_args c;
@@ -1600,7 +1586,7 @@ keel_status k_nll_loss(void *, const keel_kernel_args *a)
     if (st)
         return st;
     NEED((a->num_inputs == 2 || a->num_inputs == 3) && a->num_outputs == 1 &&
-             a->inputs[0].ndim >= 1 && is_float(a->inputs[0].dtype),
+             a->inputs[0].ndim >= 1 && ck_float_dtype(a->inputs[0].dtype),
          "nll_loss: needs (logp [N, C, ...], label[, weight]) and one "
          "output");
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
@@ -1613,9 +1599,9 @@ keel_status k_nll_loss(void *, const keel_kernel_args *a)
              ck_numel(&a->inputs[1]) == ck_numel(x) / C,
          "nll_loss: the label needs one integer per sample");
     NEED(a->num_inputs == 2 || (is_vec(&a->inputs[2], C) &&
-                                is_float(a->inputs[2].dtype)),
+                                ck_float_dtype(a->inputs[2].dtype)),
          "nll_loss: weight must be a floating [C] vector");
-    NEED(is_float(out->dtype) && ck_contig(out) &&
+    NEED(ck_float_dtype(out->dtype) && ck_contig(out) &&
              ck_numel(out) == (red == RED_NONE ? ck_numel(x) / C : 1),
          "nll_loss: the loss output has the wrong size");
     nll_args c;
@@ -1714,7 +1700,7 @@ keel_status k_embedding(void *, const keel_kernel_args *a)
          "embedding: needs (ids, table [V, D]) -> [ids..., D]");
     const keel_tensor_desc *ids = &a->inputs[0], *w = &a->inputs[1],
                            *o = &a->outputs[0];
-    NEED(is_int(ids->dtype) && w->ndim == 2 && is_float(w->dtype) &&
+    NEED(is_int(ids->dtype) && w->ndim == 2 && ck_float_dtype(w->dtype) &&
              o->dtype == w->dtype && o->ndim == ids->ndim + 1 &&
              ck_contig(o),
          "embedding: needs (ids, table [V, D]) -> [ids..., D]");
@@ -1810,7 +1796,7 @@ keel_status k_embedding_grad(void *, const keel_kernel_args *a)
          "embedding_grad: needs (ids, dout [ids..., D]) -> [V, D]");
     const keel_tensor_desc *ids = &a->inputs[0], *dy = &a->inputs[1],
                            *o = &a->outputs[0];
-    NEED(is_int(ids->dtype) && is_float(dy->dtype) &&
+    NEED(is_int(ids->dtype) && ck_float_dtype(dy->dtype) &&
              dy->ndim == ids->ndim + 1 && o->ndim == 2 &&
              o->dtype == dy->dtype && ck_contig(o) &&
              o->shape[1] == dy->shape[ids->ndim],
@@ -1916,9 +1902,9 @@ keel_status k_dropout(void *, const keel_kernel_args *a)
     const keel_tensor_desc *x = &a->inputs[0];
     const char *mode = ck_attr_s(a, "mode", "upscale_in_train");
     const double p = ck_attr_f(a, "p", 0.5);
-    NEED(is_float(x->dtype) && same_dims(x, &a->outputs[0]) &&
+    NEED(ck_float_dtype(x->dtype) && ck_same_shape(x, &a->outputs[0]) &&
              a->outputs[0].dtype == x->dtype && ck_contig(&a->outputs[0]) &&
-             same_dims(x, &a->outputs[1]) &&
+             ck_same_shape(x, &a->outputs[1]) &&
              a->outputs[1].dtype == KEEL_U8 && ck_contig(&a->outputs[1]),
          "dropout: needs x -> (out like x, uint8 mask like x)");
     NEED(p >= 0 && p <= 1, "dropout: p = %g is not in [0, 1]", p);
@@ -2085,12 +2071,12 @@ keel_status opt_run(const keel_kernel_args *a, int kind)
     if (st)
         return st;
     NEED(a->num_inputs == nin && a->num_outputs == 0 &&
-             is_float(a->inputs[0].dtype),
+             ck_float_dtype(a->inputs[0].dtype),
          "%s: needs %d floating inputs and no outputs", op, nin);
     const keel_tensor_desc *p = &a->inputs[0];
     for (int i = 1; i < nin; i++)
-        NEED(same_dims(&a->inputs[i], p) &&
-                 (i == 1 ? is_float(a->inputs[i].dtype)
+        NEED(ck_same_shape(&a->inputs[i], p) &&
+                 (i == 1 ? ck_float_dtype(a->inputs[i].dtype)
                          : a->inputs[i].dtype == p->dtype),
              "%s: input %d must match the param", op, i);
     double h[8];
