@@ -10,7 +10,6 @@
  * medians are reported. Threads: KEEL_CPU_THREADS for the plugin and
  * OPENBLAS_NUM_THREADS for OpenBLAS (set both to the same value).
  */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,8 @@
 #include <time.h>
 
 #include <keel/ops.h>
+
+#include "host_blas.h"
 
 static double now_ms(void)
 {
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
     keel_tensor *x = NULL, *y = NULL, *z = NULL;
     keel_place place;
     double flop = 2.0 * n * (double)n * n, mk, mb, maxdiff = 0;
+    host_sgemm_fn *sgemm;
+    const char *why;
 
     if (n < 1 || iters < 1 || !a || !b || !c || !got || !tk || !tb)
         return 2;
@@ -71,13 +74,17 @@ int main(int argc, char **argv)
         keel_tensor_from_host(b, KEEL_F32, 2, shape, "cpu:0", &y))
         return fail("inputs");
     place = keel_tensor_place(x);
+    if (!(sgemm = host_sgemm(&why))) {
+        fprintf(stderr, "matmul_bench: %s\n", why);
+        return 1;
+    }
     for (int w = 0; w < 3; w++) { /* warm up both */
         if (keel_matmul(x, y, false, false, &z))
             return fail("matmul");
         keel_device_synchronize(place);
         keel_tensor_free(z);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
-                    a, n, b, n, 0.0f, c, n);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n,
+              b, n, 0.0f, c, n);
     }
     for (int i = 0; i < iters; i++) {
         double t0 = now_ms();
@@ -89,8 +96,8 @@ int main(int argc, char **argv)
             return fail("readback");
         keel_tensor_free(z);
         t0 = now_ms();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
-                    a, n, b, n, 0.0f, c, n);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n,
+              b, n, 0.0f, c, n);
         tb[i] = now_ms() - t0;
     }
     for (size_t i = 0; i < nn; i++)

@@ -11,7 +11,8 @@
  *   matmul/DT/square/N           DT = f32, f16, bf16; GFLOP/s (2*M*N*K per
  *   matmul/DT/SHAPE/MxKxN        call) and %peak (of the f32 peak measured
  *                                at start, see kb_measure_peak)
- *   host/sgemm/...               OpenBLAS cblas_sgemm called directly on
+ *   host/sgemm/...               cblas_sgemm of the CPU plugin's BLAS
+ *                                (bench/host_blas.h) called directly on
  *                                host memory, the same shapes as
  *                                matmul/f32: the yardstick for a CPU plugin
  *   paired/matmul_f32_vs_sgemm/...   both alternating within each
@@ -30,12 +31,12 @@
  * computed here from the host copies of the inputs (all elements, or an
  * evenly spread sample for large outputs).
  */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../host_blas.h"
 #include "kb.h"
 
 enum op_kind {
@@ -575,14 +576,20 @@ static void bm_sgemm(keel_bm_state *st, void *ctx)
     float *a = malloc(ma * sizeof(float)), *b = malloc(mb * sizeof(float));
     float *c = malloc(mc * sizeof(float));
     double flops = 2.0 * g->m * (double)g->n * g->k, gflops;
+    host_sgemm_fn *sgemm;
+    const char *why;
 
     if (!a || !b || !c) {
         kb_fail(st, &g->b, KB_ERROR, "out of host memory");
         goto out;
     }
+    if (!(sgemm = host_sgemm(&why))) {
+        kb_fail(st, &g->b, KB_ERROR, why);
+        goto out;
+    }
     kb_fill_uniform(a, ma, 1, -1, 1);
     kb_fill_uniform(b, mb, 2, -1, 1);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
                 1.0f, a, g->k, b, g->n, 0.0f, c, g->n);
     if (!g->b.checked) {
         int64_t cnt = 0, *idx = spread((int64_t)mc, 64, &cnt);
@@ -607,8 +614,8 @@ static void bm_sgemm(keel_bm_state *st, void *ctx)
     }
     while (keel_bm_keep_running(st)) {
         double t0 = kb_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n,
-                    g->k, 1.0f, a, g->k, b, g->n, 0.0f, c, g->n);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
+              1.0f, a, g->k, b, g->n, 0.0f, c, g->n);
         keel_bm_set_iteration_time(st, kb_now() - t0);
     }
     gflops = flops * (double)keel_bm_iterations(st) /
@@ -643,6 +650,8 @@ static void bm_pair_mm(keel_bm_state *st, void *ctx)
     float *a = malloc(ma * sizeof(float)), *b = malloc(mb * sizeof(float));
     float *c = malloc(mc * sizeof(float)), *got = NULL;
     double flops = 2.0 * g->m * (double)g->n * g->k, tk = 0, tb = 0;
+    host_sgemm_fn *sgemm;
+    const char *why;
     keel_tensor *x = NULL, *y = NULL, *z = NULL;
     keel_op_id op = KEEL_OP_MATMUL;
     keel_dtype dt = KEEL_F32;
@@ -659,6 +668,10 @@ static void bm_pair_mm(keel_bm_state *st, void *ctx)
     }
     if (!kb_need_kernels(st, &g->b, 1, &op, &dt))
         goto out;
+    if (!(sgemm = host_sgemm(&why))) {
+        kb_fail(st, &g->b, KB_ERROR, why);
+        goto out;
+    }
     kb_fill_uniform(a, ma, 1, -1, 1);
     kb_fill_uniform(b, mb, 2, -1, 1);
     s = kb_tensor_from_floats(env, a, KEEL_F32, 2, xs, &x);
@@ -672,8 +685,8 @@ static void bm_pair_mm(keel_bm_state *st, void *ctx)
         kb_fail_status(st, &g->b, "matmul", s);
         goto out;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
-                1.0f, a, g->k, b, g->n, 0.0f, c, g->n);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k, 1.0f,
+          a, g->k, b, g->n, 0.0f, c, g->n);
     if (!g->b.checked) {
         int64_t cnt = 0, *idx = spread((int64_t)mc, 256, &cnt);
         double *ref = malloc(256 * sizeof(double));
@@ -712,9 +725,8 @@ static void bm_pair_mm(keel_bm_state *st, void *ctx)
                 iter += secs / 2;
             } else {
                 t0 = kb_now();
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m,
-                            g->n, g->k, 1.0f, a, g->k, b, g->n, 0.0f, c,
-                            g->n);
+                sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n,
+                      g->k, 1.0f, a, g->k, b, g->n, 0.0f, c, g->n);
                 tb += kb_now() - t0;
             }
         }

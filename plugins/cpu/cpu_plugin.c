@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cpu_internal.h"
+#include "kernels/kblas.h"
 
 struct cpu_state cpu_g = {
 	.reg_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -462,6 +463,11 @@ static keel_status cpu_init(void)
 	}
 	cpu_g.cfg = cfg;
 	cpu_g.cfg_valid = true;
+	st = cpu_blas_load(msg, sizeof(msg));
+	if (st) {
+		cpu_log(KEEL_LOG_ERROR, "cpu plugin: init: %s", msg);
+		return cpu_err(st, "init: %s", msg);
+	}
 	cpu_plugin_api.description = cpu_describe(&cfg);
 
 	cpu_g.devs = calloc((size_t)cfg.ndevices, sizeof(*cpu_g.devs));
@@ -500,6 +506,7 @@ static keel_status cpu_finalize(void)
 		return KEEL_STATUS_OK;
 	cpu_devices_release();
 	cpu_pool_shutdown();
+	cpu_blas_unload();
 	cpu_g.initialized = false;
 	return KEEL_STATUS_OK;
 }

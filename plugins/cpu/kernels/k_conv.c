@@ -60,14 +60,13 @@
  * dtype) computes the same result. KEEL_CPU_NO_WORKSPACE=1 forces it (used
  * by the tests).
  */
-#include <cblas.h>
+#include "kblas.h"
 #include <limits.h>
 #include <stdlib.h>
 
 #include "kern.h"
 
 /* From k_linalg.c. */
-void cpu_blas_setup(void);
 bool cpu_blas_single(double mnk);
 void *cpu_workspace(size_t bytes);
 
@@ -578,8 +577,8 @@ struct tops {
         wide_cols_##S, compact_##S,                                            \
     };
 
-DEF_CONV_HELPERS(float, f32, cblas_sgemm)
-DEF_CONV_HELPERS(double, f64, cblas_dgemm)
+DEF_CONV_HELPERS(float, f32, cpu_blas.sgemm)
+DEF_CONV_HELPERS(double, f64, cpu_blas.dgemm)
 
 static const struct tops *tops_for(keel_dtype dt)
 {
@@ -1296,7 +1295,6 @@ static void conv2d_impl(const struct kcall *k)
              &a->outputs[0], &j.g);
     if (knumel(&a->outputs[0]) == 0)
         return;
-    cpu_blas_setup();
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
                                       prims, 1),
                    &ws)) {
@@ -1343,7 +1341,6 @@ static void convt_impl(const struct kcall *k)
              &a->inputs[0], &j.g);
     if (knumel(&a->outputs[0]) == 0)
         return;
-    cpu_blas_setup();
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
                                       prims, 1),
                    &ws)) {
@@ -1429,7 +1426,6 @@ static void grad_impl(const struct kcall *k, const char *op, bool transpose)
 
     conv_geo(a, op, transpose, transpose ? dout : x, &a->inputs[1],
              transpose ? x : dout, &j.g);
-    cpu_blas_setup();
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(x->dtype), prims, 3),
                    &ws)) {
         grad_direct(k, &j.g, transpose);

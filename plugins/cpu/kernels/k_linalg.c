@@ -42,14 +42,13 @@
  * (double accumulation, any layout) instead: slow but correct. Tests force
  * that path with KEEL_CPU_NO_WORKSPACE=1.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
+#include "kblas.h"
 #include "kern.h"
 
 /* Shared with k_conv.c (declared there too). */
-void cpu_blas_setup(void);
 bool cpu_blas_single(double mnk);
 void *cpu_workspace(size_t bytes);
 
@@ -65,30 +64,14 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-static void blas_setup_once(void)
-{
-    const char *e = env_get("OPENBLAS_NUM_THREADS");
-
-    if (!e || !*e)
-        e = env_get("GOTO_NUM_THREADS");
-    if (!e || !*e)
-        e = env_get("OMP_NUM_THREADS");
-    if (!e || !*e)
-        openblas_set_num_threads(cpu_pool_threads());
-}
-
-void cpu_blas_setup(void)
-{
-    pthread_once(&blas_once, blas_setup_once);
-}
-
-/* Does OpenBLAS run a GEMM of m*n*k multiply-adds on the calling thread
- * only? Then callers may run several at once over the plugin's pool. */
+/* Does the BLAS run a GEMM of m*n*k multiply-adds on the calling thread
+ * only? Then callers may run several at once over the plugin's pool. A
+ * library without OpenBLAS's thread calls is taken to thread large GEMMs
+ * itself. */
 bool cpu_blas_single(double mnk)
 {
-    return mnk <= GEMM_SMALL_MNK || openblas_get_num_threads() <= 1;
+    return mnk <= GEMM_SMALL_MNK ||
+           (cpu_blas.get_threads && cpu_blas.get_threads() <= 1);
 }
 
 void *cpu_workspace(size_t bytes)
@@ -362,15 +345,15 @@ static void mm_one(const struct mm_run *r, int64_t b, char *ws)
         B = mm_operand(p->y + offy * es, p->dt, pl->lay_b, pl->ldb, K, N,
                        p->yrs, p->ycs, pl->half, wb);
         if (p->dt == KEEL_F64)
-            cblas_dgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
-                        B.trans ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                        (int)K, 1.0, A.p, (int)A.ld, B.p, (int)B.ld, beta,
-                        (double *)c, (int)N);
+            cpu_blas.dgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
+                           B.trans ? CblasTrans : CblasNoTrans, (int)M,
+                           (int)N, (int)K, 1.0, A.p, (int)A.ld, B.p,
+                           (int)B.ld, beta, (double *)c, (int)N);
         else
-            cblas_sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
-                        B.trans ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                        (int)K, 1.0f, A.p, (int)A.ld, B.p, (int)B.ld,
-                        (float)beta, (float *)c, (int)N);
+            cpu_blas.sgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
+                           B.trans ? CblasTrans : CblasNoTrans, (int)M,
+                           (int)N, (int)K, 1.0f, A.p, (int)A.ld, B.p,
+                           (int)B.ld, (float)beta, (float *)c, (int)N);
     }
     if (pl->half)
         unpack_f32(p->out + b * M * N * es, p->dt, (const float *)c, M * N);
@@ -425,7 +408,6 @@ static void mm_exec(struct mm *p)
 
     if (p->batches == 0 || p->M == 0 || p->N == 0)
         return;
-    cpu_blas_setup();
     mm_merge_batches(p);
     mm_plan_make(p, &pl);
     r.p = p;

@@ -148,6 +148,8 @@ void kiter_call(const struct kcall *k, krow_fn row, void *ctx);
 typedef void (*kpar_fn)(void *ctx, int64_t begin, int64_t end);
 void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx);
 int cpu_pool_threads(void);
+/* The thread count the pool uses (KEEL_CPU_THREADS), without starting it. */
+int cpu_pool_configured(void);
 void cpu_pool_shutdown(void);
 
 #endif /* KEEL_CPU_KERN_H */

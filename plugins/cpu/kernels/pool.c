@@ -122,6 +122,11 @@ static void pool_start(void)
     }
 }
 
+int cpu_pool_configured(void)
+{
+    return configured_threads();
+}
+
 int cpu_pool_threads(void)
 {
     int n;

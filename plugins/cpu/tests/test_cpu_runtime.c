@@ -1920,10 +1920,12 @@ static void test_coll_errors(void)
 /* Suite: lifecycle (runs last; re-initialises the runtime)                 */
 /* ------------------------------------------------------------------------ */
 
-static char *g_saved_env[5];
-static const char *const g_env_names[5] = {
+#define N_SAVED_ENV 8
+static char *g_saved_env[N_SAVED_ENV];
+static const char *const g_env_names[N_SAVED_ENV] = {
 	"KEEL_CPU_DEVICES", "KEEL_CPU_MEM_LIMIT", "KEEL_CPU_ASYNC",
-	"KEEL_CPU_DISCRETE", "KEEL_CPU_COLL_TIMEOUT_MS",
+	"KEEL_CPU_DISCRETE", "KEEL_CPU_COLL_TIMEOUT_MS", "KEEL_CPU_BLAS",
+	"OPENBLAS_CORETYPE", "KEEL_CPU_BLAS_CORETYPE",
 };
 
 static int lifecycle_suite_init(void)
@@ -1932,7 +1934,7 @@ static int lifecycle_suite_init(void)
 
 	if (common_suite_init())
 		return -1;
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < N_SAVED_ENV; i++) {
 		const char *v = getenv(g_env_names[i]);
 
 		g_saved_env[i] = v ? strdup(v) : NULL;
@@ -1944,7 +1946,7 @@ static void restore_env(void)
 {
 	int i;
 
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < N_SAVED_ENV; i++) {
 		if (g_saved_env[i])
 			setenv(g_env_names[i], g_saved_env[i], 1);
 		else
@@ -1957,7 +1959,7 @@ static int lifecycle_suite_cleanup(void)
 	int i;
 
 	restore_env();
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < N_SAVED_ENV; i++)
 		free(g_saved_env[i]);
 	return 0;
 }
@@ -2103,6 +2105,103 @@ static void test_settings_reread(void)
 	CU_ASSERT_EQUAL(p.total_memory, MEM_LIMIT);
 }
 
+/* Lines of the fake BLAS's load trace (see fake_blas.c), joined by ','. */
+static void read_trace(const char *path, char *out, size_t cap)
+{
+	char line[64];
+	FILE *f = fopen(path, "r");
+
+	out[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (out[0])
+			strncat(out, ",", cap - strlen(out) - 1);
+		strncat(out, line, cap - strlen(out) - 1);
+	}
+	if (f)
+		fclose(f);
+	remove(path);
+}
+
+/* The kernel set the plugin must end up with on this CPU when the BLAS
+ * first picks Prescott (plugins/cpu/kernels/blas.c), or NULL. */
+static const char *expected_core(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+		return NULL;
+	if (__builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512cd") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512vl"))
+		return __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+							    : "SkylakeX";
+	return "Haswell";
+#else
+	return NULL;
+#endif
+}
+
+/* KEEL_CPU_BLAS: a library that cannot be loaded or lacks CBLAS leaves the
+ * plugin unloaded with the reason; a DYNAMIC_ARCH BLAS that chose a kernel
+ * set below the CPU is loaded again with the right one, unless the user
+ * chose (OPENBLAS_CORETYPE) or said keep. */
+static void test_blas_loader(void)
+{
+	const char *fake = getenv("KEEL_TEST_FAKE_BLAS");
+	const char *best = expected_core();
+	char trace[256], want[128], got[256];
+	keel_plugin_info info;
+
+	snprintf(trace, sizeof(trace), "/tmp/keel-fake-blas-%d.trace",
+		 (int)getpid());
+	setenv("KEEL_CPU_BLAS", "/nonexistent/libnoblas.so", 1);
+	OK(reinit());
+	CU_ASSERT_EQUAL(keel_device_count("cpu"), 0);
+	CU_ASSERT_TRUE_FATAL(find_cpu_plugin(&info));
+	CU_ASSERT_TRUE(info.reason &&
+		       strstr(info.reason, "/nonexistent/libnoblas.so") &&
+		       strstr(info.reason, "KEEL_CPU_BLAS"));
+	/* a library without cblas_sgemm (zlib: any plain shared library) */
+	setenv("KEEL_CPU_BLAS", "libz.so.1", 1);
+	OK(reinit());
+	CU_ASSERT_EQUAL(keel_device_count("cpu"), 0);
+	CU_ASSERT_TRUE_FATAL(find_cpu_plugin(&info));
+	CU_ASSERT_TRUE(info.reason && strstr(info.reason, "lacks cblas_sgemm"));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fake);
+	setenv("KEEL_CPU_BLAS", fake, 1);
+	setenv("FAKE_BLAS_TRACE", trace, 1);
+	unsetenv("OPENBLAS_CORETYPE");
+	OK_FATAL(reinit());
+	CU_ASSERT_EQUAL(keel_device_count("cpu"), NDEV);
+	read_trace(trace, got, sizeof(got));
+	snprintf(want, sizeof(want), best ? "-,%s" : "-", best);
+	CU_ASSERT_STRING_EQUAL(got, want);
+	/* the environment is as it was */
+	CU_ASSERT_PTR_NULL(getenv("OPENBLAS_CORETYPE"));
+
+	setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+	OK_FATAL(reinit());
+	CU_ASSERT_EQUAL(keel_device_count("cpu"), NDEV);
+	read_trace(trace, got, sizeof(got));
+	CU_ASSERT_STRING_EQUAL(got, "Prescott");
+	unsetenv("OPENBLAS_CORETYPE");
+
+	setenv("KEEL_CPU_BLAS_CORETYPE", "keep", 1);
+	OK_FATAL(reinit());
+	read_trace(trace, got, sizeof(got));
+	CU_ASSERT_STRING_EQUAL(got, "-");
+
+	unsetenv("FAKE_BLAS_TRACE");
+	restore_env();
+	OK_FATAL(reinit());
+	CU_ASSERT_EQUAL_FATAL(resolve_places(), 0);
+	CU_ASSERT_EQUAL(keel_device_count("cpu"), NDEV);
+}
+
 /* finalize frees what the user leaked, including busy streams. */
 static void test_finalize_releases_everything(void)
 {
@@ -2204,6 +2303,7 @@ static const struct test_entry coll_tests[] = {
 static const struct test_entry lifecycle_tests[] = {
 	{ "collective timeout", test_collective_timeout },
 	{ "settings re-read at init", test_settings_reread },
+	{ "BLAS library and kernel set (KEEL_CPU_BLAS)", test_blas_loader },
 	{ "finalize releases everything", test_finalize_releases_everything },
 };
 

@@ -1,0 +1,253 @@
+/*
+ * The CPU plugin's BLAS, loaded with dlopen at plugin init (kblas.h).
+ *
+ * WHICH LIBRARY. KEEL_CPU_BLAS names it (a soname or a path); by default
+ * OpenBLAS as Debian installs it, libopenblas.so.0 (the alternatives link
+ * picks the pthread, OpenMP or serial build), then libopenblas.so. The
+ * library must export cblas_sgemm and cblas_dgemm; OpenBLAS's thread and
+ * identification calls are used when present.
+ *
+ * KERNEL SET. A DYNAMIC_ARCH OpenBLAS picks its kernels from the CPU model
+ * when it is loaded. A release older than the CPU does not know the model
+ * and falls back to its most generic x86-64 kernels (OpenBLAS 0.3.21 picks
+ * "Prescott", SSE3, on recent Xeons with AVX-512, which makes every GEMM
+ * several times slower). So after loading, when the user has not chosen a
+ * kernel set (OPENBLAS_CORETYPE) and nothing else in the process had loaded
+ * the library already, the plugin compares OpenBLAS's choice with what the
+ * CPU can do (CPUID, with the operating system's consent to the wide
+ * registers, as GCC's __builtin_cpu_supports reports it). Only when
+ * OpenBLAS took a pre-AVX2 kernel set on a CPU with AVX2 and FMA does it
+ * step in: it unloads the library and loads it again with
+ * OPENBLAS_CORETYPE set for that one load (then restores the environment):
+ *
+ *   AVX-512 F/CD/BW/DQ/VL with AVX512_BF16   Cooperlake
+ *   AVX-512 F/CD/BW/DQ/VL                    SkylakeX
+ *   AVX2 + FMA                               Haswell
+ *
+ * (what OpenBLAS itself selects for such CPUs when it knows them). A choice
+ * OpenBLAS made at AVX2 level or above is never second-guessed. When the
+ * library was already loaded by someone else, its choice stays and a
+ * warning says how to get the faster kernels. The environment is touched
+ * only during plugin init, which the core runs before handing out devices;
+ * KEEL_CPU_BLAS_CORETYPE=keep switches the correction off.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kblas.h"
+#include "kern.h"
+
+struct cpu_blas cpu_blas;
+
+static struct {
+    void *handle;
+    char summary[192];
+} blas_g;
+
+static const char *blas_env(const char *name)
+{
+    if (cpu_g.host && cpu_g.host->get_env)
+        return cpu_g.host->get_env(name);
+    return getenv(name);
+}
+
+static bool set(const char *v)
+{
+    return v && *v;
+}
+
+/* ISA level of a CPU or of an OpenBLAS kernel set. */
+enum isa { ISA_OLD, ISA_AVX2, ISA_AVX512 };
+
+static enum isa core_isa(const char *core)
+{
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake",
+                                         "SapphireRapids"};
+    static const char *const avx2[] = {"Haswell", "Zen"};
+
+    for (size_t i = 0; i < sizeof(avx512) / sizeof(avx512[0]); i++)
+        if (!strcasecmp(core, avx512[i]))
+            return ISA_AVX512;
+    for (size_t i = 0; i < sizeof(avx2) / sizeof(avx2[0]); i++)
+        if (!strcasecmp(core, avx2[i]))
+            return ISA_AVX2;
+    return ISA_OLD;
+}
+
+/* The OpenBLAS kernel set this CPU can run best, or NULL (not x86, or no
+ * AVX2 + FMA). */
+static const char *cpu_best_core(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return NULL;
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+                                                    : "SkylakeX";
+    return "Haswell";
+#else
+    return NULL;
+#endif
+}
+
+/* Looks `name` up in `h` and stores it into the function pointer at fp
+ * (NULL when absent): POSIX guarantees a data pointer from dlsym fits. */
+static bool sym(void *h, const char *name, void *fp)
+{
+    void *p;
+
+    dlerror();
+    p = dlsym(h, name);
+    if (dlerror())
+        p = NULL;
+    memcpy(fp, &p, sizeof(p));
+    return p != NULL;
+}
+
+static const char *corename(void *h)
+{
+    char *(*fn)(void);
+    const char *s = sym(h, "openblas_get_corename", &fn) ? fn() : NULL;
+
+    return s && *s ? s : NULL;
+}
+
+/* dlopen with a message on failure. */
+static void *open_lib(const char *name, char *msg, size_t cap)
+{
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(msg, cap, "cannot load the BLAS library %s: %s", name,
+                 e ? e : "unknown error");
+    }
+    return h;
+}
+
+/* Loads `name` and, when OpenBLAS took a kernel set below what the CPU
+ * can do (see the top of the file), loads it again with the right one.
+ * *note receives what was done, for the log. */
+static void *open_blas(const char *name, char *msg, size_t cap, char *note,
+                       size_t ncap)
+{
+    const char *user = blas_env("OPENBLAS_CORETYPE");
+    const char *keep = blas_env("KEEL_CPU_BLAS_CORETYPE");
+    void *pre = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    const char *best = cpu_best_core(), *core;
+    void *h;
+
+    if (pre)
+        dlclose(pre);
+    h = open_lib(name, msg, cap);
+    if (!h || !(core = corename(h)) || !best ||
+        core_isa(core) != ISA_OLD || core_isa(best) == ISA_OLD)
+        return h;
+    if (user && *user)
+        return h; /* the user's explicit choice */
+    if (keep && !strcmp(keep, "keep"))
+        return h;
+    if (pre) {
+        cpu_log(KEEL_LOG_WARN,
+                "cpu plugin: %s was loaded before the plugin and runs its "
+                "%s kernels on a CPU that supports %s's; set "
+                "OPENBLAS_CORETYPE=%s before starting the program for "
+                "faster GEMMs",
+                name, core, best, best);
+        return h;
+    }
+    snprintf(note, ncap, "OpenBLAS chose %s kernels on a CPU that runs %s; "
+             "reloaded with %s", core, best, best);
+    dlclose(h);
+    if (setenv("OPENBLAS_CORETYPE", best, 1) != 0) {
+        *note = '\0';
+        return open_lib(name, msg, cap);
+    }
+    h = open_lib(name, msg, cap);
+    unsetenv("OPENBLAS_CORETYPE");
+    return h;
+}
+
+keel_status cpu_blas_load(char *msg, size_t cap)
+{
+    const char *want = blas_env("KEEL_CPU_BLAS");
+    const char *names[2] = {"libopenblas.so.0", "libopenblas.so"};
+    char note[160] = "", first[CPU_MSG_MAX] = "";
+    char *(*config)(void);
+    const char *name = NULL, *core;
+    int n = 2;
+    void *h = NULL;
+
+    if (blas_g.handle)
+        return KEEL_STATUS_OK;
+    if (want && *want) {
+        names[0] = want;
+        n = 1;
+    }
+    for (int i = 0; i < n && !h; i++) {
+        name = names[i];
+        h = open_blas(name, msg, cap, note, sizeof(note));
+        if (!h && i == 0)
+            snprintf(first, sizeof(first), "%s", msg);
+    }
+    if (!h) {
+        snprintf(msg, cap, "%s (install libopenblas0, or set KEEL_CPU_BLAS "
+                 "to a library with the CBLAS interface)",
+                 first[0] ? first : "no BLAS library");
+        return KEEL_STATUS_DEVICE_ERROR;
+    }
+    if (!sym(h, "cblas_sgemm", &cpu_blas.sgemm) ||
+        !sym(h, "cblas_dgemm", &cpu_blas.dgemm)) {
+        snprintf(msg, cap, "the BLAS library %s lacks cblas_%s", name,
+                 cpu_blas.sgemm ? "dgemm" : "sgemm");
+        memset(&cpu_blas, 0, sizeof(cpu_blas));
+        dlclose(h);
+        return KEEL_STATUS_DEVICE_ERROR;
+    }
+    sym(h, "openblas_set_num_threads", &cpu_blas.set_threads);
+    sym(h, "openblas_get_num_threads", &cpu_blas.get_threads);
+    blas_g.handle = h;
+    /* One thread count for both pools unless the user set OpenBLAS's. */
+    if (cpu_blas.set_threads && !set(blas_env("OPENBLAS_NUM_THREADS")) &&
+        !set(blas_env("GOTO_NUM_THREADS")) && !set(blas_env("OMP_NUM_THREADS")))
+        cpu_blas.set_threads(cpu_pool_configured());
+
+    core = corename(h);
+    if (sym(h, "openblas_get_config", &config) && config()) {
+        /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY ..." -> first 2 words */
+        const char *c = config(), *sp = strchr(c, ' ');
+        int len = sp && strchr(sp + 1, ' ') ? (int)(strchr(sp + 1, ' ') - c)
+                                            : (int)strlen(c);
+        snprintf(blas_g.summary, sizeof(blas_g.summary), "%.*s%s%s%s", len,
+                 c, core ? " (" : "", core ? core : "",
+                 core ? " kernels)" : "");
+    } else {
+        snprintf(blas_g.summary, sizeof(blas_g.summary), "%s", name);
+    }
+    cpu_log(KEEL_LOG_INFO, "cpu plugin: BLAS %s from %s%s%s",
+            blas_g.summary, name, note[0] ? "; " : "", note);
+    return KEEL_STATUS_OK;
+}
+
+void cpu_blas_unload(void)
+{
+    if (!blas_g.handle)
+        return;
+    dlclose(blas_g.handle);
+    blas_g.handle = NULL;
+    blas_g.summary[0] = '\0';
+    memset(&cpu_blas, 0, sizeof(cpu_blas));
+}
+
+const char *cpu_blas_summary(void)
+{
+    return blas_g.summary[0] ? blas_g.summary : "no BLAS loaded";
+}
