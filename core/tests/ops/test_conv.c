@@ -1036,6 +1036,121 @@ static void test_pool_exact(void)
     }
 }
 
+/*
+ * Max pooling over dense rows: full 16-column vector blocks, masked last
+ * blocks and the scalar code (float64, stride 3), on data full of ties,
+ * signed zeros, -inf and NaN. The rule: windows are visited row by row,
+ * then column; the first maximum wins (so -0 before +0 stays -0); a NaN
+ * beats every number and a later NaN does not replace an earlier one.
+ */
+static void run_pool_dense(keel_dtype dt, int64_t h, int64_t w, int64_t k,
+                           int64_t st, bool sliced)
+{
+    int64_t c = 3, pad = sliced ? 3 : 0, wide = w + pad;
+    int64_t oh = (h - k) / st + 1, ow = (w - k) / st + 1;
+    int64_t xs[4] = {1, c, h, wide}, ys[4] = {1, c, oh, ow};
+    int64_t ks[2] = {k, k}, ss[2] = {st, st};
+    double *v = malloc(sizeof(double) * (size_t)(c * h * wide));
+    double *xv, *gv, *gi;
+    keel_tensor *base, *x = NULL, *out[2] = {NULL, NULL};
+    keel_attr a[2] = {keel_attr_ints("kernel_size", ks, 2),
+                      keel_attr_ints("stride", ss, 2)};
+    uint32_t r = 12345u + (uint32_t)(w * 31 + k * 7 + st);
+    int n = 0, bad = 0;
+
+    for (int64_t i = 0; i < c * h * wide; i++) {
+        r = r * 1664525u + 1013904223u;
+        switch ((r >> 24) % 16) {
+        case 0:
+            v[i] = NAN;
+            break;
+        case 1:
+            v[i] = -INFINITY;
+            break;
+        case 2:
+            v[i] = -0.0;
+            break;
+        case 3:
+            v[i] = 0.0;
+            break;
+        default:
+            v[i] = (double)((int)((r >> 16) % 4) - 2);
+        }
+    }
+    base = ot_from(dt, 4, xs, v);
+    if (sliced) {
+        CU_ASSERT_EQUAL_FATAL(keel_slice(base, 3, 1, 1 + w, 1, &x),
+                              KEEL_STATUS_OK);
+    } else {
+        x = base;
+        base = NULL;
+    }
+    CU_ASSERT_EQUAL_FATAL(
+        keel_op_run(KEEL_OP_MAX_POOL2D, &x, 1, a, 2, out, 2, &n),
+        KEEL_STATUS_OK);
+    CU_ASSERT_FATAL(ot_check_shape("dense max_pool2d", out[0], 4, ys));
+    xv = ot_host(x);
+    gv = ot_host(out[0]);
+    gi = ot_host(out[1]);
+    for (int64_t q = 0; q < c; q++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                const double *pl = xv + q * h * w;
+                int64_t o = (q * oh + oy) * ow + ox, best = -1;
+                double m = -INFINITY;
+                for (int64_t i = 0; i < k; i++)
+                    for (int64_t j = 0; j < k; j++) {
+                        int64_t at = (oy * st + i) * w + ox * st + j;
+                        double e = pl[at];
+                        if (best < 0 || e > m || (isnan(e) && !isnan(m))) {
+                            m = e;
+                            best = at;
+                        }
+                    }
+                if (gi[o] != (double)best ||
+                    (isnan(m) ? !isnan(gv[o])
+                              : gv[o] != m || signbit(gv[o]) != signbit(m))) {
+                    if (!bad++)
+                        fprintf(stderr,
+                                "\n  dense max_pool2d %s w %lld k %lld "
+                                "s %lld%s: [%lld] %g @%g, want %g @%lld\n",
+                                keel_dtype_name(dt), (long long)w,
+                                (long long)k, (long long)st,
+                                sliced ? " sliced" : "", (long long)o, gv[o],
+                                gi[o], m, (long long)best);
+                }
+            }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(v);
+    free(xv);
+    free(gv);
+    free(gi);
+    keel_tensor_free(out[0]);
+    keel_tensor_free(out[1]);
+    keel_tensor_free(x);
+    keel_tensor_free(base);
+}
+
+static void test_pool_dense_rows(void)
+{
+    /* {w, k, stride}: 2x2/2 whose last window ends the row (and, in the
+     * last plane, the buffer); overlapping 3x3/2; stride 1 with one and
+     * two 16-column blocks plus partial ones; an exact block; stride 3
+     * (scalar only); LeNet's 28 -> 14 row; a row of 4 outputs. */
+    static const int64_t cfg[][3] = {
+        {42, 2, 2}, {43, 3, 2}, {64, 2, 2}, {40, 2, 1}, {18, 3, 1},
+        {37, 3, 1}, {50, 2, 3}, {28, 2, 2}, {9, 2, 2},
+    };
+    const keel_dtype dts[3] = {KEEL_F32, KEEL_F64, KEEL_F16};
+
+    for (int d = 0; d < 3; d++)
+        for (size_t i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
+            run_pool_dense(dts[d], 5, cfg[i][0], cfg[i][1], cfg[i][2],
+                           false);
+            run_pool_dense(dts[d], 5, cfg[i][0], cfg[i][1], cfg[i][2], true);
+        }
+}
+
 /* adaptive: window i spans [floor(i*H/oh), ceil((i+1)*H/oh)) */
 static void run_adaptive(keel_dtype dt, const int64_t xs[4], int nos,
                          const int64_t *os, enum ot_layout lx)
@@ -1280,6 +1395,7 @@ int main(void)
         {"pool non-contiguous", test_pool_noncontiguous},
         {"pool large (threads)", test_pool_large},
         {"pool exact values, ties, NaN", test_pool_exact},
+        {"max pool dense rows: ties, signed zeros, NaN", test_pool_dense_rows},
         {"adaptive avg pool and grad", test_adaptive_pool},
         {"pool empty batch", test_pool_empty},
         {"pool errors", test_pool_errors},

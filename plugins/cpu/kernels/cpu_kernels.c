@@ -165,10 +165,16 @@ static void cast_row(void *ctx, char *const *p, const int64_t *st, int64_t n)
             return;
         }
         /* Masks and labels to float32 (autograd's ReLU and comparison
-         * rules cast a bool mask on every backward pass). */
+         * rules cast a bool mask on every backward pass). The value is
+         * built from the bits of 1.0f: the plain `s[i] != 0` compiles
+         * to a branch per element, mispredicted on a random mask. */
         if (c->to == KEEL_F32 && c->from == KEEL_BOOL) {
-            for (int64_t i = 0; i < n; i++)
-                ((float *)d)[i] = ((const uint8_t *)s)[i] != 0;
+            const uint8_t *restrict sb = (const uint8_t *)s;
+            char *restrict db = d;
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t one = (0u - (uint32_t)(sb[i] != 0)) & 0x3f800000u;
+                memcpy(db + i * (int64_t)sizeof(float), &one, sizeof(one));
+            }
             return;
         }
         if (c->to == KEEL_F32 && c->from == KEEL_U8) {

@@ -1513,41 +1513,181 @@ struct plane {
     int64_t sy, sx;
 };
 
+/*
+ * Max pooling over dense float32 rows, 16 output columns at a time, for
+ * strides 1 and 2 (LeNet-style 2x2/2 pooling is the hot case). Lanes keep
+ * the running maximum and the winning window offset (i * W + j, an int32
+ * within the window's rows) and take a new value under the scalar rule:
+ * v > m, or v is NaN while m is not. A row's last block (or its only one:
+ * LeNet's rows are 14 and 5 outputs wide) runs with masked loads and
+ * stores, which read nothing past the windows. Returns how many leading
+ * output columns it wrote (all of them, or 0 where it does not apply);
+ * the caller does the rest with the scalar code.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"))) static int64_t
+max_row_avx512_f32(const struct pgeo *g, const struct plane *x, int64_t y0,
+                   float *out, int64_t *idx)
+{
+    const float *xp = x->p;
+    const int64_t kh = g->kh, kw = g->kw, sw = g->sw, W = g->w;
+    const int64_t ow = g->ow, sy = x->sy;
+    /* Even elements of the 32 loaded: columns 0, 2, ..., 30. */
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14,
+                                          12, 10, 8, 6, 4, 2, 0);
+    /* Each lane's column offset ox * sw from the block's first column. */
+    const __m512i lane = _mm512_set_epi64(7 * sw, 6 * sw, 5 * sw, 4 * sw,
+                                          3 * sw, 2 * sw, sw, 0);
+
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += 16) {
+        const float *base = xp + y0 * sy + ox0 * sw;
+        const int64_t nl = ow - ox0 < 16 ? ow - ox0 : 16;
+        /* Lanes in use; for stride 2 the loaded columns 0 .. 2 nl - 2,
+         * split over the two 16-float loads. */
+        const __mmask16 lm = (__mmask16)((1u << nl) - 1);
+        const uint32_t cm = (1u << (2 * nl - 1)) - 1;
+        const __mmask16 lo_m = (__mmask16)cm, hi_m = (__mmask16)(cm >> 16);
+        __m512 m = _mm512_setzero_ps();
+        __m512i at = _mm512_setzero_si512();
+        __m512i o0, o1;
+        for (int64_t i = 0; i < kh; i++) {
+            const float *row = base + i * sy;
+            for (int64_t j = 0; j < kw; j++) {
+                __m512 v;
+                __mmask16 take;
+                if (sw == 1) {
+                    v = _mm512_maskz_loadu_ps(lm, row + j);
+                } else {
+                    __m512 lo = _mm512_maskz_loadu_ps(lo_m, row + j);
+                    __m512 hi = _mm512_maskz_loadu_ps(hi_m, row + j + 16);
+                    v = _mm512_permutex2var_ps(lo, even, hi);
+                }
+                if (i == 0 && j == 0) {
+                    m = v;
+                    continue;
+                }
+                take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) |
+                       (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) &
+                        _mm512_cmp_ps_mask(m, m, _CMP_ORD_Q));
+                m = _mm512_mask_blend_ps(take, m, v);
+                at = _mm512_mask_blend_epi32(
+                    take, at, _mm512_set1_epi32((int32_t)(i * W + j)));
+            }
+        }
+        _mm512_mask_storeu_ps(out + ox0, lm, m);
+        /* Index = y0 * W + ox * sw + (i * W + j) as int64. */
+        o0 = _mm512_add_epi64(_mm512_set1_epi64(y0 * W + ox0 * sw), lane);
+        o1 = _mm512_add_epi64(o0, _mm512_set1_epi64(8 * sw));
+        _mm512_mask_storeu_epi64(
+            idx + ox0, (__mmask8)lm,
+            _mm512_add_epi64(
+                o0, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at))));
+        _mm512_mask_storeu_epi64(
+            idx + ox0 + 8, (__mmask8)(lm >> 8),
+            _mm512_add_epi64(
+                o1, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1))));
+    }
+    return ow;
+}
+
+static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
+                                int64_t y0, float *out, int64_t *idx)
+{
+    /* Offsets inside the window rows must fit the int32 lanes. */
+    if ((g->sw != 1 && g->sw != 2) || (g->kh - 1) * g->w + g->kw > INT32_MAX ||
+        !__builtin_cpu_supports("avx512f"))
+        return 0;
+    return max_row_avx512_f32(g, x, y0, out, idx);
+}
+#else
+static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
+                                int64_t y0, float *out, int64_t *idx)
+{
+    (void)g, (void)x, (void)y0, (void)out, (void)idx;
+    return 0;
+}
+#endif
+
+/* float64 pooling has no vector path. */
+static int64_t max_row_simd_f64(const struct pgeo *g, const struct plane *x,
+                                int64_t y0, double *out, int64_t *idx)
+{
+    (void)g, (void)x, (void)y0, (void)out, (void)idx;
+    return 0;
+}
+
+/* take ? v : m through the bits: gcc turns a float ?: back into a branch,
+ * and which way a max-pool comparison goes is unpredictable. */
+static inline float pool_pick_f32(bool take, float v, float m)
+{
+    uint32_t k = 0u - (uint32_t)take, vb, mb;
+    memcpy(&vb, &v, sizeof(vb));
+    memcpy(&mb, &m, sizeof(mb));
+    mb = (mb & ~k) | (vb & k);
+    memcpy(&m, &mb, sizeof(m));
+    return m;
+}
+
+static inline double pool_pick_f64(bool take, double v, double m)
+{
+    uint64_t k = 0u - (uint64_t)take, vb, mb;
+    memcpy(&vb, &v, sizeof(vb));
+    memcpy(&mb, &m, sizeof(mb));
+    mb = (mb & ~k) | (vb & k);
+    memcpy(&m, &mb, sizeof(m));
+    return m;
+}
+
 #define DEF_POOL(T, S)                                                         \
-    /* One output row of max pooling. */                                      \
-    static void max_row_##S(const struct pgeo *g, const struct plane *x,      \
+    /* Max pooling of output columns [ox0, ow) of the output row whose         \
+     * windows start at input row y0, when the rows are dense and every        \
+     * window lies inside the input. Visits each window row by row, then       \
+     * column, like the general loop below, and keeps its rule (the first      \
+     * maximum wins; a NaN beats numbers and a later NaN does not replace      \
+     * an earlier one), so results and indices are identical. The choice       \
+     * is a select, not a branch: on real data whether a value is a new        \
+     * maximum is unpredictable. */                                            \
+    static void max_dense_##S(const struct pgeo *g, const struct plane *x,     \
+                              int64_t y0, int64_t ox0, T *out, int64_t *idx)   \
+    {                                                                          \
+        const T *xp = x->p;                                                    \
+        const int64_t kh = g->kh, kw = g->kw, sw = g->sw, W = g->w;            \
+        const int64_t ow = g->ow, sy = x->sy;                                  \
+        for (int64_t ox = ox0; ox < ow; ox++) {                                \
+            const int64_t ix0 = ox * sw;                                       \
+            const T *row = xp + y0 * sy + ix0;                                 \
+            /* The window's first element is its first candidate. */          \
+            T m = row[0];                                                      \
+            int64_t best = y0 * W + ix0;                                       \
+            for (int64_t i = 0; i < kh; i++) {                                 \
+                row = xp + (y0 + i) * sy + ix0;                                \
+                for (int64_t j = i == 0; j < kw; j++) {                        \
+                    T v = row[j];                                              \
+                    bool take = (v > m) | ((v != v) & (m == m));               \
+                    m = pool_pick_##S(take, v, m);                             \
+                    best ^= (best ^ ((y0 + i) * W + ix0 + j)) &                \
+                            -(int64_t)take;                                    \
+                }                                                              \
+            }                                                                  \
+            out[ox] = m;                                                       \
+            idx[ox] = best;                                                    \
+        }                                                                      \
+    }                                                                          \
+                                                                               \
+    /* One output row of max pooling. */                                       \
+    static void max_row_##S(const struct pgeo *g, const struct plane *x,       \
                             int64_t oy, void *out_, int64_t *idx)              \
     {                                                                          \
         const T *xp = x->p;                                                    \
         T *out = out_;                                                         \
         int64_t y0, y1, dv;                                                    \
         pool_win(g, 0, oy, &y0, &y1, &dv);                                     \
-        /* Fast path: dense rows and every window of this output row          \
-         * inside the input. Same visiting order (window row, then            \
-         * column) and the same comparison as the general loop below, so      \
-         * results and tie/NaN choices are identical; locals keep the         \
-         * geometry in registers. */                                          \
         if (x->sx == 1 && y1 - y0 == g->kh && g->pl == 0 &&                    \
             (g->ow - 1) * g->sw + g->kw <= g->w) {                             \
-            const int64_t kh = g->kh, kw = g->kw, sw = g->sw, W = g->w;        \
-            const int64_t ow = g->ow, sy = x->sy;                              \
-            for (int64_t ox = 0; ox < ow; ox++) {                              \
-                const int64_t ix0 = ox * sw;                                   \
-                T m = (T)-INFINITY;                                            \
-                int64_t best = -1;                                             \
-                for (int64_t i = 0; i < kh; i++) {                             \
-                    const T *row = xp + (y0 + i) * sy + ix0;                   \
-                    for (int64_t j = 0; j < kw; j++) {                         \
-                        T v = row[j];                                          \
-                        if (v > m || best < 0 || (v != v && m == m)) {         \
-                            m = v;                                             \
-                            best = (y0 + i) * W + ix0 + j;                     \
-                        }                                                      \
-                    }                                                          \
-                }                                                              \
-                out[ox] = m;                                                   \
-                idx[ox] = best;                                                \
-            }                                                                  \
+            int64_t done = max_row_simd_##S(g, x, y0, out, idx);               \
+            max_dense_##S(g, x, y0, done, out, idx);                           \
             return;                                                            \
         }                                                                      \
         for (int64_t ox = 0; ox < g->ow; ox++) {                               \
