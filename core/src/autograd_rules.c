@@ -1086,6 +1086,9 @@ static keel_status conv_common(struct ag_ctx *c, keel_op_id grad_op)
 
     memcpy(a, c->n->attrs, sizeof(keel_attr) * (size_t)na);
     a[na++] = keel_attr_bool("has_bias", c->n->nin == 3);
+    /* The first conv of a network sees data that needs no gradient: its
+     * dx (a GEMM and a col2im per image) can be skipped. */
+    a[na++] = keel_attr_bool("need_dx", need(c, 0));
     n = opn(c, grad_op, IN(sin_(c, 0), sin_(c, 1), c->gout[0]), 3, a, na,
             outs, 3);
     for (int i = 0; i < n; i++)

@@ -251,6 +251,32 @@ static keel_tensor *relayout(keel_tensor *t, int want, int bit_t, int bit_s)
     return r;
 }
 
+/* The grad op again with need_dx = 0 (what autograd passes when x needs
+ * no gradient): dweight and dbias must still match the reference; dx is
+ * unspecified and not looked at. */
+static void check_grad_without_dx(keel_op_id op, keel_tensor **in,
+                                  keel_attr *a, int na, const char *what,
+                                  const int64_t *ws, const double *rdw,
+                                  const double *rdb,
+                                  const struct conv_case *cc, keel_dtype dt)
+{
+    keel_tensor *out[3] = {NULL, NULL, NULL};
+    char w2[200];
+    int nout = 0;
+
+    a[na++] = keel_attr_bool("need_dx", false);
+    snprintf(w2, sizeof(w2), "%s, need_dx = 0", what);
+    if (keel_op_run(op, in, 3, a, na, out, 3, &nout))
+        fprintf(stderr, "\n  %s: %s\n", w2, keel_last_error());
+    CU_ASSERT_EQUAL_FATAL(nout, cc->bias ? 3 : 2);
+    if (ot_check_shape(w2, out[1], 4, ws))
+        ot_check(w2, out[1], rdw, dt);
+    if (cc->bias && ot_check_shape(w2, out[2], 1, &cc->o))
+        ot_check(w2, out[2], rdb, dt);
+    for (int i = 0; i < nout; i++)
+        keel_tensor_free(out[i]);
+}
+
 /* One conv2d case: forward, then conv2d_grad. */
 static void run_conv(const struct conv_case *cc, keel_dtype dt, int layout,
                      bool grads)
@@ -311,6 +337,8 @@ static void run_conv(const struct conv_case *cc, keel_dtype dt, int layout,
             ot_check(what, out[2], rdb, dt);
         for (int i = 0; i < nout; i++)
             keel_tensor_free(out[i]);
+        check_grad_without_dx(KEEL_OP_CONV2D_GRAD, in, a, na, what, ws, rdw,
+                              rdb, cc, dt);
         free(dyv);
         free(rdx);
         free(rdw);
@@ -388,6 +416,8 @@ static void run_convt(const struct conv_case *cc, keel_dtype dt, int layout,
             ot_check(what, out[2], rdb, dt);
         for (int i = 0; i < nout; i++)
             keel_tensor_free(out[i]);
+        check_grad_without_dx(KEEL_OP_CONV2D_TRANSPOSE_GRAD, in, a, na, what,
+                              ws, rdw, rdb, cc, dt);
         free(dyv);
         free(rdx);
         free(rdw);

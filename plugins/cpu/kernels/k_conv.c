@@ -1421,6 +1421,7 @@ static void grad_impl(const struct kcall *k, const char *op, bool transpose)
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0], *dout = &a->inputs[2];
     const int prims[] = {PRIM_FWD, PRIM_BWD_DATA, PRIM_BWD_FILTER};
+    bool need_dx = kattr_i(a, "need_dx", 1) != 0;
     struct conv_job j;
     char *ws;
 
@@ -1431,15 +1432,20 @@ static void grad_impl(const struct kcall *k, const char *op, bool transpose)
         grad_direct(k, &j.g, transpose);
         return;
     }
-    /* in: x, w, dout; out: dx, dw[, db] */
+    /* in: x, w, dout; out: dx, dw[, db]. Without need_dx, dx is left as
+     * zeros (the catalog leaves it unspecified; zeros keep it defined). */
+    if (!need_dx)
+        zero_bytes(j.out[0].data, (size_t)knumel(&a->outputs[0]) * j.t->es);
     if (!transpose) {
-        run_prim(&j, PRIM_BWD_DATA, NULL, j.in[1].data, NULL, j.in[2].data,
-                 j.out[0].data, ws);
+        if (need_dx)
+            run_prim(&j, PRIM_BWD_DATA, NULL, j.in[1].data, NULL,
+                     j.in[2].data, j.out[0].data, ws);
         run_prim(&j, PRIM_BWD_FILTER, j.in[0].data, NULL, NULL,
                  j.in[2].data, j.out[1].data, ws);
     } else {
-        run_prim(&j, PRIM_FWD, j.in[2].data, j.in[1].data, NULL, NULL,
-                 j.out[0].data, ws);
+        if (need_dx)
+            run_prim(&j, PRIM_FWD, j.in[2].data, j.in[1].data, NULL, NULL,
+                     j.out[0].data, ws);
         run_prim(&j, PRIM_BWD_FILTER, j.in[2].data, NULL, NULL,
                  j.in[0].data, j.out[1].data, ws);
     }
