@@ -273,6 +273,38 @@ static void out_span(int64_t nout, int64_t s, int64_t off, int64_t nin,
     *hi = b;
 }
 
+/* The output spans of every kernel tap along y and x (out_span of tap i
+ * or j), computed once per call instead of once per column row: integer
+ * divisions per row were a large part of im2col on small images. Kernels
+ * wider than TAP_MAX fall back to out_span per row. */
+#define TAP_MAX 32
+struct tap_spans {
+    bool ok;
+    int64_t y0[TAP_MAX], y1[TAP_MAX], x0[TAP_MAX], x1[TAP_MAX];
+};
+
+static void tap_spans_make(const struct cgeo *g, struct tap_spans *t)
+{
+    t->ok = g->kh <= TAP_MAX && g->kw <= TAP_MAX;
+    for (int64_t i = 0; t->ok && i < g->kh; i++)
+        out_span(g->oh, g->sh, i * g->dh - g->pt, g->h, &t->y0[i], &t->y1[i]);
+    for (int64_t j = 0; t->ok && j < g->kw; j++)
+        out_span(g->ow, g->sw, j * g->dw - g->pl, g->w, &t->x0[j], &t->x1[j]);
+}
+
+/* Spans of tap (i, j): [*y0, *y1) x [*x0, *x1). */
+static inline void tap_span(const struct cgeo *g, const struct tap_spans *t,
+                            int64_t i, int64_t j, int64_t *y0, int64_t *y1,
+                            int64_t *x0, int64_t *x1)
+{
+    if (t->ok) {
+        *y0 = t->y0[i], *y1 = t->y1[i], *x0 = t->x0[j], *x1 = t->x1[j];
+        return;
+    }
+    out_span(g->oh, g->sh, i * g->dh - g->pt, g->h, y0, y1);
+    out_span(g->ow, g->sw, j * g->dw - g->pl, g->w, x0, x1);
+}
+
 struct tops {
     size_t es;
     /* C (+)= op(A) op(B); split: keep every OpenBLAS call single-threaded
@@ -415,14 +447,16 @@ struct tops {
     {                                                                          \
         const T *src = src_;                                                   \
         T *col = col_;                                                         \
+        struct tap_spans ts;                                                   \
+        /* row r is tap (c, i, j); stepped, not divided, per row */            \
+        int64_t j = r0 % g->kw, i = (r0 / g->kw) % g->kh;                      \
+        const T *s = src + (r0 / (g->kw * g->kh)) * g->hw;                     \
+        tap_spans_make(g, &ts);                                                \
         for (int64_t r = r0; r < r1; r++) {                                    \
-            int64_t j = r % g->kw, i = (r / g->kw) % g->kh;                    \
-            const T *s = src + (r / (g->kw * g->kh)) * g->hw;                  \
             T *d = col + r * g->ohw;                                           \
             int64_t offx = j * g->dw - g->pl, offy = i * g->dh - g->pt;        \
             int64_t x0, x1, y0, y1;                                            \
-            out_span(g->ow, g->sw, offx, g->w, &x0, &x1);                      \
-            out_span(g->oh, g->sh, offy, g->h, &y0, &y1);                      \
+            tap_span(g, &ts, i, j, &y0, &y1, &x0, &x1);                        \
             if (x0 == x1)                                                      \
                 y1 = y0;                                                       \
             vset_##S(d, 0, y0 * g->ow);                                        \
@@ -443,6 +477,13 @@ struct tops {
                 vset_##S(dr + x1, 0, g->ow - x1);                              \
             }                                                                  \
             vset_##S(d + y1 * g->ow, 0, (g->oh - y1) * g->ow);                 \
+            if (++j == g->kw) {                                                \
+                j = 0;                                                         \
+                if (++i == g->kh) {                                            \
+                    i = 0;                                                     \
+                    s += g->hw;                                                \
+                }                                                              \
+            }                                                                  \
         }                                                                      \
     }                                                                          \
                                                                                \
@@ -453,6 +494,8 @@ struct tops {
     {                                                                          \
         const T *col = col_;                                                   \
         T *dst = dst_;                                                         \
+        struct tap_spans ts;                                                   \
+        tap_spans_make(g, &ts);                                                \
         for (int64_t c = c0; c < c1; c++) {                                    \
             T *dc = dst + c * g->hw;                                           \
             for (int64_t i = 0; i < g->kh; i++)                                \
@@ -461,8 +504,7 @@ struct tops {
                     int64_t offx = j * g->dw - g->pl;                          \
                     int64_t offy = i * g->dh - g->pt;                          \
                     int64_t x0, x1, y0, y1;                                    \
-                    out_span(g->ow, g->sw, offx, g->w, &x0, &x1);              \
-                    out_span(g->oh, g->sh, offy, g->h, &y0, &y1);              \
+                    tap_span(g, &ts, i, j, &y0, &y1, &x0, &x1);                \
                     for (int64_t oy = y0; x0 < x1 && oy < y1; oy++) {          \
                         const T *sr = s + oy * g->ow + x0;                     \
                         T *dr = dc + (oy * g->sh + offy) * g->w +              \
@@ -507,11 +549,18 @@ struct tops {
         const T *xp = xp_;                                                     \
         T *col = col_;                                                         \
         int64_t n = g->oh * g->wp;                                             \
+        int64_t j = r0 % g->kw, i = (r0 / g->kw) % g->kh;                      \
+        int64_t c = r0 / (g->kw * g->kh);                                      \
         for (int64_t r = r0; r < r1; r++) {                                    \
-            int64_t j = r % g->kw, i = (r / g->kw) % g->kh;                    \
-            int64_t c = r / (g->kw * g->kh);                                   \
             vcopy_##S(col + r * n,                                             \
                       xp + (c * g->hp + i * g->dh) * g->wp + j * g->dw, n);    \
+            if (++j == g->kw) {                                                \
+                j = 0;                                                         \
+                if (++i == g->kh) {                                            \
+                    i = 0;                                                     \
+                    c++;                                                       \
+                }                                                              \
+            }                                                                  \
         }                                                                      \
     }                                                                          \
                                                                                \
