@@ -35,7 +35,12 @@ cp "$build/core/cli/keel" "$build/examples/mnist/keel-mnist" "$b/bin/"
 cp "$build/plugins/cpu/libkeel-cpu.so" "$build/plugins/cuda/libkeel-cuda.so" \
   "$b/plugins/"
 cp -L "$build/core/libkeel.so.0" "$b/lib/"
-for f in "$b/bin/"* "$b/plugins/"*; do
+# The CPU plugin dlopens its BLAS (plugins/cpu/kernels/blas.c): not in ldd's
+# list, so bundled by name with what it needs in turn.
+blas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" {print $NF; exit}')
+[ -n "$blas" ] || { echo "bundle: libopenblas.so.0 not found" >&2; exit 1; }
+cp -L "$blas" "$b/lib/libopenblas.so.0"
+for f in "$b/bin/"* "$b/plugins/"* "$b/lib/libopenblas.so.0"; do
   ldd "$f" | awk '/=>/ {print $3} $1 ~ /ld-linux/ {print $1}'
 done | sort -u | while read -r lib; do
   case $lib in ""|/usr/local/cuda*|*/libkeel.so*|not) continue ;; esac

@@ -30,9 +30,18 @@
  * Handles: one per device, created lazily the first time that device runs
  * a GEMM; cublasSetStream and the GEMM run under that device's mutex. The
  * handles live for the process. ckl_gemm is shared with k_conv.cu.
+ *
+ * cuBLAS is not linked: the first GEMM dlopens libcublas.so.<major> (the
+ * major version of the headers built against, found through the plugin's
+ * runpath) and resolves the seven entry points used here. Loading cuBLAS
+ * maps and relocates cublasLt, about 150 MB of resident memory, which
+ * every process that loads the plugin would otherwise pay at start-up,
+ * with or without a GPU.
  */
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cublas_v2.h>
@@ -47,6 +56,87 @@ keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
                      void *C, int64_t ldc, int64_t sc, int64_t batch);
 
 namespace {
+
+/* ---- cuBLAS, loaded on first use ----------------------------------------- */
+
+#define LG_STR2(x) #x
+#define LG_STR(x) LG_STR2(x)
+#define LG_CUBLAS_SONAME "libcublas.so." LG_STR(CUBLAS_VER_MAJOR)
+
+/* The C entry points (the header adds C++ overloads taking the legacy
+ * cudaDataType compute type; the casts below pick the C ones and check
+ * these signatures against the header). */
+typedef cublasStatus_t (*gemm_fn)(cublasHandle_t, cublasOperation_t,
+                                  cublasOperation_t, int, int, int,
+                                  const void *, const void *, cudaDataType,
+                                  int, const void *, cudaDataType, int,
+                                  const void *, void *, cudaDataType, int,
+                                  cublasComputeType_t, cublasGemmAlgo_t);
+typedef cublasStatus_t (*gemm_batched_fn)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+    const void *, const void *, cudaDataType, int, long long, const void *,
+    cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+    long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+static_assert(static_cast<gemm_fn>(&cublasGemmEx) != nullptr, "GemmEx");
+static_assert(static_cast<gemm_batched_fn>(&cublasGemmStridedBatchedEx) !=
+                  nullptr,
+              "GemmStridedBatchedEx");
+
+struct cublas_api {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasDestroy_v2) destroy;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSetMathMode) set_math_mode;
+    gemm_fn gemm;
+    gemm_batched_fn gemm_batched;
+    decltype(&cublasGetStatusName) status_name;
+};
+
+cublas_api g_cb;
+bool g_cb_ok;
+char g_cb_error[320];
+pthread_once_t g_cb_once = PTHREAD_ONCE_INIT;
+
+template <class F> bool cb_sym(void *h, const char *name, F *fp)
+{
+    void *p = dlsym(h, name);
+    memcpy(fp, &p, sizeof(p));
+    return p != nullptr;
+}
+
+void cublas_load(void)
+{
+    void *h = dlopen(LG_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    const char *missing = nullptr;
+
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(g_cb_error, sizeof(g_cb_error), "cannot load %s: %s",
+                 LG_CUBLAS_SONAME, e ? e : "unknown error");
+        return;
+    }
+    if (!cb_sym(h, "cublasCreate_v2", &g_cb.create))
+        missing = "cublasCreate_v2";
+    else if (!cb_sym(h, "cublasDestroy_v2", &g_cb.destroy))
+        missing = "cublasDestroy_v2";
+    else if (!cb_sym(h, "cublasSetStream_v2", &g_cb.set_stream))
+        missing = "cublasSetStream_v2";
+    else if (!cb_sym(h, "cublasSetMathMode", &g_cb.set_math_mode))
+        missing = "cublasSetMathMode";
+    else if (!cb_sym(h, "cublasGemmEx", &g_cb.gemm))
+        missing = "cublasGemmEx";
+    else if (!cb_sym(h, "cublasGemmStridedBatchedEx", &g_cb.gemm_batched))
+        missing = "cublasGemmStridedBatchedEx";
+    else if (!cb_sym(h, "cublasGetStatusName", &g_cb.status_name))
+        missing = "cublasGetStatusName";
+    if (missing) {
+        snprintf(g_cb_error, sizeof(g_cb_error), "%s lacks %s",
+                 LG_CUBLAS_SONAME, missing);
+        dlclose(h);
+        return;
+    }
+    g_cb_ok = true; /* h stays open for the process, like the handles */
+}
 
 /* ---- cuBLAS handles ------------------------------------------------------ */
 
@@ -84,7 +174,7 @@ keel_status blas_status(cublasStatus_t s, const struct ck_launch *l,
     default: st = KEEL_STATUS_INTERNAL; break;
     }
     return ck_fail(st, "%s: %s failed: %s", l->op, what,
-                   cublasGetStatusName(s));
+                   g_cb.status_name(s));
 }
 
 /* The device's handle, locked; release with handle_release. */
@@ -97,28 +187,32 @@ keel_status handle_acquire(const struct ck_launch *l, cublasHandle_t *h)
         return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: device %d beyond the cuBLAS handle table", l->op,
                        d);
+    pthread_once(&g_cb_once, cublas_load);
+    if (!g_cb_ok)
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: cuBLAS: %s", l->op,
+                       g_cb_error);
     pthread_once(&g_once, locks_init);
     pthread_mutex_lock(&g_lock[d]);
     if (!g_handle[d]) {
         cublasHandle_t nh = NULL;
 
         /* ck_begin made device d current: the handle belongs to it. */
-        s = cublasCreate(&nh);
+        s = g_cb.create(&nh);
         if (s != CUBLAS_STATUS_SUCCESS) {
             pthread_mutex_unlock(&g_lock[d]);
             return blas_status(s, l, "cublasCreate");
         }
         /* Default math: no TF32 for float32; half and bfloat16 GEMMs
          * keep float accumulation even in split-K reductions. */
-        s = cublasSetMathMode(nh, math_mode);
+        s = g_cb.set_math_mode(nh, math_mode);
         if (s != CUBLAS_STATUS_SUCCESS) {
-            cublasDestroy(nh);
+            g_cb.destroy(nh);
             pthread_mutex_unlock(&g_lock[d]);
             return blas_status(s, l, "cublasSetMathMode");
         }
         g_handle[d] = nh;
     }
-    s = cublasSetStream(g_handle[d], l->stream);
+    s = g_cb.set_stream(g_handle[d], l->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
         pthread_mutex_unlock(&g_lock[d]);
         return blas_status(s, l, "cublasSetStream");
@@ -592,7 +686,7 @@ keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch == 1) {
-        cublasStatus_t s = cublasGemmEx(
+        cublasStatus_t s = g_cb.gemm(
             h, opb, opa, (int)N, (int)M, (int)K, alpha, B, ct, (int)ldb, A,
             ct, (int)lda, beta, C, cct, (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
         handle_release(l);
@@ -600,7 +694,7 @@ keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
     }
     for (int64_t b0 = 0; b0 < batch; b0 += INT_MAX) {
         int64_t nb = batch - b0 < INT_MAX ? batch - b0 : INT_MAX;
-        cublasStatus_t s = cublasGemmStridedBatchedEx(
+        cublasStatus_t s = g_cb.gemm_batched(
             h, opb, opa, (int)N, (int)M, (int)K, alpha,
             (const char *)B + b0 * sb * es, ct, (int)ldb, (long long)sb,
             (const char *)A + b0 * sa * es, ct, (int)lda, (long long)sa,

@@ -4,6 +4,7 @@
  * every call with a status instead of crashing. On a machine with a GPU the
  * same suite checks the devices it finds instead.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -120,6 +121,34 @@ static void test_raw_calls_answer_with_status(void)
     CU_ASSERT_EQUAL(n, 0);
 }
 
+/* Loading and initialising the plugin must not load cuBLAS: it is
+ * dlopened on the first GEMM (k_linalg.cu), since mapping it costs about
+ * 150 MB of resident memory in every process, GPU or not. */
+static bool mapped(const char *name)
+{
+    char line[512];
+    bool found = false;
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strstr(line, name) != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void test_cublas_not_loaded_at_init(void)
+{
+    keel_plugin_info info;
+    int idx = cuda_index(&info);
+
+    CU_ASSERT_TRUE_FATAL(idx >= 0);
+    CU_ASSERT_TRUE(mapped("libkeel-cuda"));
+    if (info.device_count > 0)
+        return; /* a GPU run may have run a GEMM already */
+    CU_ASSERT_FALSE(mapped("libcublas"));
+}
+
 int main(void)
 {
     CU_pSuite suite;
@@ -132,6 +161,8 @@ int main(void)
     CU_add_test(suite, "no driver or devices", test_no_driver_or_devices);
     CU_add_test(suite, "raw calls answer with a status",
                 test_raw_calls_answer_with_status);
+    CU_add_test(suite, "cuBLAS not loaded at init",
+                test_cublas_not_loaded_at_init);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
