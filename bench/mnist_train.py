@@ -63,7 +63,7 @@ def run_torch(a, xtr, ytr, xte, yte):
     import torch
     import torch.nn as nn
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(a.seed)
     model = nn.Sequential(
         nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
@@ -73,7 +73,7 @@ def run_torch(a, xtr, ytr, xte, yte):
     loss_fn = nn.CrossEntropyLoss()
     xtr_t, ytr_t = torch.from_numpy(xtr), torch.from_numpy(ytr)
     xte_t, yte_t = torch.from_numpy(xte), torch.from_numpy(yte)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(a.seed)
 
     def train_epoch():
         model.train()
@@ -106,7 +106,7 @@ def run_paddle(a, xtr, ytr, xte, yte):
     import paddle
     import paddle.nn as nn
     paddle.set_device("cpu")
-    paddle.seed(0)
+    paddle.seed(a.seed)
     model = nn.Sequential(
         nn.Conv2D(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2D(2),
         nn.Conv2D(6, 16, 5), nn.ReLU(), nn.MaxPool2D(2), nn.Flatten(),
@@ -153,6 +153,8 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--data", default=DATA)
     p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the initial weights and the shuffling")
     a = p.parse_args()
     want = str(a.threads)
     if os.environ.get("MNIST_TRAIN_THREADS") != want:

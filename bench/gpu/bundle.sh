@@ -37,7 +37,7 @@ cp "$build/plugins/cpu/libkeel-cpu.so" "$build/plugins/cuda/libkeel-cuda.so" \
 cp -L "$build/core/libkeel.so.0" "$b/lib/"
 # The CPU plugin dlopens its BLAS (plugins/cpu/kernels/blas.c): not in ldd's
 # list, so bundled by name with what it needs in turn.
-blas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" {print $NF; exit}')
+blas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" && !f {print $NF; f = 1}')
 [ -n "$blas" ] || { echo "bundle: libopenblas.so.0 not found" >&2; exit 1; }
 cp -L "$blas" "$b/lib/libopenblas.so.0"
 for f in "$b/bin/"* "$b/plugins/"* "$b/lib/libopenblas.so.0"; do
