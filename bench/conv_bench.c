@@ -8,7 +8,9 @@
  *   conv_bench [iterations=30]
  *
  * Inputs are created once; an iteration runs both layers forward and
- * backward and synchronizes the device. Prints the median ms per
+ * backward and synchronizes the device. As in training, conv1's input
+ * needs no gradient: its backward computes dweight and dbias only
+ * (need_dx false); conv2's computes all three. Prints the median ms per
  * iteration and per phase. bench/conv_torch.py runs the same with
  * PyTorch; to compare at 1 and 2 threads:
  *
@@ -16,6 +18,7 @@
  *     KEEL_PLUGIN_PATH=build/plugins/cpu build/bench/conv_bench; \
  *     /usr/bin/python3 bench/conv_torch.py $t; done
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,7 +51,7 @@ static double median(double *v, int n)
 struct layer {
     keel_tensor *x, *w, *b, *dy;
     int64_t pad[2];
-    keel_attr attrs[2];
+    keel_attr attrs[3];
 };
 
 static keel_status rand_t(int nd, const int64_t *shape, keel_tensor **t)
@@ -58,13 +61,14 @@ static keel_status rand_t(int nd, const int64_t *shape, keel_tensor **t)
 
 static keel_status layer_init(struct layer *l, const int64_t *xs,
                               const int64_t *ws, const int64_t *ys,
-                              int64_t pad)
+                              int64_t pad, bool need_dx)
 {
     keel_status st;
 
     l->pad[0] = l->pad[1] = pad;
     l->attrs[0] = keel_attr_ints("padding", l->pad, 2);
     l->attrs[1] = keel_attr_bool("has_bias", true);
+    l->attrs[2] = keel_attr_bool("need_dx", need_dx);
     if ((st = rand_t(4, xs, &l->x)) || (st = rand_t(4, ws, &l->w)) ||
         (st = rand_t(1, ws, &l->b)) || (st = rand_t(4, ys, &l->dy)))
         return st;
@@ -86,7 +90,7 @@ static keel_status backward(struct layer *l)
 {
     keel_tensor *in[3] = {l->x, l->w, l->dy}, *g[3] = {NULL, NULL, NULL};
     int n = 0;
-    keel_status st = keel_op_run(KEEL_OP_CONV2D_GRAD, in, 3, l->attrs, 2, g,
+    keel_status st = keel_op_run(KEEL_OP_CONV2D_GRAD, in, 3, l->attrs, 3, g,
                                  3, &n);
 
     for (int i = 0; i < n; i++)
@@ -107,9 +111,9 @@ int main(int argc, char **argv)
     if (iters < 1)
         return 2;
     if (layer_init(&l1, (int64_t[]){64, 1, 28, 28}, (int64_t[]){6, 1, 5, 5},
-                   (int64_t[]){64, 6, 28, 28}, 2) ||
+                   (int64_t[]){64, 6, 28, 28}, 2, false) ||
         layer_init(&l2, (int64_t[]){64, 6, 14, 14}, (int64_t[]){16, 6, 5, 5},
-                   (int64_t[]){64, 16, 10, 10}, 0)) {
+                   (int64_t[]){64, 16, 10, 10}, 0, true)) {
         fprintf(stderr, "conv_bench: %s\n", keel_last_error());
         return 1;
     }

@@ -229,6 +229,9 @@ void cpu_report(keel_status status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Pass an already formatted message to host->set_error. */
 void cpu_report_msg(keel_status status, const char *msg);
+/* An environment variable as the host sees it (host->get_env when the host
+ * has one, else getenv): every KEEL_CPU_* and BLAS setting is read here. */
+const char *cpu_getenv(const char *name);
 
 /*
  * Report and evaluate to `status` (a macro so that the compiler sees the

@@ -59,7 +59,7 @@ void cpu_log(keel_log_level level, const char *fmt, ...)
 	cpu_g.host->log(level, msg);
 }
 
-static const char *cpu_getenv(const char *name)
+const char *cpu_getenv(const char *name)
 {
 	if (CPU_HOST_HAS(get_env))
 		return cpu_g.host->get_env(name);

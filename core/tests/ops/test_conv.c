@@ -1392,6 +1392,25 @@ static void test_pool_errors(void)
     keel_tensor_free(fi);
 }
 
+/* KEEL_CPU_CONV_SIMD=0: stride-1 float32 convs that the CPU plugin's
+ * direct AVX-512 kernels would take run through im2col + GEMM instead, so
+ * both paths stay covered on any CPU. */
+static void test_gemm_path(void)
+{
+    struct conv_case lenet = {"lenet conv2", 16, 6, 14, 14, 16, 5, 5,
+                              {1, 1}, {1, 1}, {0, 0}, 2, "EXPLICIT", 1,
+                              {0, 0}, true};
+
+    setenv("KEEL_CPU_CONV_SIMD", "0", 1);
+    for (int i = 0; i < NCASES; i++)
+        run_conv(&conv_cases[i], KEEL_F32, L_CONTIG, true);
+    for (int i = 0; i < (int)(sizeof(convt_cases) / sizeof(convt_cases[0]));
+         i++)
+        run_convt(&convt_cases[i], KEEL_F32, L_CONTIG, true);
+    run_conv(&lenet, KEEL_F32, L_CONTIG, true);
+    unsetenv("KEEL_CPU_CONV_SIMD");
+}
+
 /* KEEL_CPU_NO_WORKSPACE: the kernels run their allocation-free loops. */
 static void test_no_workspace_fallback(void)
 {
@@ -1418,6 +1437,7 @@ int main(void)
         {"conv2d typed API and exact values", test_conv2d_typed_api},
         {"conv2d empty tensors", test_conv2d_empty},
         {"conv2d large (threads)", test_conv2d_large},
+        {"conv f32 on the im2col + GEMM path", test_gemm_path},
         {"conv2d_transpose and grad", test_conv2d_transpose},
         {"conv2d_transpose large", test_conv2d_transpose_large},
         {"conv errors", test_conv_errors},

@@ -47,13 +47,6 @@ static struct {
     char summary[192];
 } blas_g;
 
-static const char *blas_env(const char *name)
-{
-    if (cpu_g.host && cpu_g.host->get_env)
-        return cpu_g.host->get_env(name);
-    return getenv(name);
-}
-
 static bool set(const char *v)
 {
     return v && *v;
@@ -139,8 +132,8 @@ static void *open_lib(const char *name, char *msg, size_t cap)
 static void *open_blas(const char *name, char *msg, size_t cap, char *note,
                        size_t ncap)
 {
-    const char *user = blas_env("OPENBLAS_CORETYPE");
-    const char *keep = blas_env("KEEL_CPU_BLAS_CORETYPE");
+    const char *user = cpu_getenv("OPENBLAS_CORETYPE");
+    const char *keep = cpu_getenv("KEEL_CPU_BLAS_CORETYPE");
     void *pre = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
     const char *best = cpu_best_core(), *core;
     void *h;
@@ -178,7 +171,7 @@ static void *open_blas(const char *name, char *msg, size_t cap, char *note,
 
 keel_status cpu_blas_load(char *msg, size_t cap)
 {
-    const char *want = blas_env("KEEL_CPU_BLAS");
+    const char *want = cpu_getenv("KEEL_CPU_BLAS");
     const char *names[2] = {"libopenblas.so.0", "libopenblas.so"};
     char note[160] = "", first[CPU_MSG_MAX] = "";
     char *(*config)(void);
@@ -216,8 +209,8 @@ keel_status cpu_blas_load(char *msg, size_t cap)
     sym(h, "openblas_get_num_threads", &cpu_blas.get_threads);
     blas_g.handle = h;
     /* One thread count for both pools unless the user set OpenBLAS's. */
-    if (cpu_blas.set_threads && !set(blas_env("OPENBLAS_NUM_THREADS")) &&
-        !set(blas_env("GOTO_NUM_THREADS")) && !set(blas_env("OMP_NUM_THREADS")))
+    if (cpu_blas.set_threads && !set(cpu_getenv("OPENBLAS_NUM_THREADS")) &&
+        !set(cpu_getenv("GOTO_NUM_THREADS")) && !set(cpu_getenv("OMP_NUM_THREADS")))
         cpu_blas.set_threads(cpu_pool_configured());
 
     core = corename(h);

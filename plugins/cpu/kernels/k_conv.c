@@ -22,6 +22,10 @@
  * transposed conv's output, its "output" the transposed conv's input, and
  * the weight [C, O/g, kh, kw] is read as [o, c/g, kh, kw].
  *
+ * Small stride-1 float32 convolutions skip all of this: run_prim hands
+ * them to the direct AVX-512 kernels of k_conv_simd.c when those apply
+ * (see there), and the rest of this file is their fallback.
+ *
  * A 1x1 kernel with stride 1 and no padding needs no im2col: the image is
  * its own column matrix. Per image and group the GEMM is
  * [og x ckk] * [ckk x oh*ow] (ckk = c/g * kh * kw). A stride-1 forward
@@ -61,6 +65,7 @@
  * by the tests).
  */
 #include "kblas.h"
+#include "kconv_simd.h"
 #include <limits.h>
 #include <stdlib.h>
 
@@ -68,7 +73,6 @@
 
 /* From k_linalg.c. */
 bool cpu_blas_single(double mnk);
-void *cpu_workspace(size_t bytes);
 
 /* OpenBLAS runs a GEMM of up to this many multiply-adds on one thread. */
 #define GEMM_SMALL_MNK (65536.0 * 4.0)
@@ -1284,7 +1288,18 @@ static void run_prim(struct conv_job *j, int prim, const void *x,
 {
     struct crun r;
     size_t sb;
+    const struct cgeo *g = &j->g;
 
+    if (j->t == tops_for(KEEL_F32) && g->sh == 1 && g->sw == 1 &&
+        g->dh == 1 && g->dw == 1 && !g->direct_1x1) {
+        struct conv_simd_geo sg = {g->n,  g->c,  g->h,  g->w,  g->o,
+                                   g->oh, g->ow, g->kh, g->kw, g->pt,
+                                   g->pl, g->g};
+        static const int sp[] = {CONV_SIMD_FWD, CONV_SIMD_BWD_DATA,
+                                 CONV_SIMD_BWD_FILTER};
+        if (cpu_conv_simd(sp[prim], &sg, x, w, bias, dy, y))
+            return;
+    }
     memset(&r, 0, sizeof(r));
     r.g = &j->g;
     r.t = j->t;

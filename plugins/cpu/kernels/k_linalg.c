@@ -50,19 +50,11 @@
 
 /* Shared with k_conv.c (declared there too). */
 bool cpu_blas_single(double mnk);
-void *cpu_workspace(size_t bytes);
 
 /* MNK at or below which OpenBLAS runs a GEMM on one thread. */
 #define GEMM_SMALL_MNK (65536.0 * 4.0)
 
 /* ---- shared helpers ------------------------------------------------------ */
-
-static const char *env_get(const char *name)
-{
-    if (cpu_g.host && cpu_g.host->get_env)
-        return cpu_g.host->get_env(name);
-    return getenv(name);
-}
 
 /* Does the BLAS run a GEMM of m*n*k multiply-adds on the calling thread
  * only? Then callers may run several at once over the plugin's pool. A
@@ -76,7 +68,7 @@ bool cpu_blas_single(double mnk)
 
 void *cpu_workspace(size_t bytes)
 {
-    const char *e = env_get("KEEL_CPU_NO_WORKSPACE");
+    const char *e = cpu_getenv("KEEL_CPU_NO_WORKSPACE");
 
     if (e && *e && strcmp(e, "0"))
         return NULL;

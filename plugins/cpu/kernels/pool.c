@@ -42,9 +42,7 @@ static _Thread_local bool in_pool;
 
 static int configured_threads(void)
 {
-    const char *e = cpu_g.host && cpu_g.host->get_env
-                        ? cpu_g.host->get_env("KEEL_CPU_THREADS")
-                        : getenv("KEEL_CPU_THREADS");
+    const char *e = cpu_getenv("KEEL_CPU_THREADS");
     long n = e && *e ? strtol(e, NULL, 10) : 0;
 
     if (n <= 0)

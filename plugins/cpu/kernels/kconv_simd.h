@@ -1,0 +1,36 @@
+/*
+ * Direct AVX-512 convolution primitives for small float32 convolutions
+ * (k_conv_simd.c), used by k_conv.c in place of im2col + GEMM where they
+ * apply. See k_conv_simd.c for when that is and how they work.
+ */
+#ifndef KEEL_CPU_KCONV_SIMD_H
+#define KEEL_CPU_KCONV_SIMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One conv2d geometry, NCHW, stride 1, dilation 1: input [n, c, h, w],
+ * weight [o, c/groups, kh, kw], output [n, o, oh, ow], top and left
+ * padding pt, pl (the bottom and right ones follow from oh and ow). */
+struct conv_simd_geo {
+    int64_t n, c, h, w, o, oh, ow, kh, kw, pt, pl, groups;
+};
+
+enum { CONV_SIMD_FWD, CONV_SIMD_BWD_DATA, CONV_SIMD_BWD_FILTER };
+
+/*
+ * Runs one primitive over the whole batch, contiguous float32 buffers:
+ *
+ *   CONV_SIMD_FWD         out = y  = conv(x, w) (+ bias[o])
+ *   CONV_SIMD_BWD_DATA    out = dx = conv^T(dy, w) (+ bias[c])
+ *   CONV_SIMD_BWD_FILTER  out = dw = sum over images of dy (x) x
+ *
+ * Returns false, having written nothing, when the primitive does not
+ * apply (geometry, CPU without AVX-512F, KEEL_CPU_CONV_SIMD=0, no
+ * workspace); the caller then runs its general path.
+ */
+bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
+                   const float *w, const float *bias, const float *dy,
+                   float *out);
+
+#endif /* KEEL_CPU_KCONV_SIMD_H */

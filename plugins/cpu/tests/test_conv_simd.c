@@ -1,0 +1,357 @@
+/*
+ * White-box CUnit tests of the CPU plugin's direct AVX-512 convolution
+ * (kernels/k_conv_simd.c), linked straight into this program with the few
+ * plugin services it uses stubbed below (environment, workspace, a
+ * parallel_for that cuts every range into single items, three pool
+ * threads so that bwd_filter's per-part sums are added up).
+ *
+ * The op-level suites (ops-conv-*) run conv2d through the plugin, where a
+ * path that declines simply falls back to im2col + GEMM; here each call
+ * must be taken by the direct path (on a CPU with AVX-512F), and its
+ * result is checked against a double-precision loop over exactly the
+ * terms of the definition:
+ *
+ *   - forward, backward data (with and without bias) and backward filter
+ *     over geometries that reach every block shape: LeNet's two layers,
+ *     rows of several vectors with ragged tails, kernels 1 to 7 wide,
+ *     asymmetric padding, groups, channel counts that leave blocks of 4,
+ *     2 and 1, and row counts that leave dead rows in a block;
+ *   - an infinite input in a column that only the lanes past the output
+ *     row would read must not turn other taps of dw into NaN;
+ *   - the cases it must decline (kernel wider than 7, rows over 128,
+ *     large layers, KEEL_CPU_CONV_SIMD=0, no workspace) return false and
+ *     leave the output untouched.
+ *
+ * On a CPU without AVX-512F every call must decline; the suite checks
+ * that and says that the kernels themselves were not exercised.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+
+#include "../kernels/kconv_simd.h"
+#include "../kernels/kern.h"
+
+/* ---- the plugin services the kernels use --------------------------------- */
+
+static bool no_workspace;
+
+const char *cpu_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+void *cpu_workspace(size_t bytes)
+{
+    return no_workspace ? NULL : malloc(bytes ? bytes : 1);
+}
+
+void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx)
+{
+    (void)grain;
+    for (int64_t i = 0; i < n; i++)
+        fn(ctx, i, i + 1);
+}
+
+int cpu_pool_threads(void)
+{
+    return 3;
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+struct gcase {
+    const char *name;
+    int64_t n, c, h, w, o, kh, kw, pt, pb, pl, pr, groups;
+};
+
+static struct conv_simd_geo geo_of(const struct gcase *k)
+{
+    struct conv_simd_geo g = {k->n,
+                              k->c,
+                              k->h,
+                              k->w,
+                              k->o,
+                              k->h + k->pt + k->pb - k->kh + 1,
+                              k->w + k->pl + k->pr - k->kw + 1,
+                              k->kh,
+                              k->kw,
+                              k->pt,
+                              k->pl,
+                              k->groups};
+    return g;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static float rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *rnd_buf(int64_t n)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+
+    for (int64_t i = 0; i < n; i++)
+        p[i] = rnd();
+    return p;
+}
+
+/* Every term x[n][c][iy][ix] * w[o][c'][i][j] of the conv, visited once:
+ * fn(n, c, iy, ix, o, i, j, oy, ox). */
+#define FOR_TERMS(g, BODY)                                                     \
+    for (int64_t n = 0; n < (g).n; n++)                                        \
+        for (int64_t o = 0; o < (g).o; o++)                                    \
+            for (int64_t ci = 0; ci < (g).c / (g).groups; ci++)                \
+                for (int64_t oy = 0; oy < (g).oh; oy++)                        \
+                    for (int64_t ox = 0; ox < (g).ow; ox++)                    \
+                        for (int64_t i = 0; i < (g).kh; i++)                   \
+                            for (int64_t j = 0; j < (g).kw; j++) {             \
+                                int64_t og = (g).o / (g).groups;               \
+                                int64_t gc = (g).c / (g).groups;               \
+                                int64_t c = o / og * gc + ci;                  \
+                                int64_t iy = oy + i - (g).pt;                  \
+                                int64_t ix = ox + j - (g).pl;                  \
+                                if (iy < 0 || iy >= (g).h || ix < 0 ||         \
+                                    ix >= (g).w)                               \
+                                    continue;                                  \
+                                int64_t xi =                                   \
+                                    ((n * (g).c + c) * (g).h + iy) * (g).w +   \
+                                    ix;                                        \
+                                int64_t wi =                                   \
+                                    ((o * gc + ci) * (g).kh + i) * (g).kw + j; \
+                                int64_t yi =                                   \
+                                    ((n * (g).o + o) * (g).oh + oy) * (g).ow + \
+                                    ox;                                        \
+                                BODY                                           \
+                            }
+
+/* |got - ref| within float rounding of a sum whose terms add up to
+ * `mag` in absolute value; non-finite values must match in class. */
+static bool close_to(float got, double ref, double mag)
+{
+    if (isnan(ref) || isnan(got))
+        return isnan(ref) && isnan(got);
+    if (isinf(ref) || isinf(got))
+        return got == ref;
+    return fabs(got - ref) <= 1e-5 * (mag + 1.0);
+}
+
+static int check(const char *what, const char *name, const float *got,
+                 const double *ref, const double *mag, int64_t n)
+{
+    int bad = 0;
+
+    for (int64_t i = 0; i < n; i++)
+        if (!close_to(got[i], ref[i], mag[i])) {
+            if (bad < 3)
+                fprintf(stderr, "\n  %s %s [%lld]: %.9g, want %.9g", what,
+                        name, (long long)i, got[i], ref[i]);
+            bad++;
+        }
+    return bad;
+}
+
+static bool have_avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+/* Runs the three primitives of one geometry and checks them. */
+static void run_case(const struct gcase *k, bool bias)
+{
+    struct conv_simd_geo g = geo_of(k);
+    int64_t cg = g.c / g.groups;
+    int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.o * g.oh * g.ow;
+    int64_t nw = g.o * cg * g.kh * g.kw;
+    float *x = rnd_buf(nx), *w = rnd_buf(nw), *dy = rnd_buf(ny);
+    float *b = rnd_buf(g.o > g.c ? g.o : g.c);
+    float *y = malloc((size_t)ny * sizeof(float));
+    float *dx = malloc((size_t)nx * sizeof(float));
+    float *dw = malloc((size_t)nw * sizeof(float));
+    double *r = calloc((size_t)(nx + ny + nw), sizeof(double));
+    double *m = calloc((size_t)(nx + ny + nw), sizeof(double));
+    bool on = have_avx512();
+    int bad;
+
+    /* forward */
+    for (int64_t i = 0; i < ny; i++) {
+        int64_t o = i / (g.oh * g.ow) % g.o;
+        r[i] = bias ? b[o] : 0, m[i] = bias ? fabs(b[o]) : 0;
+    }
+    FOR_TERMS(g, {
+        r[yi] += (double)x[xi] * w[wi];
+        m[yi] += fabs((double)x[xi] * w[wi]);
+    })
+    CU_ASSERT_EQUAL(cpu_conv_simd(CONV_SIMD_FWD, &g, x, w, bias ? b : NULL,
+                                  NULL, y),
+                    on);
+    if (on) {
+        bad = check("fwd", k->name, y, r, m, ny);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+
+    /* backward data: dx[c] = bias[c] + sum of w * dy */
+    memset(r, 0, (size_t)(nx + ny + nw) * sizeof(double));
+    memset(m, 0, (size_t)(nx + ny + nw) * sizeof(double));
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t c = i / (g.h * g.w) % g.c;
+        r[i] = bias ? b[c] : 0, m[i] = bias ? fabs(b[c]) : 0;
+    }
+    FOR_TERMS(g, {
+        r[xi] += (double)dy[yi] * w[wi];
+        m[xi] += fabs((double)dy[yi] * w[wi]);
+    })
+    CU_ASSERT_EQUAL(cpu_conv_simd(CONV_SIMD_BWD_DATA, &g, NULL, w,
+                                  bias ? b : NULL, dy, dx),
+                    on);
+    if (on) {
+        bad = check("bwd_data", k->name, dx, r, m, nx);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+
+    /* backward filter */
+    memset(r, 0, (size_t)(nx + ny + nw) * sizeof(double));
+    memset(m, 0, (size_t)(nx + ny + nw) * sizeof(double));
+    FOR_TERMS(g, {
+        r[wi] += (double)dy[yi] * x[xi];
+        m[wi] += fabs((double)dy[yi] * x[xi]);
+    })
+    CU_ASSERT_EQUAL(
+        cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL, NULL, dy, dw), on);
+    if (on) {
+        bad = check("bwd_filter", k->name, dw, r, m, nw);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    free(x), free(w), free(dy), free(b), free(y), free(dx), free(dw);
+    free(r), free(m);
+}
+
+/* name, n c h w, o kh kw, pad top bottom left right, groups */
+static const struct gcase cases[] = {
+    {"lenet conv1", 3, 1, 28, 28, 6, 5, 5, 2, 2, 2, 2, 1},
+    {"lenet conv2", 5, 6, 14, 14, 16, 5, 5, 0, 0, 0, 0, 1},
+    {"3 vectors per row, kw 7", 2, 3, 9, 37, 5, 3, 7, 1, 2, 3, 1, 1},
+    {"groups 2, kw 6, right pad only", 2, 4, 7, 20, 6, 3, 6, 2, 0, 0, 5, 2},
+    {"7 channels (4+2+1), 13 rows", 2, 2, 13, 16, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"depthwise", 3, 5, 6, 17, 5, 3, 3, 1, 1, 1, 1, 5},
+    {"1x1", 2, 3, 4, 5, 3, 1, 1, 0, 0, 0, 0, 1},
+    {"kernel 2x4, pad top kh-1", 2, 3, 5, 9, 4, 2, 4, 1, 0, 2, 1, 1},
+    {"one output row, 128 wide", 1, 2, 3, 128, 3, 3, 3, 0, 0, 1, 1, 1},
+    {"kw 1..7 sweep: 1", 2, 2, 6, 19, 5, 2, 1, 0, 1, 0, 0, 1},
+    {"kw 1..7 sweep: 2", 2, 2, 6, 19, 5, 2, 2, 0, 1, 1, 0, 1},
+    {"kw 1..7 sweep: 4", 2, 2, 6, 19, 5, 2, 4, 0, 1, 1, 2, 1},
+    {"kw 1..7 sweep: 6", 2, 2, 6, 19, 5, 2, 6, 0, 1, 3, 2, 1},
+    {"9 images over 3 parts", 9, 2, 8, 8, 4, 5, 5, 2, 2, 2, 2, 1},
+};
+
+static void test_geometries(void)
+{
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        run_case(&cases[i], true);
+        run_case(&cases[i], false);
+    }
+    if (!have_avx512())
+        fprintf(stderr, "\n  no AVX-512F on this CPU: the direct kernels "
+                        "declined every call and were not exercised");
+}
+
+/* LeNet conv2 (ow 10 of 14 input columns): x[.., 13] = inf is a valid
+ * term only for tap j = 4 (ox 9); the lanes ox 10 .. 13 of taps 0 .. 3
+ * also reach it, and must not bring 0 * inf = NaN into those taps. */
+static void test_junk_lanes(void)
+{
+    struct gcase k = {"inf", 1, 1, 14, 14, 2, 5, 5, 0, 0, 0, 0, 1};
+    struct conv_simd_geo g = geo_of(&k);
+    float *x = rnd_buf(14 * 14), *dy = rnd_buf(2 * 10 * 10), dw[50];
+
+    if (!have_avx512()) {
+        CU_ASSERT_FALSE(cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL,
+                                      NULL, dy, dw));
+        free(x), free(dy);
+        return;
+    }
+    for (int iy = 0; iy < 14; iy++)
+        x[iy * 14 + 13] = INFINITY;
+    CU_ASSERT_TRUE_FATAL(
+        cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL, NULL, dy, dw));
+    for (int o = 0; o < 2; o++)
+        for (int t = 0; t < 25; t++) {
+            bool last = t % 5 == 4;
+            CU_ASSERT_EQUAL(isfinite(dw[o * 25 + t]) != 0, !last);
+        }
+    free(x), free(dy);
+}
+
+/* Geometries and settings the direct path must decline, output intact. */
+static void test_declines(void)
+{
+    struct gcase big[] = {
+        {"kw 8", 1, 2, 6, 20, 3, 3, 8, 0, 0, 0, 0, 1},
+        {"129 columns", 1, 2, 4, 129, 3, 3, 3, 0, 0, 1, 1, 1},
+        {"33 output channels", 1, 2, 6, 6, 33, 3, 3, 1, 1, 1, 1, 1},
+        {"c*kh*kw 270", 1, 30, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1},
+        {"padding as large as the kernel", 1, 1, 6, 6, 2, 3, 3, 3, 3, 0, 0,
+         1},
+    };
+    struct gcase ok = cases[1];
+    struct conv_simd_geo g;
+    float *x = rnd_buf(8 * 30 * 6 * 129), *w = rnd_buf(33 * 30 * 9 * 8);
+    float *out = malloc(8 * 33 * 6 * 129 * sizeof(float));
+
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        g = geo_of(&big[i]);
+        out[0] = 42.0f;
+        for (int p = 0; p < 3; p++)
+            CU_ASSERT_FALSE(cpu_conv_simd(p, &g, x, w, NULL, x, out));
+        CU_ASSERT_EQUAL(out[0], 42.0f);
+    }
+    g = geo_of(&ok);
+    setenv("KEEL_CPU_CONV_SIMD", "0", 1);
+    for (int p = 0; p < 3; p++)
+        CU_ASSERT_FALSE(cpu_conv_simd(p, &g, x, w, NULL, x, out));
+    unsetenv("KEEL_CPU_CONV_SIMD");
+    no_workspace = true;
+    for (int p = 0; p < 3; p++)
+        CU_ASSERT_FALSE(cpu_conv_simd(p, &g, x, w, NULL, x, out));
+    no_workspace = false;
+    CU_ASSERT_EQUAL(out[0], 42.0f);
+    CU_ASSERT_EQUAL(cpu_conv_simd(CONV_SIMD_FWD, &g, x, w, NULL, NULL, out),
+                    have_avx512());
+    free(x), free(w), free(out);
+}
+
+int main(void)
+{
+    CU_pSuite s;
+    unsigned fails;
+
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    s = CU_add_suite("conv-simd", NULL, NULL);
+    if (!s || !CU_add_test(s, "geometries against a double reference",
+                           test_geometries) ||
+        !CU_add_test(s, "lanes past the row never meet an infinity",
+                     test_junk_lanes) ||
+        !CU_add_test(s, "declined geometries and settings", test_declines)) {
+        CU_cleanup_registry();
+        return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return fails ? 1 : 0;
+}
