@@ -755,10 +755,18 @@ static keel_status r_cos(struct ag_ctx *c)
     return chain(c, un(c, KEEL_OP_NEG, un(c, KEEL_OP_SIN, sin_(c, 0))));
 }
 
-/* Paddle: the gradient passes where out > 0. */
+/* Paddle: the gradient passes where out > 0 (a NaN output passes none).
+ * One select instead of a mask cast to float and a multiply: two passes
+ * over the activation fewer, and an infinite gradient stays infinite
+ * where it passes and becomes 0, not NaN, where it does not. */
 static keel_status r_relu(struct ag_ctx *c)
 {
-    return chain(c, maskc(c, KEEL_OP_GREATER, sout(c, 0), 0.0));
+    keel_tensor *o = sout(c, 0), *g = c->gout[0];
+
+    give(c, 0,
+         where(c, cmp(c, KEEL_OP_GREATER, o, scal(c, o, 0.0)), g,
+               scal(c, g, 0.0)));
+    return c->st;
 }
 
 /* Paddle: strictly inside (0, 6). */

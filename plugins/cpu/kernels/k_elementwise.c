@@ -687,6 +687,27 @@ LOOP_WHERE(uint16_t)
 LOOP_WHERE(uint32_t)
 LOOP_WHERE(uint64_t)
 
+/* The same with y one element repeated (a broadcast scalar: relu's
+ * gradient is where(out > 0, dout, 0)). */
+#define LOOP_WHERE_YS(T)                                                     \
+    static void where_ys_##T(void *restrict o_, const uint8_t *restrict c,   \
+                             const void *restrict x_, const void *restrict y_, \
+                             int64_t n)                                      \
+    {                                                                        \
+        T *restrict o = o_;                                                  \
+        const T *restrict x = x_;                                            \
+        const T y = *(const T *)y_;                                          \
+                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                    \
+            T m = (T)((T)0 - (T)(c[i] != 0));                                \
+            o[i] = (T)((x[i] & m) | (y & (T)~m));                            \
+        }                                                                    \
+    }
+LOOP_WHERE_YS(uint8_t)
+LOOP_WHERE_YS(uint16_t)
+LOOP_WHERE_YS(uint32_t)
+LOOP_WHERE_YS(uint64_t)
+
 typedef void (*where_fn)(void *o, const uint8_t *c, const void *x,
                          const void *y, int64_t n);
 
@@ -909,7 +930,7 @@ static void bin_row(void *ctx, char *const *p, const int64_t *st, int64_t n)
 }
 
 struct wrow {
-    where_fn fn;
+    where_fn fn, fn_ys;
     uint32_t es;
 };
 
@@ -924,6 +945,10 @@ static void where_row(void *ctx, char *const *p, const int64_t *st,
 
     if (st[0] == es && st[1] == 1 && st[2] == es && st[3] == es) {
         w->fn(p[0], (const uint8_t *)p[1], p[2], p[3], n);
+        return;
+    }
+    if (st[0] == es && st[1] == 1 && st[2] == es && st[3] == 0) {
+        w->fn_ys(p[0], (const uint8_t *)p[1], p[2], p[3], n);
         return;
     }
     for (int64_t b = 0; b < n; b += EBLK) {
@@ -1255,10 +1280,17 @@ static void where_impl(const struct kcall *k)
         [4] = where_uint32_t,
         [8] = where_uint64_t,
     };
+    static const where_fn fns_ys[9] = {
+        [1] = where_ys_uint8_t,
+        [2] = where_ys_uint16_t,
+        [4] = where_ys_uint32_t,
+        [8] = where_ys_uint64_t,
+    };
     struct wrow w;
 
     w.es = keel_dtype_size(k->a->outputs[0].dtype);
     w.fn = fns[w.es];
+    w.fn_ys = fns_ys[w.es];
     elem_rows(k, where_row, &w, 0);
 }
 
