@@ -101,16 +101,53 @@ struct fill {
     int64_t es;
 };
 
+/* Typed stores of the pattern (a memcpy of a run-time size per element
+ * was a library call per element: zeroing a gradient took microseconds). */
+#define FILL_LOOP(T)                                                           \
+    static void fill_##T(char *o, int64_t st, int64_t n, const void *pat)      \
+    {                                                                          \
+        T v;                                                                   \
+        memcpy(&v, pat, sizeof(T));                                            \
+        if (st == (int64_t)sizeof(T)) {                                        \
+            T *restrict d = (T *)(void *)o;                                    \
+            for (int64_t i = 0; i < n; i++)                                    \
+                d[i] = v;                                                      \
+            return;                                                            \
+        }                                                                      \
+        for (int64_t i = 0; i < n; i++)                                        \
+            memcpy(o + i * st, &v, sizeof(T));                                 \
+    }
+FILL_LOOP(uint16_t)
+FILL_LOOP(uint32_t)
+FILL_LOOP(uint64_t)
+
 static void fill_row(void *ctx, char *const *p, const int64_t *st, int64_t n)
 {
     const struct fill *f = ctx;
+    static const unsigned char zero[8];
 
-    if (f->es == 1 && st[0] == 1) {
-        memset(p[0], f->pattern[0], (size_t)n);
+    if (st[0] == f->es && !memcmp(f->pattern, zero, (size_t)f->es)) {
+        memset(p[0], 0, (size_t)(n * f->es));
         return;
     }
-    for (int64_t i = 0; i < n; i++)
-        memcpy(p[0] + i * st[0], f->pattern, (size_t)f->es);
+    switch (f->es) {
+    case 1:
+        if (st[0] == 1)
+            memset(p[0], f->pattern[0], (size_t)n);
+        else
+            for (int64_t i = 0; i < n; i++)
+                p[0][i * st[0]] = (char)f->pattern[0];
+        return;
+    case 2:
+        fill_uint16_t(p[0], st[0], n, f->pattern);
+        return;
+    case 4:
+        fill_uint32_t(p[0], st[0], n, f->pattern);
+        return;
+    default:
+        fill_uint64_t(p[0], st[0], n, f->pattern);
+        return;
+    }
 }
 
 static void full_impl(const struct kcall *k)
