@@ -13,6 +13,14 @@
  * terms the definition has (no 0 * inf from a column that does not exist;
  * rows wholly in the padding are skipped, as their terms are zero).
  *
+ * Masked loads cost time, though (a third on LeNet's second layer, whose
+ * 10-column rows use 10 of 16 lanes). Without horizontal padding every
+ * real output column reads real input columns, so forward and
+ * bwd_filter load whole vectors instead: forward never stores the other
+ * lanes; bwd_filter, when each lane is always or never a real column,
+ * leaves those lanes' junk out of the final sum. Images whose loads could
+ * run past the end of a tensor take the masked loads.
+ *
  *   fwd          y[o][oy][ox..] = b[o] + sum_{c,i,j} w[o][c][i][j] *
  *                                 x[c][oy+i-pt][ox+j-pl ..]
  *                blocks of B output channels x 4 row vectors in registers
@@ -104,6 +112,8 @@ struct job {
     const float *wp;  /* repacked weights (fwd, bwd_data) */
     float *acc;       /* bwd_filter: parts x o*cg*taps vectors of 16 */
     int64_t parts;
+    const float *xend, *dyend;     /* one past the last element */
+    bool unmasked;                 /* no horizontal padding: see below */
     int nch;                       /* vectors per row */
     int rows;                      /* row vectors per block: 4 or 5 */
     uint16_t lm[NCH_MAX][KW_MAX];  /* load masks per (vector, tap column) */
@@ -130,9 +140,9 @@ static int pick_rows(int64_t n)
 /* y for output channels [ob, ob + B) and output rows [oy0, oy0 + R) of
  * vector column v of one image and group. Weights repacked
  * [g][c/g][kh][kw][o/g]. */
-INL void fwd_block(const struct job *J, int B, int R, const float *xg,
-                   float *yg, const float *wg, const float *bg, int64_t ob,
-                   int64_t oy0, int v)
+INL void fwd_block(const struct job *J, int B, int R, bool U,
+                   const float *xg, float *yg, const float *wg,
+                   const float *bg, int64_t ob, int64_t oy0, int v)
 {
     const struct sg *s = &J->s;
     __m512 acc[4][5];
@@ -161,7 +171,8 @@ INL void fwd_block(const struct job *J, int B, int R, const float *xg,
                 __m512 xv[5];
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++)
-                    xv[r] = _mm512_maskz_loadu_ps(m, row[r] + j);
+                    xv[r] = U ? _mm512_loadu_ps(row[r] + j)
+                              : _mm512_maskz_loadu_ps(m, row[r] + j);
 #pragma GCC unroll 8
                 for (int b = 0; b < B; b++) {
                     __m512 wv = _mm512_set1_ps(wc[j * s->og + b]);
@@ -187,26 +198,26 @@ INL void fwd_block(const struct job *J, int B, int R, const float *xg,
     }
 }
 
-#define FWD_FN(B, R)                                                           \
-    TGT static void fwd_##B##_##R(const struct job *J, const float *xg,        \
-                                  float *yg, const float *wg, const float *bg, \
-                                  int64_t ob, int64_t oy0, int v)              \
+#define FWD_FN(B, R, U)                                                        \
+    TGT static void fwd_##B##_##R##_##U(                                       \
+        const struct job *J, const float *xg, float *yg, const float *wg,      \
+        const float *bg, int64_t ob, int64_t oy0, int v)                       \
     {                                                                          \
-        fwd_block(J, B, R, xg, yg, wg, bg, ob, oy0, v);                        \
+        fwd_block(J, B, R, U, xg, yg, wg, bg, ob, oy0, v);                     \
     }
-FWD_FN(4, 4)
-FWD_FN(2, 4)
-FWD_FN(1, 4)
-FWD_FN(4, 5)
-FWD_FN(2, 5)
-FWD_FN(1, 5)
+#define FWD_FNS(R, U) FWD_FN(4, R, U) FWD_FN(2, R, U) FWD_FN(1, R, U)
+FWD_FNS(4, 0)
+FWD_FNS(5, 0)
+FWD_FNS(4, 1)
+FWD_FNS(5, 1)
 
 typedef void (*blk_fn)(const struct job *, const float *, float *,
                        const float *, const float *, int64_t, int64_t, int);
 
-/* [rows == 5][0: 4 channels, 1: 2, 2: 1] */
-static const blk_fn fwd_table[2][3] = {{fwd_4_4, fwd_2_4, fwd_1_4},
-                                       {fwd_4_5, fwd_2_5, fwd_1_5}};
+/* [unmasked][rows == 5][0: 4 channels, 1: 2, 2: 1] */
+static const blk_fn fwd_table[2][2][3] = {
+    {{fwd_4_4_0, fwd_2_4_0, fwd_1_4_0}, {fwd_4_5_0, fwd_2_5_0, fwd_1_5_0}},
+    {{fwd_4_4_1, fwd_2_4_1, fwd_1_4_1}, {fwd_4_5_1, fwd_2_5_1, fwd_1_5_1}}};
 
 /* Channel blocks of 4, 2 and 1 over every (vector, row block). */
 static void run_blocks(const struct job *J, const blk_fn *fn, int64_t nchan,
@@ -229,15 +240,19 @@ static void fwd_images(void *ctx, int64_t n0, int64_t n1)
 {
     const struct job *J = ctx;
     const struct sg *s = &J->s;
-    const blk_fn *fn = fwd_table[J->rows == 5];
+    /* An unmasked load reads up to 16 + kw - 1 columns from a row's
+     * first vector on: past the group's last plane by at most that. */
+    const int64_t over = (J->nch - 1) * 16 + s->kw - 1 + 16 - s->w;
 
     for (int64_t n = n0; n < n1; n++)
-        for (int64_t gi = 0; gi < s->g; gi++)
-            run_blocks(J, fn, s->og, s->oh,
-                       J->x + (n * s->c + gi * s->cg) * s->hw,
+        for (int64_t gi = 0; gi < s->g; gi++) {
+            const float *xg = J->x + (n * s->c + gi * s->cg) * s->hw;
+            bool u = J->unmasked && xg + s->cg * s->hw + over <= J->xend;
+            run_blocks(J, fwd_table[u][J->rows == 5], s->og, s->oh, xg,
                        J->out + (n * s->o + gi * s->og) * s->ohw,
                        J->wp + gi * s->cg * s->taps * s->og,
                        J->bias ? J->bias + gi * s->og : NULL);
+        }
 }
 
 /* ---- backward data ------------------------------------------------------ */
@@ -351,7 +366,7 @@ static void bwd_data_images(void *ctx, int64_t n0, int64_t n1)
  * the KW shifted x rows, over every output row whose input row exists.
  * acc points at the group's vectors, [o/g][c/g][kh][kw] x 16 floats; xg
  * and dyg at the group's planes of image n0. */
-INL void bwd_filter_block(const struct job *J, int B, int KW,
+INL void bwd_filter_block(const struct job *J, int B, int KW, bool U,
                           const float *xg, const float *dyg, float *acc,
                           int64_t n0, int64_t n1, int64_t ob, int64_t ci,
                           int64_t i)
@@ -384,10 +399,12 @@ INL void bwd_filter_block(const struct job *J, int B, int KW,
                 __m512 d[4];
 #pragma GCC unroll 8
                 for (int b = 0; b < B; b++)
-                    d[b] = _mm512_maskz_loadu_ps(dm, dr + b * s->ohw);
+                    d[b] = U ? _mm512_loadu_ps(dr + b * s->ohw)
+                             : _mm512_maskz_loadu_ps(dm, dr + b * s->ohw);
 #pragma GCC unroll 8
                 for (int j = 0; j < KW; j++) {
-                    __m512 xv = _mm512_maskz_loadu_ps(xm[j], xr + j);
+                    __m512 xv = U ? _mm512_loadu_ps(xr + j)
+                                  : _mm512_maskz_loadu_ps(xm[j], xr + j);
 #pragma GCC unroll 8
                     for (int b = 0; b < B; b++)
                         a[b][j] = _mm512_fmadd_ps(d[b], xv, a[b][j]);
@@ -404,44 +421,52 @@ INL void bwd_filter_block(const struct job *J, int B, int KW,
             _mm512_store_ps(ap[b] + j * 16, a[b][j]);
 }
 
-#define BWDF_FN(B, KW)                                                         \
-    TGT static void bwdf_##B##_##KW(const struct job *J, const float *xg,      \
-                                    const float *dyg, float *acc, int64_t n0,  \
-                                    int64_t n1, int64_t ob, int64_t ci,        \
-                                    int64_t i)                                 \
+#define BWDF_FN(B, KW, U)                                                      \
+    TGT static void bwdf_##B##_##KW##_##U(                                     \
+        const struct job *J, const float *xg, const float *dyg, float *acc,    \
+        int64_t n0, int64_t n1, int64_t ob, int64_t ci, int64_t i)             \
     {                                                                          \
-        bwd_filter_block(J, B, KW, xg, dyg, acc, n0, n1, ob, ci, i);           \
+        bwd_filter_block(J, B, KW, U, xg, dyg, acc, n0, n1, ob, ci, i);        \
     }
-#define BWDF_KW(KW) BWDF_FN(4, KW) BWDF_FN(2, KW) BWDF_FN(1, KW)
-BWDF_KW(1)
-BWDF_KW(2)
-BWDF_KW(3)
-BWDF_KW(4)
-BWDF_KW(5)
-BWDF_FN(2, 6)
-BWDF_FN(1, 6)
-BWDF_FN(2, 7)
-BWDF_FN(1, 7)
+#define BWDF_KW(KW, U) BWDF_FN(4, KW, U) BWDF_FN(2, KW, U) BWDF_FN(1, KW, U)
+#define BWDF_WIDE(KW, U) BWDF_FN(2, KW, U) BWDF_FN(1, KW, U)
+#define BWDF_ALL(U)                                                            \
+    BWDF_KW(1, U)                                                              \
+    BWDF_KW(2, U)                                                              \
+    BWDF_KW(3, U)                                                              \
+    BWDF_KW(4, U)                                                              \
+    BWDF_KW(5, U)                                                              \
+    BWDF_WIDE(6, U)                                                            \
+    BWDF_WIDE(7, U)
+BWDF_ALL(0)
+BWDF_ALL(1)
 
 typedef void (*bwdf_fn)(const struct job *, const float *, const float *,
                         float *, int64_t, int64_t, int64_t, int64_t, int64_t);
 
-/* [kw - 1][0: widest block, 1: 2 channels, 2: 1]; 4 x 6 and 4 x 7
- * accumulators would not leave registers for the loads, so the widest
- * block of a 6 or 7 wide kernel is 2 channels. */
-static const bwdf_fn bwdf_table[KW_MAX][3] = {
-    {bwdf_4_1, bwdf_2_1, bwdf_1_1}, {bwdf_4_2, bwdf_2_2, bwdf_1_2},
-    {bwdf_4_3, bwdf_2_3, bwdf_1_3}, {bwdf_4_4, bwdf_2_4, bwdf_1_4},
-    {bwdf_4_5, bwdf_2_5, bwdf_1_5}, {bwdf_2_6, bwdf_2_6, bwdf_1_6},
-    {bwdf_2_7, bwdf_2_7, bwdf_1_7},
-};
+/* [unmasked][kw - 1][0: widest block, 1: 2 channels, 2: 1]; 4 x 6 and
+ * 4 x 7 accumulators would not leave registers for the loads, so the
+ * widest block of a 6 or 7 wide kernel is 2 channels. */
+#define BWDF_ROWS(U)                                                           \
+    {                                                                          \
+        {bwdf_4_1_##U, bwdf_2_1_##U, bwdf_1_1_##U},                            \
+            {bwdf_4_2_##U, bwdf_2_2_##U, bwdf_1_2_##U},                        \
+            {bwdf_4_3_##U, bwdf_2_3_##U, bwdf_1_3_##U},                        \
+            {bwdf_4_4_##U, bwdf_2_4_##U, bwdf_1_4_##U},                        \
+            {bwdf_4_5_##U, bwdf_2_5_##U, bwdf_1_5_##U},                        \
+            {bwdf_2_6_##U, bwdf_2_6_##U, bwdf_1_6_##U},                        \
+            {bwdf_2_7_##U, bwdf_2_7_##U, bwdf_1_7_##U},                        \
+    }
+static const bwdf_fn bwdf_table[2][KW_MAX][3] = {BWDF_ROWS(0), BWDF_ROWS(1)};
 
 static void bwd_filter_part(void *ctx, int64_t p0, int64_t p1)
 {
     const struct job *J = ctx;
     const struct sg *s = &J->s;
-    const bwdf_fn *fn = bwdf_table[s->kw - 1];
     const int64_t wide = s->kw > 5 ? 2 : 4;
+    /* Unmasked loads read up to 16 + kw - 1 columns from a row's start:
+     * past a plane by at most these many elements. */
+    const int64_t xover = 16 + s->kw - 1 - s->w, dover = 16 - s->ow;
     const int64_t per = s->o * s->cg * s->taps * 16;
 
     for (int64_t p = p0; p < p1; p++) {
@@ -455,6 +480,12 @@ static void bwd_filter_part(void *ctx, int64_t p0, int64_t p1)
                 const float *xg = J->x + (m0 * s->c + gi * s->cg) * s->hw;
                 const float *dyg = J->dy + (m0 * s->o + gi * s->og) * s->ohw;
                 float *ag = acc + gi * s->og * s->cg * s->taps * 16;
+                const float *xl = xg + (m1 - 1 - m0) * s->c * s->hw;
+                const float *dl = dyg + (m1 - 1 - m0) * s->o * s->ohw;
+                bool u = J->unmasked &&
+                         xl + s->cg * s->hw + xover <= J->xend &&
+                         dl + s->og * s->ohw + dover <= J->dyend;
+                const bwdf_fn *fn = bwdf_table[u][s->kw - 1];
                 for (int64_t ci = 0; ci < s->cg; ci++)
                     for (int64_t i = 0; i < s->kh; i++) {
                         int64_t ob = 0;
@@ -470,17 +501,19 @@ static void bwd_filter_part(void *ctx, int64_t p0, int64_t p1)
     }
 }
 
-/* dw[k] = the lanes of every part's vector k, added up. */
+/* dw[k] = the lanes of every part's vector k, added up: the lanes of
+ * real columns only, as unmasked blocks leave junk in the others. */
 TGT static void bwd_filter_reduce(const struct job *J)
 {
     const struct sg *s = &J->s;
     const int64_t nw = s->o * s->cg * s->taps;
+    const __mmask16 lanes = J->nch == 1 ? J->sm[0] : 0xffff;
 
     for (int64_t k = 0; k < nw; k++) {
         __m512 v = _mm512_load_ps(J->acc + k * 16);
         for (int64_t p = 1; p < J->parts; p++)
             v = _mm512_add_ps(v, _mm512_load_ps(J->acc + (p * nw + k) * 16));
-        J->out[k] = _mm512_reduce_add_ps(v);
+        J->out[k] = _mm512_mask_reduce_add_ps(lanes, v);
     }
 }
 
@@ -516,6 +549,8 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
     if (!simd_wanted(g, s) || !__builtin_cpu_supports("avx512f"))
         return false;
     J.x = x, J.w = w, J.bias = bias, J.dy = dy, J.out = out;
+    J.xend = x ? x + s->n * s->c * s->hw : NULL;
+    J.dyend = dy ? dy + s->n * s->o * s->ohw : NULL;
     wbytes = (size_t)(s->o * s->cg * s->taps) * sizeof(float);
     macs = s->o * s->ohw * s->cg * s->taps;
     if (prim == CONV_SIMD_BWD_FILTER) {
@@ -539,6 +574,9 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
         J.wp = wp;
         job_masks(&J, s->ow, s->w, 1);
         J.rows = pick_rows(s->oh);
+        /* Without horizontal padding every real output column reads real
+         * input columns; the other lanes are never stored. */
+        J.unmasked = s->pl == 0 && s->ow + s->kw - 1 == s->w;
         grain = macs > 0 ? (1 << 20) / macs : 1;
         cpu_parallel_for(s->n, grain > 0 ? grain : 1, fwd_images, &J);
     } else if (prim == CONV_SIMD_BWD_DATA) {
@@ -560,6 +598,11 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
         uintptr_t a = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
         J.acc = (float *)a;
         job_masks(&J, s->ow, s->w, 1);
+        /* The same, and a lane is either always a real column (the only
+         * vector, or rows of whole vectors) or never one, so that the
+         * final sum can leave out the junk of unmasked loads. */
+        J.unmasked = s->pl == 0 && s->ow + s->kw - 1 == s->w &&
+                     (J.nch == 1 || s->ow % 16 == 0);
         cpu_parallel_for(J.parts, 1, bwd_filter_part, &J);
         bwd_filter_reduce(&J);
     }

@@ -255,6 +255,10 @@ static const struct gcase cases[] = {
     {"kw 1..7 sweep: 4", 2, 2, 6, 19, 5, 2, 4, 0, 1, 1, 2, 1},
     {"kw 1..7 sweep: 6", 2, 2, 6, 19, 5, 2, 6, 0, 1, 3, 2, 1},
     {"9 images over 3 parts", 9, 2, 8, 8, 4, 5, 5, 2, 2, 2, 2, 1},
+    /* no horizontal padding: unmasked loads (all but the last image) */
+    {"no padding, two whole vectors", 4, 2, 5, 36, 3, 3, 5, 0, 0, 0, 0, 1},
+    {"no padding, 3 vectors, ragged", 4, 2, 4, 40, 5, 2, 3, 1, 0, 0, 0, 1},
+    {"no padding, groups", 5, 4, 6, 9, 6, 3, 4, 0, 1, 0, 0, 2},
 };
 
 static void test_geometries(void)
@@ -270,12 +274,14 @@ static void test_geometries(void)
 
 /* LeNet conv2 (ow 10 of 14 input columns): x[.., 13] = inf is a valid
  * term only for tap j = 4 (ox 9); the lanes ox 10 .. 13 of taps 0 .. 3
- * also reach it, and must not bring 0 * inf = NaN into those taps. */
+ * also reach it, and must not bring 0 * inf = NaN into those taps. Ten
+ * images over three parts: the first parts' images take the unmasked
+ * loads, the last one's the masked ones. */
 static void test_junk_lanes(void)
 {
-    struct gcase k = {"inf", 1, 1, 14, 14, 2, 5, 5, 0, 0, 0, 0, 1};
+    struct gcase k = {"inf", 10, 1, 14, 14, 2, 5, 5, 0, 0, 0, 0, 1};
     struct conv_simd_geo g = geo_of(&k);
-    float *x = rnd_buf(14 * 14), *dy = rnd_buf(2 * 10 * 10), dw[50];
+    float *x = rnd_buf(10 * 14 * 14), *dy = rnd_buf(10 * 2 * 10 * 10), dw[50];
 
     if (!have_avx512()) {
         CU_ASSERT_FALSE(cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL,
@@ -283,7 +289,7 @@ static void test_junk_lanes(void)
         free(x), free(dy);
         return;
     }
-    for (int iy = 0; iy < 14; iy++)
+    for (int iy = 0; iy < 10 * 14; iy++)
         x[iy * 14 + 13] = INFINITY;
     CU_ASSERT_TRUE_FATAL(
         cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL, NULL, dy, dw));
