@@ -126,12 +126,16 @@ struct job {
 static const float zrow_[KW_MAX + 16 * NCH_MAX + KW_MAX];
 #define ZROW (zrow_ + KW_MAX)
 
-/* Output rows for a block: as many blocks of 4 or of 5 rows as fit,
- * whichever leaves fewer dead rows (LeNet: 28 = 7 x 4, 10 = 2 x 5). */
-static int pick_rows(int64_t n)
+/* Rows for a block of n rows and nchan channels: 4 when the channels
+ * take blocks of 6 (only those of 4 rows fit the registers), else blocks
+ * of 4 or of 5 rows, whichever leaves fewer dead rows (LeNet: 28 = 7 x 4,
+ * 10 = 2 x 5). */
+static int pick_rows(int64_t n, int64_t nchan)
 {
     int64_t d4 = (4 - n % 4) % 4, d5 = (5 - n % 5) % 5;
 
+    if (nchan >= 6 && nchan % 4)
+        return 4;
     return d5 < d4 ? 5 : 4;
 }
 
@@ -145,7 +149,7 @@ INL void fwd_block(const struct job *J, int B, int R, bool U,
                    const float *bg, int64_t ob, int64_t oy0, int v)
 {
     const struct sg *s = &J->s;
-    __m512 acc[4][5];
+    __m512 acc[6][5];
 
 #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
@@ -210,16 +214,23 @@ FWD_FNS(4, 0)
 FWD_FNS(5, 0)
 FWD_FNS(4, 1)
 FWD_FNS(5, 1)
+FWD_FN(6, 4, 0)
+FWD_FN(6, 4, 1)
 
 typedef void (*blk_fn)(const struct job *, const float *, float *,
                        const float *, const float *, int64_t, int64_t, int);
 
-/* [unmasked][rows == 5][0: 4 channels, 1: 2, 2: 1] */
-static const blk_fn fwd_table[2][2][3] = {
-    {{fwd_4_4_0, fwd_2_4_0, fwd_1_4_0}, {fwd_4_5_0, fwd_2_5_0, fwd_1_5_0}},
-    {{fwd_4_4_1, fwd_2_4_1, fwd_1_4_1}, {fwd_4_5_1, fwd_2_5_1, fwd_1_5_1}}};
+/* [unmasked][rows == 5][0: 4 channels, 1: 2, 2: 1, 3: 6 (4 rows only:
+ * 6 x 5 accumulators would not leave registers for the loads)] */
+static const blk_fn fwd_table[2][2][4] = {
+    {{fwd_4_4_0, fwd_2_4_0, fwd_1_4_0, fwd_6_4_0},
+     {fwd_4_5_0, fwd_2_5_0, fwd_1_5_0, NULL}},
+    {{fwd_4_4_1, fwd_2_4_1, fwd_1_4_1, fwd_6_4_1},
+     {fwd_4_5_1, fwd_2_5_1, fwd_1_5_1, NULL}}};
 
-/* Channel blocks of 4, 2 and 1 over every (vector, row block). */
+/* Channel blocks over every (vector, row block): 6 at a time where that
+ * leaves fewer blocks than 4 at a time would (LeNet's 6 channels: one
+ * pass over the input rows instead of two), then 4, 2 and 1. */
 static void run_blocks(const struct job *J, const blk_fn *fn, int64_t nchan,
                        int64_t nrows, const float *src, float *dst,
                        const float *wg, const float *bg)
@@ -227,6 +238,8 @@ static void run_blocks(const struct job *J, const blk_fn *fn, int64_t nchan,
     for (int v = 0; v < J->nch; v++)
         for (int64_t y0 = 0; y0 < nrows; y0 += J->rows) {
             int64_t cb = 0;
+            for (; fn[3] && nchan % 4 && cb + 6 <= nchan; cb += 6)
+                fn[3](J, src, dst, wg, bg, cb, y0, v);
             for (; cb + 4 <= nchan; cb += 4)
                 fn[0](J, src, dst, wg, bg, cb, y0, v);
             for (; cb + 2 <= nchan; cb += 2)
@@ -265,7 +278,7 @@ INL void bwd_data_block(const struct job *J, int B, int R, const float *dyg,
                         int64_t cb, int64_t iy0, int v)
 {
     const struct sg *s = &J->s;
-    __m512 acc[4][5];
+    __m512 acc[6][5];
 
 #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
@@ -331,13 +344,14 @@ INL void bwd_data_block(const struct job *J, int B, int R, const float *dyg,
 BWD_DATA_FN(4, 4)
 BWD_DATA_FN(2, 4)
 BWD_DATA_FN(1, 4)
+BWD_DATA_FN(6, 4)
 BWD_DATA_FN(4, 5)
 BWD_DATA_FN(2, 5)
 BWD_DATA_FN(1, 5)
 
-static const blk_fn bwd_data_table[2][3] = {
-    {bwd_data_4_4, bwd_data_2_4, bwd_data_1_4},
-    {bwd_data_4_5, bwd_data_2_5, bwd_data_1_5}};
+static const blk_fn bwd_data_table[2][4] = {
+    {bwd_data_4_4, bwd_data_2_4, bwd_data_1_4, bwd_data_6_4},
+    {bwd_data_4_5, bwd_data_2_5, bwd_data_1_5, NULL}};
 
 static void bwd_data_images(void *ctx, int64_t n0, int64_t n1)
 {
@@ -573,7 +587,7 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
                         w[(gi * s->og + oc) * s->cg * s->taps + k];
         J.wp = wp;
         job_masks(&J, s->ow, s->w, 1);
-        J.rows = pick_rows(s->oh);
+        J.rows = pick_rows(s->oh, s->og);
         /* Without horizontal padding every real output column reads real
          * input columns; the other lanes are never stored. */
         J.unmasked = s->pl == 0 && s->ow + s->kw - 1 == s->w;
@@ -591,7 +605,7 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
         J.wp = wp;
         /* dx lane ix reads dy column ix + pl - j */
         job_masks(&J, s->w, s->ow, -1);
-        J.rows = pick_rows(s->h);
+        J.rows = pick_rows(s->h, s->cg);
         grain = macs > 0 ? (1 << 20) / macs : 1;
         cpu_parallel_for(s->n, grain > 0 ? grain : 1, bwd_data_images, &J);
     } else {
