@@ -1181,6 +1181,70 @@ static void test_pool_dense_rows(void)
         }
 }
 
+/* max_pool2d_grad of 2x2/2 windows (the CPU plugin writes dx densely
+ * there instead of zeroing and scattering): rows and columns no window
+ * covers, indices from the forward, and crafted indices the dense write
+ * cannot express (another window's element, two outputs on one element,
+ * out of the plane), all against a host scatter of dout by index. */
+static void run_pool_grad_2x2(const int64_t xs[4], int craft)
+{
+    int64_t oh = xs[2] / 2, ow = xs[3] / 2, hw = xs[2] * xs[3];
+    int64_t ys[4] = {xs[0], xs[1], oh, ow}, no = xs[0] * xs[1] * oh * ow;
+    keel_tensor *x = rand_vals(KEEL_F32, 4, xs, false);
+    keel_tensor *dy = rand_vals(KEEL_F32, 4, ys, false);
+    keel_tensor *out[2] = {NULL, NULL}, *dx = NULL, *in[3], *idx;
+    keel_attr a = keel_attr_ints("kernel_size", (int64_t[]){2, 2}, 2);
+    double *iv, *dyv, *dxv, *ref;
+    int n = 0, bad = 0;
+
+    CU_ASSERT_EQUAL_FATAL(
+        keel_op_run(KEEL_OP_MAX_POOL2D, &x, 1, &a, 1, out, 2, &n),
+        KEEL_STATUS_OK);
+    iv = ot_host(out[1]);
+    if (craft == 1) /* the first output routes to its neighbour's window */
+        iv[0] = 2;
+    if (craft == 2) /* the last output joins the one before it */
+        iv[no - 1] = iv[no - 2];
+    if (craft == 3) /* out of the plane: dropped */
+        iv[no / 2] = (double)hw;
+    idx = ot_from(KEEL_I64, 4, ys, iv);
+    in[0] = x, in[1] = idx, in[2] = dy;
+    CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_MAX_POOL2D_GRAD, in, 3, NULL, 0,
+                                      &dx, 1, &n),
+                          KEEL_STATUS_OK);
+    dyv = ot_host(dy);
+    dxv = ot_host(dx);
+    ref = calloc((size_t)(xs[0] * xs[1] * hw), sizeof(double));
+    for (int64_t o = 0; o < no; o++) {
+        int64_t plane = o / (oh * ow), i = (int64_t)iv[o];
+        if (i >= 0 && i < hw)
+            ref[plane * hw + i] += dyv[o];
+    }
+    for (int64_t e = 0; e < xs[0] * xs[1] * hw; e++)
+        if (fabs(dxv[e] - ref[e]) > 1e-6 && !bad++)
+            fprintf(stderr, "\n  max_pool2d_grad 2x2 [%lld,%lld,%lld,%lld] "
+                            "craft %d: dx[%lld] %g, want %g\n",
+                    (long long)xs[0], (long long)xs[1], (long long)xs[2],
+                    (long long)xs[3], craft, (long long)e, dxv[e], ref[e]);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(iv), free(dyv), free(dxv), free(ref);
+    keel_tensor_free(x), keel_tensor_free(dy), keel_tensor_free(idx);
+    keel_tensor_free(out[0]), keel_tensor_free(out[1]), keel_tensor_free(dx);
+}
+
+static void test_pool_grad_2x2(void)
+{
+    static const int64_t shapes[][4] = {
+        {4, 6, 28, 28}, /* LeNet's first pooling */
+        {3, 2, 9, 37},  /* odd sizes: last row and column uncovered */
+        {2, 3, 6, 66},  /* 33 outputs a row: two full blocks and one lane */
+    };
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int craft = 0; craft < 4; craft++)
+            run_pool_grad_2x2(shapes[i], craft);
+}
+
 /* adaptive: window i spans [floor(i*H/oh), ceil((i+1)*H/oh)) */
 static void run_adaptive(keel_dtype dt, const int64_t xs[4], int nos,
                          const int64_t *os, enum ot_layout lx)
@@ -1438,6 +1502,8 @@ int main(void)
         {"conv2d empty tensors", test_conv2d_empty},
         {"conv2d large (threads)", test_conv2d_large},
         {"conv f32 on the im2col + GEMM path", test_gemm_path},
+        {"max_pool2d_grad 2x2/2, dense and crafted indices",
+         test_pool_grad_2x2},
         {"conv2d_transpose and grad", test_conv2d_transpose},
         {"conv2d_transpose large", test_conv2d_transpose_large},
         {"conv errors", test_conv_errors},

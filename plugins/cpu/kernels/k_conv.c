@@ -1662,6 +1662,159 @@ max_row_avx512_f32(const struct pgeo *g, const struct plane *x, int64_t y0,
     return ow;
 }
 
+/*
+ * 2x2 windows with stride 2 (LeNet's pooling), whole float32 planes whose
+ * windows all lie inside the input. A row pair gives the four candidates
+ * of 16 windows (even and odd columns of both rows); the winner is the
+ * first candidate, in window order, equal to the maximum, or the first
+ * NaN when a window has one, which is the scalar rule's result (a later
+ * equal value or NaN never replaces an earlier one) with a third of its
+ * compares and blends. The output value is the winner itself, so -0 and
+ * +0 keep their signs as in the scalar loop.
+ */
+static bool pool_2x2(const struct pgeo *g)
+{
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 &&
+           g->pt == 0 && g->pl == 0 && 2 * g->oh <= g->h &&
+           2 * g->ow <= g->w && g->w + 1 <= INT32_MAX;
+}
+
+/* Lanes 0..15 from two 16-float loads: even or odd columns. */
+#define EVEN_IDX                                                               \
+    _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0)
+#define ODD_IDX                                                                \
+    _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1)
+
+__attribute__((target("avx512f"))) static void
+max_plane_2x2_avx512(const struct pgeo *g, const struct plane *x, float *out,
+                     int64_t *idx)
+{
+    const float *xp = x->p;
+    const int64_t W = g->w, ow = g->ow, sy = x->sy;
+    const __m512i even = EVEN_IDX, odd = ODD_IDX;
+    const __m512i lane = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i o_b = _mm512_set1_epi32(1), o_c = _mm512_set1_epi32((int)W),
+                  o_d = _mm512_set1_epi32((int)W + 1);
+
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const float *r0 = xp + 2 * oy * sy, *r1 = r0 + sy;
+        for (int64_t ox0 = 0; ox0 < ow; ox0 += 16) {
+            const int64_t nl = ow - ox0 < 16 ? ow - ox0 : 16;
+            const __mmask16 lm = (__mmask16)((1u << nl) - 1);
+            const uint32_t cm = nl == 16 ? 0xffffffffu : (1u << (2 * nl)) - 1;
+            const __mmask16 lo_m = (__mmask16)cm, hi_m = (__mmask16)(cm >> 16);
+            __m512 l0 = _mm512_maskz_loadu_ps(lo_m, r0 + 2 * ox0);
+            __m512 h0 = _mm512_maskz_loadu_ps(hi_m, r0 + 2 * ox0 + 16);
+            __m512 l1 = _mm512_maskz_loadu_ps(lo_m, r1 + 2 * ox0);
+            __m512 h1 = _mm512_maskz_loadu_ps(hi_m, r1 + 2 * ox0 + 16);
+            __m512 a = _mm512_permutex2var_ps(l0, even, h0);
+            __m512 b = _mm512_permutex2var_ps(l0, odd, h0);
+            __m512 c = _mm512_permutex2var_ps(l1, even, h1);
+            __m512 d = _mm512_permutex2var_ps(l1, odd, h1);
+            __m512 mx = _mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d));
+            __mmask16 na = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+            __mmask16 nb = _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
+            __mmask16 nc = _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+            __mmask16 nan = na | nb | nc | _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+            /* per lane: the first NaN, or the first equal to the max */
+            __mmask16 sa = (nan & na) | (~nan & _mm512_cmp_ps_mask(a, mx, _CMP_EQ_OQ));
+            __mmask16 sb = (nan & nb) | (~nan & _mm512_cmp_ps_mask(b, mx, _CMP_EQ_OQ));
+            __mmask16 sc = (nan & nc) | (~nan & _mm512_cmp_ps_mask(c, mx, _CMP_EQ_OQ));
+            __m512 v = _mm512_mask_blend_ps(sc, d, c);
+            __m512i at = _mm512_mask_blend_epi32(sc, o_d, o_c);
+            __m512i base = _mm512_add_epi64(
+                _mm512_set1_epi64(2 * oy * W + 2 * ox0), lane);
+            v = _mm512_mask_blend_ps(sb, v, b);
+            at = _mm512_mask_blend_epi32(sb, at, o_b);
+            v = _mm512_mask_blend_ps(sa, v, a);
+            at = _mm512_maskz_mov_epi32((__mmask16)~sa, at);
+            _mm512_mask_storeu_ps(out + oy * ow + ox0, lm, v);
+            _mm512_mask_storeu_epi64(
+                idx + oy * ow + ox0, (__mmask8)lm,
+                _mm512_add_epi64(base, _mm512_cvtepi32_epi64(
+                                           _mm512_castsi512_si256(at))));
+            _mm512_mask_storeu_epi64(
+                idx + oy * ow + ox0 + 8, (__mmask8)(lm >> 8),
+                _mm512_add_epi64(
+                    _mm512_add_epi64(base, _mm512_set1_epi64(16)),
+                    _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1))));
+        }
+    }
+}
+
+/*
+ * The gradient into a dense dx plane when every output's index lies in
+ * its own 2x2 block at (2 oy, 2 ox), as 2x2/2 pooling's do: the blocks do
+ * not overlap, so each input element is written once, dout where the
+ * index points at it and 0 elsewhere (no zeroing pass, no scatter), and
+ * the rows and columns no block covers are zeroed. Returns false, having
+ * written only what the caller's fallback overwrites, when an index lies
+ * elsewhere.
+ */
+__attribute__((target("avx512f"))) static bool
+max_grad_2x2_avx512(const struct pgeo *g, const float *dp, int64_t dsy,
+                    const int64_t *ip, int64_t isy, float *dx)
+{
+    const int64_t W = g->w, ow = g->ow;
+    /* interleave a and b lanes: a0 b0 a1 b1 ... */
+    const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                         18, 2, 17, 1, 16, 0);
+    const __m512i ihi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27,
+                                         11, 26, 10, 25, 9, 24, 8);
+    const __m512i lane = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i k1 = _mm512_set1_epi64(1), kw = _mm512_set1_epi64(W),
+                  kw1 = _mm512_set1_epi64(W + 1);
+
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        float *r0 = dx + 2 * oy * W, *r1 = r0 + W;
+        for (int64_t ox0 = 0; ox0 < ow; ox0 += 16) {
+            const int64_t nl = ow - ox0 < 16 ? ow - ox0 : 16;
+            const __mmask16 lm = (__mmask16)((1u << nl) - 1);
+            const uint32_t cm = nl == 16 ? 0xffffffffu : (1u << (2 * nl)) - 1;
+            const __mmask16 lo_m = (__mmask16)cm, hi_m = (__mmask16)(cm >> 16);
+            __m512i base = _mm512_add_epi64(
+                _mm512_set1_epi64(2 * oy * W + 2 * ox0), lane);
+            __m512i i0 = _mm512_sub_epi64(
+                _mm512_maskz_loadu_epi64((__mmask8)lm, ip + oy * isy + ox0),
+                base);
+            __m512i i1 = _mm512_sub_epi64(
+                _mm512_maskz_loadu_epi64((__mmask8)(lm >> 8),
+                                         ip + oy * isy + ox0 + 8),
+                _mm512_add_epi64(base, _mm512_set1_epi64(16)));
+            __m512 gv = _mm512_maskz_loadu_ps(lm, dp + oy * dsy + ox0);
+            __mmask16 ea = (__mmask16)(_mm512_cmpeq_epi64_mask(i0, _mm512_setzero_si512()) |
+                                       (_mm512_cmpeq_epi64_mask(i1, _mm512_setzero_si512()) << 8));
+            __mmask16 eb = (__mmask16)(_mm512_cmpeq_epi64_mask(i0, k1) |
+                                       (_mm512_cmpeq_epi64_mask(i1, k1) << 8));
+            __mmask16 ec = (__mmask16)(_mm512_cmpeq_epi64_mask(i0, kw) |
+                                       (_mm512_cmpeq_epi64_mask(i1, kw) << 8));
+            __mmask16 ed = (__mmask16)(_mm512_cmpeq_epi64_mask(i0, kw1) |
+                                       (_mm512_cmpeq_epi64_mask(i1, kw1) << 8));
+            __m512 va, vb, vc, vd;
+            if ((__mmask16)((ea | eb | ec | ed) & lm) != lm)
+                return false;
+            va = _mm512_maskz_mov_ps(ea, gv), vb = _mm512_maskz_mov_ps(eb, gv);
+            vc = _mm512_maskz_mov_ps(ec, gv), vd = _mm512_maskz_mov_ps(ed, gv);
+            _mm512_mask_storeu_ps(r0 + 2 * ox0, lo_m,
+                                  _mm512_permutex2var_ps(va, ilo, vb));
+            _mm512_mask_storeu_ps(r0 + 2 * ox0 + 16, hi_m,
+                                  _mm512_permutex2var_ps(va, ihi, vb));
+            _mm512_mask_storeu_ps(r1 + 2 * ox0, lo_m,
+                                  _mm512_permutex2var_ps(vc, ilo, vd));
+            _mm512_mask_storeu_ps(r1 + 2 * ox0 + 16, hi_m,
+                                  _mm512_permutex2var_ps(vc, ihi, vd));
+        }
+        if (W > 2 * ow) {
+            memset(r0 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
+            memset(r1 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
+        }
+    }
+    if (g->h > 2 * g->oh)
+        memset(dx + 2 * g->oh * W, 0,
+               (size_t)((g->h - 2 * g->oh) * W) * sizeof(float));
+    return true;
+}
+
 static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
                                 int64_t y0, float *out, int64_t *idx)
 {
@@ -1671,12 +1824,50 @@ static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
         return 0;
     return max_row_avx512_f32(g, x, y0, out, idx);
 }
+
+/* The 2x2 stride-2 plane kernels, where they apply (see above). */
+static bool max_plane_simd_f32(const struct pgeo *g, const struct plane *x,
+                               float *out, int64_t *idx)
+{
+    if (x->sx != 1 || !pool_2x2(g) || !__builtin_cpu_supports("avx512f"))
+        return false;
+    max_plane_2x2_avx512(g, x, out, idx);
+    return true;
+}
+
+static bool max_grad_simd_f32(const struct pgeo *g, const struct plane *d,
+                              const int64_t *ip, int64_t isy, int64_t isx,
+                              float *dx)
+{
+    /* The op has no window attributes: any index inside its own 2x2 block
+     * at (2 oy, 2 ox) is what a dense write expresses, whatever pooling
+     * produced it, and max_grad_2x2_avx512 checks every one. */
+    if (d->sx != 1 || isx != 1 || 2 * g->oh > g->h || 2 * g->ow > g->w ||
+        g->w + 1 > INT32_MAX || !__builtin_cpu_supports("avx512f"))
+        return false;
+    return max_grad_2x2_avx512(g, d->p, d->sy, ip, isy, dx);
+}
 #else
 static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
                                 int64_t y0, float *out, int64_t *idx)
 {
     (void)g, (void)x, (void)y0, (void)out, (void)idx;
     return 0;
+}
+
+static bool max_plane_simd_f32(const struct pgeo *g, const struct plane *x,
+                               float *out, int64_t *idx)
+{
+    (void)g, (void)x, (void)out, (void)idx;
+    return false;
+}
+
+static bool max_grad_simd_f32(const struct pgeo *g, const struct plane *d,
+                              const int64_t *ip, int64_t isy, int64_t isx,
+                              float *dx)
+{
+    (void)g, (void)d, (void)ip, (void)isy, (void)isx, (void)dx;
+    return false;
 }
 #endif
 
@@ -1893,6 +2084,10 @@ static void pool_planes(void *ctx, int64_t p0, int64_t p1)
                           r->xs[2], r->xs[3]};
         if (r->grad) {
             char *dx = r->out + (size_t)(p * g->h * g->w) * es;
+            if (g->kind == POOL_MAX && !r->f64 &&
+                max_grad_simd_f32(g, &x, r->iidx + n * r->is[0] + c * r->is[1],
+                                  r->is[2], r->is[3], (float *)dx))
+                continue;
             zero_bytes(dx, (size_t)(g->h * g->w) * es);
             if (g->kind == POOL_MAX) {
                 const int64_t *ip = r->iidx + n * r->is[0] + c * r->is[1];
@@ -1910,6 +2105,12 @@ static void pool_planes(void *ctx, int64_t p0, int64_t p1)
             }
             continue;
         }
+        if (g->kind == POOL_MAX && !r->f64 &&
+            max_plane_simd_f32(g, &x,
+                               (float *)(r->out + (size_t)(p * g->oh * g->ow) *
+                                                      es),
+                               r->idx + p * g->oh * g->ow))
+            continue;
         for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t o = (p * g->oh + oy) * g->ow;
             char *orow = r->out + (size_t)o * es;
