@@ -139,143 +139,33 @@ static int pick_rows(int64_t n, int64_t nchan)
     return d5 < d4 ? 5 : 4;
 }
 
-/* ---- forward ------------------------------------------------------------ */
+/* ---- forward and backward data ------------------------------------------- */
 
-/* y for output channels [ob, ob + B) and output rows [oy0, oy0 + R) of
- * vector column v of one image and group. Weights repacked
- * [g][c/g][kh][kw][o/g]. */
-INL void fwd_block(const struct job *J, int B, int R, bool U,
-                   const float *xg, float *yg, const float *wg,
-                   const float *bg, int64_t ob, int64_t oy0, int v)
-{
-    const struct sg *s = &J->s;
-    __m512 acc[6][5];
+/*
+ * Both are sums of shifted rows times broadcast weights, mirror images of
+ * each other; S = +1 is the forward, S = -1 backward data:
+ *
+ *   forward        out = y,  in = x:  in row  = out row + (i - pt),
+ *                  in column = out column + (j - pl), summing the c/g
+ *                  input channels, weights repacked [g][c/g][kh][kw][o/g]
+ *   backward data  out = dx, in = dy: in row  = out row - (i - pt),
+ *                  in column = out column - (j - pl), summing the o/g
+ *                  output channels, weights repacked [g][o/g][kh][kw][c/g]
+ *
+ * struct rside holds the side's sizes.
+ */
+struct rside {
+    int64_t nsum, nout;             /* channels summed / produced (a group) */
+    int64_t in_h, in_w, in_plane;   /* rows read */
+    int64_t out_h, out_w, out_plane; /* rows written */
+};
 
-#pragma GCC unroll 8
-    for (int b = 0; b < B; b++) {
-        __m512 bv = bg ? _mm512_set1_ps(bg[ob + b]) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            acc[b][r] = bv;
-    }
-    for (int64_t i = 0; i < s->kh; i++) {
-        const float *row[5];
-        int64_t step[5];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            int64_t oy = oy0 + r, iy = oy - s->pt + i;
-            bool ok = oy < s->oh && iy >= 0 && iy < s->h;
-            row[r] = (ok ? xg + iy * s->w : ZROW) + v * 16 - s->pl;
-            step[r] = ok ? s->hw : 0;
-        }
-        for (int64_t ci = 0; ci < s->cg; ci++) {
-            const float *wc = wg + ((ci * s->kh + i) * s->kw) * s->og + ob;
-            for (int64_t j = 0; j < s->kw; j++) {
-                __mmask16 m = J->lm[v][j];
-                __m512 xv[5];
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
-                    xv[r] = U ? _mm512_loadu_ps(row[r] + j)
-                              : _mm512_maskz_loadu_ps(m, row[r] + j);
-#pragma GCC unroll 8
-                for (int b = 0; b < B; b++) {
-                    __m512 wv = _mm512_set1_ps(wc[j * s->og + b]);
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++)
-                        acc[b][r] = _mm512_fmadd_ps(wv, xv[r], acc[b][r]);
-                }
-            }
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                row[r] += step[r];
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        if (oy0 + r >= s->oh)
-            break;
-#pragma GCC unroll 8
-        for (int b = 0; b < B; b++)
-            _mm512_mask_storeu_ps(yg + (ob + b) * s->ohw + (oy0 + r) * s->ow +
-                                      v * 16,
-                                  J->sm[v], acc[b][r]);
-    }
-}
-
-#define FWD_FN(B, R, U)                                                        \
-    TGT static void fwd_##B##_##R##_##U(                                       \
-        const struct job *J, const float *xg, float *yg, const float *wg,      \
-        const float *bg, int64_t ob, int64_t oy0, int v)                       \
-    {                                                                          \
-        fwd_block(J, B, R, U, xg, yg, wg, bg, ob, oy0, v);                     \
-    }
-#define FWD_FNS(R, U) FWD_FN(4, R, U) FWD_FN(2, R, U) FWD_FN(1, R, U)
-FWD_FNS(4, 0)
-FWD_FNS(5, 0)
-FWD_FNS(4, 1)
-FWD_FNS(5, 1)
-FWD_FN(6, 4, 0)
-FWD_FN(6, 4, 1)
-
-typedef void (*blk_fn)(const struct job *, const float *, float *,
-                       const float *, const float *, int64_t, int64_t, int);
-
-/* [unmasked][rows == 5][0: 4 channels, 1: 2, 2: 1, 3: 6 (4 rows only:
- * 6 x 5 accumulators would not leave registers for the loads)] */
-static const blk_fn fwd_table[2][2][4] = {
-    {{fwd_4_4_0, fwd_2_4_0, fwd_1_4_0, fwd_6_4_0},
-     {fwd_4_5_0, fwd_2_5_0, fwd_1_5_0, NULL}},
-    {{fwd_4_4_1, fwd_2_4_1, fwd_1_4_1, fwd_6_4_1},
-     {fwd_4_5_1, fwd_2_5_1, fwd_1_5_1, NULL}}};
-
-/* Channel blocks over every (vector, row block): 6 at a time where that
- * leaves fewer blocks than 4 at a time would (LeNet's 6 channels: one
- * pass over the input rows instead of two), then 4, 2 and 1. */
-static void run_blocks(const struct job *J, const blk_fn *fn, int64_t nchan,
-                       int64_t nrows, const float *src, float *dst,
-                       const float *wg, const float *bg)
-{
-    for (int v = 0; v < J->nch; v++)
-        for (int64_t y0 = 0; y0 < nrows; y0 += J->rows) {
-            int64_t cb = 0;
-            for (; fn[3] && nchan % 4 && cb + 6 <= nchan; cb += 6)
-                fn[3](J, src, dst, wg, bg, cb, y0, v);
-            for (; cb + 4 <= nchan; cb += 4)
-                fn[0](J, src, dst, wg, bg, cb, y0, v);
-            for (; cb + 2 <= nchan; cb += 2)
-                fn[1](J, src, dst, wg, bg, cb, y0, v);
-            for (; cb < nchan; cb++)
-                fn[2](J, src, dst, wg, bg, cb, y0, v);
-        }
-}
-
-static void fwd_images(void *ctx, int64_t n0, int64_t n1)
-{
-    const struct job *J = ctx;
-    const struct sg *s = &J->s;
-    /* An unmasked load reads up to 16 + kw - 1 columns from a row's
-     * first vector on: past the group's last plane by at most that. */
-    const int64_t over = (J->nch - 1) * 16 + s->kw - 1 + 16 - s->w;
-
-    for (int64_t n = n0; n < n1; n++)
-        for (int64_t gi = 0; gi < s->g; gi++) {
-            const float *xg = J->x + (n * s->c + gi * s->cg) * s->hw;
-            bool u = J->unmasked && xg + s->cg * s->hw + over <= J->xend;
-            run_blocks(J, fwd_table[u][J->rows == 5], s->og, s->oh, xg,
-                       J->out + (n * s->o + gi * s->og) * s->ohw,
-                       J->wp + gi * s->cg * s->taps * s->og,
-                       J->bias ? J->bias + gi * s->og : NULL);
-        }
-}
-
-/* ---- backward data ------------------------------------------------------ */
-
-/* dx for input channels [cb, cb + B) and input rows [iy0, iy0 + R) of
- * vector column v of one image and group. Weights repacked
- * [g][o/g][kh][kw][c/g]. */
-INL void bwd_data_block(const struct job *J, int B, int R, const float *dyg,
-                        float *dxg, const float *wg, const float *bg,
-                        int64_t cb, int64_t iy0, int v)
+/* Output rows [y0, y0 + R) of vector column v, channels [cb, cb + B), of
+ * one image and group; rows outside the input read the zero row. */
+INL void row_block(const struct job *J, const struct rside *d, int B, int R,
+                   bool U, int S, const float *in, float *out,
+                   const float *wg, const float *bg, int64_t cb, int64_t y0,
+                   int v)
 {
     const struct sg *s = &J->s;
     __m512 acc[6][5];
@@ -293,28 +183,29 @@ INL void bwd_data_block(const struct job *J, int B, int R, const float *dyg,
         bool any = false;
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            int64_t iy = iy0 + r, oy = iy + s->pt - i;
-            bool ok = iy < s->h && oy >= 0 && oy < s->oh;
-            row[r] = (ok ? dyg + oy * s->ow : ZROW) + v * 16 + s->pl;
-            step[r] = ok ? s->ohw : 0;
+            int64_t y = y0 + r, iy = y + S * (i - s->pt);
+            bool ok = y < d->out_h && iy >= 0 && iy < d->in_h;
+            row[r] = (ok ? in + iy * d->in_w : ZROW) + v * 16 - S * s->pl;
+            step[r] = ok ? d->in_plane : 0;
             any |= ok;
         }
         if (!any)
             continue;
-        for (int64_t oc = 0; oc < s->og; oc++) {
-            const float *wc = wg + ((oc * s->kh + i) * s->kw) * s->cg + cb;
+        for (int64_t c = 0; c < d->nsum; c++) {
+            const float *wc = wg + ((c * s->kh + i) * s->kw) * d->nout + cb;
             for (int64_t j = 0; j < s->kw; j++) {
                 __mmask16 m = J->lm[v][j];
-                __m512 dv[5];
+                __m512 xv[5];
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++)
-                    dv[r] = _mm512_maskz_loadu_ps(m, row[r] - j);
+                    xv[r] = U ? _mm512_loadu_ps(row[r] + S * j)
+                              : _mm512_maskz_loadu_ps(m, row[r] + S * j);
 #pragma GCC unroll 8
                 for (int b = 0; b < B; b++) {
-                    __m512 wv = _mm512_set1_ps(wc[j * s->cg + b]);
+                    __m512 wv = _mm512_set1_ps(wc[j * d->nout + b]);
 #pragma GCC unroll 8
                     for (int r = 0; r < R; r++)
-                        acc[b][r] = _mm512_fmadd_ps(wv, dv[r], acc[b][r]);
+                        acc[b][r] = _mm512_fmadd_ps(wv, xv[r], acc[b][r]);
                 }
             }
 #pragma GCC unroll 8
@@ -324,44 +215,110 @@ INL void bwd_data_block(const struct job *J, int B, int R, const float *dyg,
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-        if (iy0 + r >= s->h)
+        if (y0 + r >= d->out_h)
             break;
 #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
-            _mm512_mask_storeu_ps(dxg + (cb + b) * s->hw + (iy0 + r) * s->w +
-                                      v * 16,
+            _mm512_mask_storeu_ps(out + (cb + b) * d->out_plane +
+                                      (y0 + r) * d->out_w + v * 16,
                                   J->sm[v], acc[b][r]);
     }
 }
 
-#define BWD_DATA_FN(B, R)                                                      \
-    TGT static void bwd_data_##B##_##R(                                        \
-        const struct job *J, const float *dyg, float *dxg, const float *wg,    \
-        const float *bg, int64_t cb, int64_t iy0, int v)                       \
-    {                                                                          \
-        bwd_data_block(J, B, R, dyg, dxg, wg, bg, cb, iy0, v);                 \
-    }
-BWD_DATA_FN(4, 4)
-BWD_DATA_FN(2, 4)
-BWD_DATA_FN(1, 4)
-BWD_DATA_FN(6, 4)
-BWD_DATA_FN(4, 5)
-BWD_DATA_FN(2, 5)
-BWD_DATA_FN(1, 5)
+typedef void (*blk_fn)(const struct job *, const struct rside *,
+                       const float *, float *, const float *, const float *,
+                       int64_t, int64_t, int);
 
-static const blk_fn bwd_data_table[2][4] = {
-    {bwd_data_4_4, bwd_data_2_4, bwd_data_1_4, bwd_data_6_4},
-    {bwd_data_4_5, bwd_data_2_5, bwd_data_1_5, NULL}};
+/* fwd_B_R_U (S = +1) and bwd_B_R (S = -1, masked loads only) */
+#define BLK_FN(NAME, B, R, U, S)                                               \
+    TGT static void NAME(const struct job *J, const struct rside *d,           \
+                         const float *in, float *out, const float *wg,         \
+                         const float *bg, int64_t cb, int64_t y0, int v)       \
+    {                                                                          \
+        row_block(J, d, B, R, U, S, in, out, wg, bg, cb, y0, v);               \
+    }
+#define FWD_FNS(R, U)                                                          \
+    BLK_FN(fwd_4_##R##_##U, 4, R, U, 1)                                        \
+    BLK_FN(fwd_2_##R##_##U, 2, R, U, 1)                                        \
+    BLK_FN(fwd_1_##R##_##U, 1, R, U, 1)
+#define BWD_FNS(R)                                                             \
+    BLK_FN(bwd_4_##R, 4, R, 0, -1)                                             \
+    BLK_FN(bwd_2_##R, 2, R, 0, -1)                                             \
+    BLK_FN(bwd_1_##R, 1, R, 0, -1)
+FWD_FNS(4, 0)
+FWD_FNS(5, 0)
+FWD_FNS(4, 1)
+FWD_FNS(5, 1)
+BLK_FN(fwd_6_4_0, 6, 4, 0, 1)
+BLK_FN(fwd_6_4_1, 6, 4, 1, 1)
+BWD_FNS(4)
+BWD_FNS(5)
+BLK_FN(bwd_6_4, 6, 4, 0, -1)
+
+/* [rows == 5][0: 4 channels, 1: 2, 2: 1, 3: 6 (4 rows only: 6 x 5
+ * accumulators would not leave registers for the loads)] */
+static const blk_fn fwd_table[2][2][4] = { /* [unmasked] first */
+    {{fwd_4_4_0, fwd_2_4_0, fwd_1_4_0, fwd_6_4_0},
+     {fwd_4_5_0, fwd_2_5_0, fwd_1_5_0, NULL}},
+    {{fwd_4_4_1, fwd_2_4_1, fwd_1_4_1, fwd_6_4_1},
+     {fwd_4_5_1, fwd_2_5_1, fwd_1_5_1, NULL}}};
+static const blk_fn bwd_table[2][4] = {
+    {bwd_4_4, bwd_2_4, bwd_1_4, bwd_6_4}, {bwd_4_5, bwd_2_5, bwd_1_5, NULL}};
+
+/* Channel blocks over every (vector, row block): 6 at a time where that
+ * leaves fewer blocks than 4 at a time would (LeNet's 6 channels: one
+ * pass over the input rows instead of two), then 4, 2 and 1. */
+static void run_blocks(const struct job *J, const struct rside *d,
+                       const blk_fn *fn, const float *in, float *out,
+                       const float *wg, const float *bg)
+{
+    const int64_t n = d->nout;
+
+    for (int v = 0; v < J->nch; v++)
+        for (int64_t y0 = 0; y0 < d->out_h; y0 += J->rows) {
+            int64_t cb = 0;
+            for (; fn[3] && n % 4 && cb + 6 <= n; cb += 6)
+                fn[3](J, d, in, out, wg, bg, cb, y0, v);
+            for (; cb + 4 <= n; cb += 4)
+                fn[0](J, d, in, out, wg, bg, cb, y0, v);
+            for (; cb + 2 <= n; cb += 2)
+                fn[1](J, d, in, out, wg, bg, cb, y0, v);
+            for (; cb < n; cb++)
+                fn[2](J, d, in, out, wg, bg, cb, y0, v);
+        }
+}
+
+static void fwd_images(void *ctx, int64_t n0, int64_t n1)
+{
+    const struct job *J = ctx;
+    const struct sg *s = &J->s;
+    const struct rside d = {s->cg, s->og, s->h, s->w, s->hw,
+                            s->oh, s->ow, s->ohw};
+    /* An unmasked load reads up to 16 + kw - 1 columns from a row's
+     * first vector on: past the group's last plane by at most that. */
+    const int64_t over = (J->nch - 1) * 16 + s->kw - 1 + 16 - s->w;
+
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t gi = 0; gi < s->g; gi++) {
+            const float *xg = J->x + (n * s->c + gi * s->cg) * s->hw;
+            bool u = J->unmasked && xg + s->cg * s->hw + over <= J->xend;
+            run_blocks(J, &d, fwd_table[u][J->rows == 5], xg,
+                       J->out + (n * s->o + gi * s->og) * s->ohw,
+                       J->wp + gi * s->cg * s->taps * s->og,
+                       J->bias ? J->bias + gi * s->og : NULL);
+        }
+}
 
 static void bwd_data_images(void *ctx, int64_t n0, int64_t n1)
 {
     const struct job *J = ctx;
     const struct sg *s = &J->s;
-    const blk_fn *fn = bwd_data_table[J->rows == 5];
+    const struct rside d = {s->og, s->cg, s->oh, s->ow, s->ohw,
+                            s->h,  s->w,  s->hw};
 
     for (int64_t n = n0; n < n1; n++)
         for (int64_t gi = 0; gi < s->g; gi++)
-            run_blocks(J, fn, s->cg, s->h,
+            run_blocks(J, &d, bwd_table[J->rows == 5],
                        J->dy + (n * s->o + gi * s->og) * s->ohw,
                        J->out + (n * s->c + gi * s->cg) * s->hw,
                        J->wp + gi * s->og * s->taps * s->cg,
