@@ -210,7 +210,8 @@ keel_status cpu_blas_load(char *msg, size_t cap)
     blas_g.handle = h;
     /* One thread count for both pools unless the user set OpenBLAS's. */
     if (cpu_blas.set_threads && !set(cpu_getenv("OPENBLAS_NUM_THREADS")) &&
-        !set(cpu_getenv("GOTO_NUM_THREADS")) && !set(cpu_getenv("OMP_NUM_THREADS")))
+        !set(cpu_getenv("GOTO_NUM_THREADS")) &&
+        !set(cpu_getenv("OMP_NUM_THREADS")))
         cpu_blas.set_threads(cpu_pool_configured());
 
     core = corename(h);

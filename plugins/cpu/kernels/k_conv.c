@@ -40,9 +40,10 @@
  * shared by the whole row; the inner loop runs along the output columns),
  * parallel over the N*C planes; float32 max pooling has AVX-512 paths for
  * dense rows and for whole planes of 2x2/2 windows (and that gradient's
- * dense write), see max_row_avx512_f32 and max_plane_2x2_avx512. max_pool2d's index is iy * w + ix within
- * the plane; the first maximum in window order wins, NaN wins over
- * numbers, positions in the padding never take part. A window that lies
+ * dense write), see max_row_avx512_f32 and max_plane_2x2_avx512.
+ * max_pool2d's index is iy * w + ix within the plane; the first maximum
+ * in window order wins, NaN wins over numbers, positions in the padding
+ * never take part. A window that lies
  * entirely in the padding (possible with ceil_mode or large padding) gives
  * -inf with index -1 for max and 0 for avg. avg divisor: the elements of
  * the window inside the input (exclusive) or inside the padded input

@@ -23,10 +23,11 @@
  *
  *   fwd          y[o][oy][ox..] = b[o] + sum_{c,i,j} w[o][c][i][j] *
  *                                 x[c][oy+i-pt][ox+j-pl ..]
- *                blocks of B output channels x 4 row vectors in registers
+ *                blocks of 4 output channels x 4 or 5 row vectors, or
+ *                6 x 4, in registers
  *   bwd_data     dx[c][iy][ix..] = b[c] + sum_{o,i,j} w[o][c][i][j] *
  *                                  dy[o][iy+pt-i][ix+pl-j ..]
- *                blocks of B input channels x 4 row vectors
+ *                the same blocks over input channels
  *   bwd_filter   dw[o][c][i][j] = sum_{n,oy,ox} dy[o][oy][ox] *
  *                                 x[c][oy+i-pt][ox+j-pl]
  *                one vector of partial sums per weight, B channels x kw taps
@@ -34,7 +35,7 @@
  *                are added up once, at the end of the batch
  *
  * Where they apply: stride 1, dilation 1, kw <= 7, rows up to 128 wide,
- * and small enough layers (per group: o/g <= 32 and (c/g)*kh*kw <= 256)
+ * padding smaller than the kernel, and small enough layers (per group: o/g <= 32 and (c/g)*kh*kw <= 256)
  * that GEMMs would be small; a CPU with AVX-512F; KEEL_CPU_CONV_SIMD not
  * set to 0 (the switch the tests use to compare both paths). Images are
  * shared over the plugin's pool; bwd_filter gives each share its own
@@ -51,7 +52,6 @@
 
 #define KW_MAX 7
 #define NCH_MAX 8 /* vectors per row: rows up to 128 columns */
-#define ROWS 4    /* row vectors per register block (fwd, bwd_data) */
 
 struct sg {
     int64_t n, c, h, w, o, oh, ow, kh, kw, pt, pl, g;
@@ -107,7 +107,7 @@ static void share(int64_t n, int64_t parts, int64_t p, int64_t *n0,
 
 struct job {
     struct sg s;
-    const float *x, *w, *bias, *dy;
+    const float *x, *bias, *dy;
     float *out;
     const float *wp;  /* repacked weights (fwd, bwd_data) */
     float *acc;       /* bwd_filter: parts x o*cg*taps vectors of 16 */
@@ -515,15 +515,20 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
     char *ws;
     size_t wbytes, abytes = 0;
     int64_t macs, grain;
+    bool nopad;
 
     memset(&J, 0, sizeof(J));
     if (!simd_wanted(g, s) || !__builtin_cpu_supports("avx512f"))
         return false;
-    J.x = x, J.w = w, J.bias = bias, J.dy = dy, J.out = out;
+    J.x = x, J.bias = bias, J.dy = dy, J.out = out;
     J.xend = x ? x + s->n * s->c * s->hw : NULL;
     J.dyend = dy ? dy + s->n * s->o * s->ohw : NULL;
     wbytes = (size_t)(s->o * s->cg * s->taps) * sizeof(float);
     macs = s->o * s->ohw * s->cg * s->taps;
+    grain = macs > 0 && macs < (1 << 20) ? (1 << 20) / macs : 1;
+    /* Without horizontal padding every real output column reads real
+     * input columns: whole-vector loads can do (J.unmasked). */
+    nopad = s->pl == 0 && s->ow + s->kw - 1 == s->w;
     if (prim == CONV_SIMD_BWD_FILTER) {
         int64_t threads = cpu_pool_threads();
         J.parts = threads < s->n ? threads : s->n;
@@ -545,11 +550,8 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
         J.wp = wp;
         job_masks(&J, s->ow, s->w, 1);
         J.rows = pick_rows(s->oh, s->og);
-        /* Without horizontal padding every real output column reads real
-         * input columns; the other lanes are never stored. */
-        J.unmasked = s->pl == 0 && s->ow + s->kw - 1 == s->w;
-        grain = macs > 0 ? (1 << 20) / macs : 1;
-        cpu_parallel_for(s->n, grain > 0 ? grain : 1, fwd_images, &J);
+        J.unmasked = nopad; /* the other lanes are never stored */
+        cpu_parallel_for(s->n, grain, fwd_images, &J);
     } else if (prim == CONV_SIMD_BWD_DATA) {
         /* w [g][og][cg][kh][kw] -> [g][og][kh][kw][cg] */
         float *wp = (float *)ws;
@@ -563,17 +565,15 @@ bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
         /* dx lane ix reads dy column ix + pl - j */
         job_masks(&J, s->w, s->ow, -1);
         J.rows = pick_rows(s->h, s->cg);
-        grain = macs > 0 ? (1 << 20) / macs : 1;
-        cpu_parallel_for(s->n, grain > 0 ? grain : 1, bwd_data_images, &J);
+        cpu_parallel_for(s->n, grain, bwd_data_images, &J);
     } else {
         uintptr_t a = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
         J.acc = (float *)a;
         job_masks(&J, s->ow, s->w, 1);
-        /* The same, and a lane is either always a real column (the only
-         * vector, or rows of whole vectors) or never one, so that the
-         * final sum can leave out the junk of unmasked loads. */
-        J.unmasked = s->pl == 0 && s->ow + s->kw - 1 == s->w &&
-                     (J.nch == 1 || s->ow % 16 == 0);
+        /* And a lane is either always a real column (the only vector, or
+         * rows of whole vectors) or never one, so that the final sum can
+         * leave out the junk of unmasked loads. */
+        J.unmasked = nopad && (J.nch == 1 || s->ow % 16 == 0);
         cpu_parallel_for(J.parts, 1, bwd_filter_part, &J);
         bwd_filter_reduce(&J);
     }

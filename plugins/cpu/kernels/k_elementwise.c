@@ -635,6 +635,17 @@ LOOP_SQRT(sqrt_f32, float, __m128, ps, 0)
 LOOP_SQRT(sqrt_f64, double, __m128d, pd, 0)
 LOOP_SQRT(rsqrt_f32, float, __m128, ps, 1)
 LOOP_SQRT(rsqrt_f64, double, __m128d, pd, 1)
+
+/* The same square roots for other kernels (Adam's sqrt(v)). */
+void cpu_vsqrt_f32(float *o, const float *x, int64_t n)
+{
+    sqrt_f32(o, x, n, NULL);
+}
+
+void cpu_vsqrt_f64(double *o, const double *x, int64_t n)
+{
+    sqrt_f64(o, x, n, NULL);
+}
 static const struct eop op_sqrt = {"sqrt", 1, false, 1, NOATTR,
                                    {L_FLOAT(L_UN, sqrt)}};
 static const struct eop op_rsqrt = {"rsqrt", 1, false, 1, NOATTR,
@@ -668,45 +679,30 @@ DEF_UN_N(clip, 0, ATTR2("min", -INFINITY, "max", INFINITY), E_CLIP, E_CLIP)
 /* ---- where: selection on storage, by element size ------------------------ */
 
 /* Branch-free select through an all-ones / all-zeros mask: vectorises
- * for every element size (a plain ?: does not for 8-byte elements). */
-#define LOOP_WHERE(T)                                                        \
-    static void where_##T(void *restrict o_, const uint8_t *restrict c,      \
-                          const void *restrict x_, const void *restrict y_,  \
-                          int64_t n)                                         \
+ * for every element size (a plain ?: does not for 8-byte elements). Y is
+ * y[i], or y[0] for a broadcast scalar y (where_ys_*: relu's gradient is
+ * where(out > 0, dout, 0)). */
+#define LOOP_WHERE(name, T, Y)                                               \
+    static void name(void *restrict o_, const uint8_t *restrict c,           \
+                     const void *restrict x_, const void *restrict y_,       \
+                     int64_t n)                                              \
     {                                                                        \
         T *restrict o = o_;                                                  \
         const T *restrict x = x_, *restrict y = y_;                          \
                                                                              \
         for (int64_t i = 0; i < n; i++) {                                    \
             T m = (T)((T)0 - (T)(c[i] != 0));                                \
-            o[i] = (T)((x[i] & m) | (y[i] & (T)~m));                         \
+            o[i] = (T)((x[i] & m) | (Y & (T)~m));                            \
         }                                                                    \
     }
-LOOP_WHERE(uint8_t)
-LOOP_WHERE(uint16_t)
-LOOP_WHERE(uint32_t)
-LOOP_WHERE(uint64_t)
-
-/* The same with y one element repeated (a broadcast scalar: relu's
- * gradient is where(out > 0, dout, 0)). */
-#define LOOP_WHERE_YS(T)                                                     \
-    static void where_ys_##T(void *restrict o_, const uint8_t *restrict c,   \
-                             const void *restrict x_, const void *restrict y_, \
-                             int64_t n)                                      \
-    {                                                                        \
-        T *restrict o = o_;                                                  \
-        const T *restrict x = x_;                                            \
-        const T y = *(const T *)y_;                                          \
-                                                                             \
-        for (int64_t i = 0; i < n; i++) {                                    \
-            T m = (T)((T)0 - (T)(c[i] != 0));                                \
-            o[i] = (T)((x[i] & m) | (y & (T)~m));                            \
-        }                                                                    \
-    }
-LOOP_WHERE_YS(uint8_t)
-LOOP_WHERE_YS(uint16_t)
-LOOP_WHERE_YS(uint32_t)
-LOOP_WHERE_YS(uint64_t)
+LOOP_WHERE(where_uint8_t, uint8_t, y[i])
+LOOP_WHERE(where_uint16_t, uint16_t, y[i])
+LOOP_WHERE(where_uint32_t, uint32_t, y[i])
+LOOP_WHERE(where_uint64_t, uint64_t, y[i])
+LOOP_WHERE(where_ys_uint8_t, uint8_t, y[0])
+LOOP_WHERE(where_ys_uint16_t, uint16_t, y[0])
+LOOP_WHERE(where_ys_uint32_t, uint32_t, y[0])
+LOOP_WHERE(where_ys_uint64_t, uint64_t, y[0])
 
 typedef void (*where_fn)(void *o, const uint8_t *c, const void *x,
                          const void *y, int64_t n);

@@ -19,7 +19,7 @@
  * and broadcast (stride 0) operands all go through the same path, and no
  * dtype switch or function pointer runs per element. Softmax exponentials
  * use a branch-free float e^x (nn_expf) so that those loops vectorise too;
- * sqrt in Adam gets an SSE2 loop of its own (errno semantics at -O2).
+ * sqrt in Adam goes through cpu_vsqrt_* (errno semantics at -O2).
  *
  * The compute routines are written once and compiled twice, for float
  * (f32, f16, bf16) and for double (f64): this file includes itself with
@@ -569,36 +569,6 @@ static void drop_mask(uint64_t seed, uint64_t c0, int64_t n, double p,
     }
 }
 
-/* Square roots of a block: gcc keeps an errno branch around every sqrt()
- * at -O2, which blocks vectorisation (see k_elementwise.c), so Adam's
- * sqrt(v) runs on the SSE2 instructions where they exist. */
-#ifdef __SSE2__
-#include <immintrin.h>
-#endif
-
-static void nn_sqrt_f(float *restrict d, const float *restrict v, int64_t n)
-{
-    int64_t i = 0;
-#ifdef __SSE2__
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(d + i, _mm_sqrt_ps(_mm_loadu_ps(v + i)));
-#endif
-    for (; i < n; i++)
-        d[i] = sqrtf(v[i]);
-}
-
-static void nn_sqrt_d(double *restrict d, const double *restrict v,
-                      int64_t n)
-{
-    int64_t i = 0;
-#ifdef __SSE2__
-    for (; i + 2 <= n; i += 2)
-        _mm_storeu_pd(d + i, _mm_sqrt_pd(_mm_loadu_pd(v + i)));
-#endif
-    for (; i < n; i++)
-        d[i] = sqrt(v[i]);
-}
-
 /* ---- the float and double instances -------------------------------------- */
 
 #define NN_T float
@@ -608,7 +578,7 @@ static void nn_sqrt_d(double *restrict d, const double *restrict v,
 #define NN_EXPN nn_expf
 #define NN_LOG logf
 #define NN_LOG1P log1pf
-#define NN_SQRT sqrtf
+#define NN_VSQRT cpu_vsqrt_f32
 #include "k_nn.c"
 #undef NN_T
 #undef NN_S
@@ -617,7 +587,7 @@ static void nn_sqrt_d(double *restrict d, const double *restrict v,
 #undef NN_EXPN
 #undef NN_LOG
 #undef NN_LOG1P
-#undef NN_SQRT
+#undef NN_VSQRT
 
 #define NN_T double
 #define NN_S(name) name##_d
@@ -626,7 +596,7 @@ static void nn_sqrt_d(double *restrict d, const double *restrict v,
 #define NN_EXPN exp
 #define NN_LOG log
 #define NN_LOG1P log1p
-#define NN_SQRT sqrt
+#define NN_VSQRT cpu_vsqrt_f64
 #include "k_nn.c"
 #undef NN_T
 #undef NN_S
@@ -635,7 +605,7 @@ static void nn_sqrt_d(double *restrict d, const double *restrict v,
 #undef NN_EXPN
 #undef NN_LOG
 #undef NN_LOG1P
-#undef NN_SQRT
+#undef NN_VSQRT
 
 static void vop_set1(const struct vop *o, int64_t i, double v)
 {
@@ -2773,7 +2743,7 @@ static void S(bmomentum)(T *restrict p, const T *restrict g, T *restrict v,
 /*
  * Adam (wd: L2 added to the gradient) and AdamW (decay = lr * coeff,
  * applied to p first). The square roots get a loop of their own
- * (nn_sqrt_f/d): with errno semantics gcc does not vectorise sqrt().
+ * (cpu_vsqrt_f32/f64): with errno semantics gcc does not vectorise sqrt().
  */
 static void S(badam)(T *restrict p, const T *restrict g, T *restrict m,
                      T *restrict v, T *restrict d, int64_t n, T b1, T b2,
@@ -2783,7 +2753,7 @@ static void S(badam)(T *restrict p, const T *restrict g, T *restrict m,
 
     NN_LOOP(i, n, T gg = g[i] + wd * p[i]; p[i] -= decay * p[i];
             m[i] = b1 * m[i] + c1 * gg; v[i] = b2 * v[i] + c2 * gg * gg;);
-    S(nn_sqrt)(d, v, n);
+    NN_VSQRT(d, v, n);
     NN_LOOP(i, n, p[i] -= lr_t * m[i] / (d[i] + eps_t););
 }
 

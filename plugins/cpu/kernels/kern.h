@@ -148,12 +148,17 @@ void kiter_call(const struct kcall *k, krow_fn row, void *ctx);
 typedef void (*kpar_fn)(void *ctx, int64_t begin, int64_t end);
 void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx);
 int cpu_pool_threads(void);
+/* The thread count the pool uses (KEEL_CPU_THREADS), without starting it. */
+int cpu_pool_configured(void);
+void cpu_pool_shutdown(void);
 
 /* malloc for kernel scratch (k_linalg.c); NULL when KEEL_CPU_NO_WORKSPACE
  * is set, so that the tests can drive the allocation-free fallbacks. */
 void *cpu_workspace(size_t bytes);
-/* The thread count the pool uses (KEEL_CPU_THREADS), without starting it. */
-int cpu_pool_configured(void);
-void cpu_pool_shutdown(void);
+
+/* o[i] = sqrt(x[i]), vectorised (k_elementwise.c: gcc keeps an errno
+ * branch around sqrt() that blocks its own vectorisation). */
+void cpu_vsqrt_f32(float *o, const float *x, int64_t n);
+void cpu_vsqrt_f64(double *o, const double *x, int64_t n);
 
 #endif /* KEEL_CPU_KERN_H */

@@ -65,31 +65,29 @@ static inline void relax(void)
 #endif
 }
 
-/* Poll for up to SPIN_NS until a new loop is published. (Yielding the CPU
- * between polls, for OpenBLAS's own workers, measured no better.) */
-static void spin_for_work(uint64_t seen)
+/* Poll for up to SPIN_NS until ready(arg). (Yielding the CPU between
+ * polls, for OpenBLAS's own workers, measured no better.) */
+static void spin_until(bool (*ready)(uint64_t), uint64_t arg)
 {
     uint64_t end = mono_ns() + SPIN_NS;
 
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&job_seq, memory_order_acquire) != seen)
-            return;
+    for (unsigned i = 1; !ready(arg); i++) {
         relax();
         if (i % 64 == 0 && mono_ns() > end)
             return;
     }
 }
 
-/* Poll for up to SPIN_NS until n items of the current loop are done. */
-static void spin_for_done(int64_t n)
+/* A loop after generation `seen` is published (for idle workers). */
+static bool new_loop(uint64_t seen)
 {
-    uint64_t end = mono_ns() + SPIN_NS;
+    return atomic_load_explicit(&job_seq, memory_order_acquire) != seen;
+}
 
-    for (unsigned i = 1; atomic_load(&job_done) < n; i++) {
-        relax();
-        if (i % 64 == 0 && mono_ns() > end)
-            return;
-    }
+/* n items of the current loop are done (for the caller). */
+static bool loop_done(uint64_t n)
+{
+    return atomic_load(&job_done) >= (long long)n;
 }
 
 static _Thread_local bool in_pool;
@@ -144,7 +142,7 @@ static void *worker_main(void *arg)
     for (;;) {
         if (!stopping && job_gen == seen) {
             pthread_mutex_unlock(&pool_lock);
-            spin_for_work(seen);
+            spin_until(new_loop, seen);
             pthread_mutex_lock(&pool_lock);
         }
         while (!stopping && job_gen == seen)
@@ -246,7 +244,7 @@ void cpu_parallel_for(int64_t n, int64_t grain, kpar_fn fn, void *ctx)
     run_chunks(gen, fn, ctx, n, chunk);
     in_pool = false;
 
-    spin_for_done(n);
+    spin_until(loop_done, (uint64_t)n);
     pthread_mutex_lock(&pool_lock);
     while (atomic_load(&job_done) < n)
         pthread_cond_wait(&done_cond, &pool_lock);
