@@ -129,6 +129,7 @@ struct sample_stream {
 };
 
 struct sample_event {
+    int device;
     pthread_mutex_t lock;
     pthread_cond_t done;
     uint64_t recorded, completed; /* generations */
@@ -576,6 +577,12 @@ static keel_status sample_memset(int32_t device, keel_dptr dst, uint8_t value,
     return KEEL_STATUS_OK;
 }
 
+/* d2d copies must not overlap (the ABI says so; memmove would hide it). */
+static bool overlap(keel_dptr a, keel_dptr b, uint64_t n)
+{
+    return a < b + n && b < a + n;
+}
+
 static keel_status sync_copy(int32_t device, void *dst, const void *src,
                              uint64_t size)
 {
@@ -616,6 +623,9 @@ static keel_status sample_copy_d2d(int32_t device, keel_dptr dst, keel_dptr src,
         return KEEL_STATUS_OK;
     HOST_RANGE(d, device, dst, size);
     HOST_RANGE(s, device, src, size);
+    if (overlap(dst, src, size))
+        return fail(KEEL_STATUS_INVALID_ARGUMENT,
+                    "sample: copy_d2d ranges overlap");
     return sync_copy(device, d, s, size);
 }
 
@@ -664,6 +674,9 @@ static keel_status sample_copy_d2d_async(int32_t device, keel_stream stream,
         return KEEL_STATUS_OK;
     HOST_RANGE(d, device, dst, size);
     HOST_RANGE(p, device, src, size);
+    if (overlap(dst, src, size))
+        return fail(KEEL_STATUS_INVALID_ARGUMENT,
+                    "sample: copy_d2d_async ranges overlap");
     return async_copy(s, d, p, size);
 }
 
@@ -766,22 +779,28 @@ static keel_status sample_stream_query(int32_t device, keel_stream stream)
     return done ? KEEL_STATUS_OK : KEEL_STATUS_NOT_READY;
 }
 
-static struct sample_event *event_of(keel_event h)
+/* A live event of `device` (any device when device < 0), or NULL. */
+static struct sample_event *event_of(int device, keel_event h)
 {
     struct sample_event *e;
 
     pthread_mutex_lock(&g.lock);
     for (e = g.events; e && e != (struct sample_event *)h; e = e->next)
         ;
+    if (e && device >= 0 && e->device != device)
+        e = NULL;
     pthread_mutex_unlock(&g.lock);
     return e;
 }
 
-#define EVENT(var, h)                                                        \
-    struct sample_event *var = (h) ? event_of(h) : NULL;                     \
+#define EVENT_OF(var, device, h)                                             \
+    struct sample_event *var = (h) ? event_of((device), (h)) : NULL;         \
     if (!var)                                                                \
         return fail(KEEL_STATUS_INVALID_HANDLE,                              \
-                    "sample: %p is not a live event", (void *)(h))
+                    "sample: %p is not a live event of device %d",           \
+                    (void *)(h), (int)(device))
+
+#define EVENT(var, h) EVENT_OF(var, device, h)
 
 static keel_status task_event_record(struct task *t, char *msg, size_t n)
 {
@@ -819,7 +838,7 @@ static keel_status sample_stream_wait_event(int32_t device, keel_stream stream,
 
     CHECK_DEVICE(device);
     STREAM(s, device, stream);
-    EVENT(e, event);
+    EVENT_OF(e, -1, event); /* may belong to any device of the plugin */
     pthread_mutex_lock(&e->lock);
     gen = e->recorded;
     pthread_mutex_unlock(&e->lock);
@@ -856,6 +875,7 @@ static keel_status sample_event_create(int32_t device, keel_event *event)
     e = calloc(1, sizeof(*e));
     if (!e)
         return fail(KEEL_STATUS_OUT_OF_MEMORY, "sample: no memory for an event");
+    e->device = device;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->done, NULL);
     pthread_mutex_lock(&g.lock);
@@ -874,7 +894,7 @@ static keel_status sample_event_destroy(int32_t device, keel_event event)
     CHECK_DEVICE(device);
     pthread_mutex_lock(&g.lock);
     for (pp = &g.events; *pp; pp = &(*pp)->next)
-        if (*pp == (struct sample_event *)event) {
+        if (*pp == (struct sample_event *)event && (*pp)->device == device) {
             e = *pp;
             *pp = e->next;
             break;
@@ -882,7 +902,8 @@ static keel_status sample_event_destroy(int32_t device, keel_event event)
     pthread_mutex_unlock(&g.lock);
     if (!e)
         return fail(KEEL_STATUS_INVALID_HANDLE,
-                    "sample: %p is not a live event", (void *)event);
+                    "sample: %p is not a live event of device %d",
+                    (void *)event, (int)device);
     /* Queued records and waits still point at it: let them run first. */
     pthread_mutex_lock(&e->lock);
     want = e->recorded;
