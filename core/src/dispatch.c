@@ -595,18 +595,25 @@ static keel_status cpu_place(keel_place *pl)
     return st;
 }
 
-/* Elements from a view's first to its last reachable element, or 0 for an
- * empty view. Strides are never negative (views are built by the core). */
-static int64_t view_span(const keel_tensor *t)
+/* The element range a view reaches: [lo, lo + span) relative to its
+ * offset, span 0 for an empty view. Strides may be negative (a slice with
+ * a negative step) or 0 (broadcast). */
+static int64_t view_span(const keel_tensor *t, int64_t *lo)
 {
     int64_t hi = 0;
 
+    *lo = 0;
     for (int i = 0; i < t->ndim; i++) {
+        int64_t reach;
         if (t->shape[i] == 0)
             return 0;
-        hi += (t->shape[i] - 1) * t->strides[i];
+        reach = (t->shape[i] - 1) * t->strides[i];
+        if (reach < 0)
+            *lo += reach;
+        else
+            hi += reach;
     }
-    return hi + 1;
+    return hi - *lo + 1;
 }
 
 /* The bytes of x's view, copied to `cpu` as a view of the same geometry:
@@ -615,7 +622,7 @@ static int64_t view_span(const keel_tensor *t)
 static keel_status to_cpu_raw(const keel_tensor *x, keel_place cpu,
                               keel_tensor **out)
 {
-    int64_t span = view_span(x);
+    int64_t lo, span = view_span(x, &lo);
     size_t es = keel_dtype_size(x->dtype);
     keel_tensor *buf = NULL;
     keel_tensor_desc d;
@@ -625,10 +632,11 @@ static keel_status to_cpu_raw(const keel_tensor *x, keel_place cpu,
     if (st == KEEL_STATUS_OK && span > 0) {
         keel__desc(x, &d);
         st = keel_mem_copy_peer(cpu, buf->storage->data, x->storage->place,
-                                d.data, (uint64_t)span * es);
+                                d.data + (keel_dptr)(lo * (int64_t)es),
+                                (uint64_t)span * es);
     }
     if (st == KEEL_STATUS_OK)
-        st = keel__tensor_view(buf, x->ndim, x->shape, x->strides, 0, out);
+        st = keel__tensor_view(buf, x->ndim, x->shape, x->strides, -lo, out);
     keel_tensor_free(buf);
     return st;
 }
@@ -682,11 +690,12 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
     /* An input updated in place: its whole span goes back, which is exact
      * for any strides since the span came from the device unchanged. */
     for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++) {
-        int64_t span = view_span(c->in[i]);
+        int64_t lo, span = view_span(c->in[i], &lo);
         keel_tensor_desc d;
         if (!(mutated & (1u << i)) || span == 0)
             continue;
         keel__desc(c->in[i], &d);
+        d.data += (keel_dptr)(lo * (int64_t)keel_dtype_size(c->in[i]->dtype));
         st = keel_mem_copy_peer(c->place, d.data, cpu,
                                 cin[i]->storage->data,
                                 (uint64_t)span *

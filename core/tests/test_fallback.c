@@ -142,6 +142,20 @@ static void test_strided_fallback(void)
     CU_ASSERT_EQUAL(rel_diff(e[0], e[1]), 0.0);
     CU_ASSERT_EQUAL(rel_diff(c[0], c[1]), 0.0);
     CU_ASSERT(keel_fallback_count(op_id("copy")) > copies);
+    /* A negative step: the view reaches below its offset. */
+    for (int d = 0; d < 2; d++) {
+        keel_tensor_free(e[d]);
+        keel_tensor_free(c[d]);
+        keel_tensor_free(v[d]);
+        OK(keel_slice(x[d], 2, 3, -5, -1, &v[d])); /* [2, 3, 4] reversed */
+        OK(keel_exp(v[d], &e[d]));
+        OK(keel_slice(v[d], 0, 1, -3, -1, &c[d])); /* two axes reversed */
+        keel_tensor_free(v[d]);
+        v[d] = c[d];
+        OK(keel_contiguous(v[d], &c[d]));
+    }
+    CU_ASSERT_EQUAL(rel_diff(e[0], e[1]), 0.0);
+    CU_ASSERT_EQUAL(rel_diff(c[0], c[1]), 0.0);
     for (int d = 0; d < 2; d++) {
         keel_tensor_free(x[d]);
         keel_tensor_free(v[d]);
