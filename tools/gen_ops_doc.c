@@ -64,8 +64,9 @@ static const struct {
      "No inputs. The `dtype` attribute keys the lookup (only dtypes of the "
      "op's set reach the kernel); the output has shape `shape` (0 to 8 "
      "non-negative entries; `eye` has 2, `arange` and `linspace` 1) in that "
-     "dtype. Random ops get `seed` and `offset` from the core's generator, "
-     "so every device computes the same Philox stream; `randint` has low < "
+     "dtype. Random ops take `seed` and `offset` as required attributes, "
+     "which keel's API (`keel_uniform`, ...) fills from its generator, so "
+     "every device computes the same Philox stream; `randint` has low < "
      "high."},
     {"reduce",
      "Input x with its own descriptor, unchanged (any strides). x's dtype "
@@ -241,9 +242,9 @@ static const struct {
      "the core: the kernel writes every row, scatter-adding into zeros."},
     {"dropout",
      "Input x floating (keys the lookup), unchanged. `p` in [0, 1], `mode` "
-     "upscale_in_train or downscale_in_infer, `seed` and `offset` from the "
-     "core's generator. Outputs (out in x's dtype, mask uint8), x's "
-     "shape."},
+     "upscale_in_train or downscale_in_infer, `seed` and `offset` "
+     "required (keel's API fills them from its generator). Outputs (out in "
+     "x's dtype, mask uint8), x's shape."},
     {"one_hot",
      "Input x of any integer dtype (keys the lookup); values not checked "
      "before the kernel. Output float32 [x.shape..., num_classes]."},
