@@ -35,9 +35,8 @@ static char defs_error[256];
 static const keel_kernel *find_kernel(keel_place place, keel_op_id op,
                                       keel_dtype dt);
 
-static atomic_bool strict_mode;
+static atomic_int strict_mode; /* a keel_strict_mode */
 static atomic_bool strict_env_read;
-static _Atomic uint64_t fallback_counts[KEEL_OP_COUNT];
 
 /* ---- catalog attribute specs ----------------------------------------------- */
 
@@ -452,27 +451,39 @@ void keel__dispatch_shutdown(void)
 
 /* ---- strict mode and fallback counts -------------------------------------------- */
 
+void keel_set_strict_mode(keel_strict_mode mode)
+{
+    if (mode != KEEL_STRICT_OFF && mode != KEEL_STRICT_ON &&
+        mode != KEEL_STRICT_REPORT)
+        mode = KEEL_STRICT_ON;
+    atomic_store(&strict_env_read, true);
+    atomic_store(&strict_mode, (int)mode);
+}
+
 void keel_set_strict(bool strict)
 {
-    atomic_store(&strict_env_read, true);
-    atomic_store(&strict_mode, strict);
+    keel_set_strict_mode(strict ? KEEL_STRICT_ON : KEEL_STRICT_OFF);
+}
+
+/* KEEL_STRICT: unset, empty or "0" off; "report" report; anything else on. */
+keel_strict_mode keel_get_strict_mode(void)
+{
+    if (!atomic_load(&strict_env_read)) {
+        const char *e = getenv("KEEL_STRICT");
+        keel_strict_mode m = KEEL_STRICT_OFF;
+        if (e && !strcmp(e, "report"))
+            m = KEEL_STRICT_REPORT;
+        else if (e && *e && strcmp(e, "0") != 0)
+            m = KEEL_STRICT_ON;
+        atomic_store(&strict_mode, (int)m);
+        atomic_store(&strict_env_read, true);
+    }
+    return (keel_strict_mode)atomic_load(&strict_mode);
 }
 
 bool keel_get_strict(void)
 {
-    if (!atomic_load(&strict_env_read)) {
-        const char *e = getenv("KEEL_STRICT");
-        atomic_store(&strict_mode, e && *e && strcmp(e, "0") != 0);
-        atomic_store(&strict_env_read, true);
-    }
-    return atomic_load(&strict_mode);
-}
-
-uint64_t keel_fallback_count(keel_op_id op)
-{
-    if ((unsigned)op >= KEEL_OP_COUNT)
-        return 0;
-    return atomic_load(&fallback_counts[op]);
+    return keel_get_strict_mode() == KEEL_STRICT_ON;
 }
 
 /* Inputs that ops update in place (their semantics in ops.def say so); a
@@ -520,6 +531,11 @@ keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype)
 }
 
 static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs);
+static keel_status run(keel_op_id op, const keel_place *place_hint,
+                       keel_tensor *const *inputs, int num_inputs,
+                       const keel_attr *attrs, int num_attrs,
+                       keel_tensor **outputs, int max_outputs,
+                       int *num_outputs);
 
 static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
 {
@@ -565,68 +581,116 @@ static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
     return KEEL_STATUS_OK;
 }
 
-static int cpu_plugin_index(void)
+/* The place the fallback runs on: cpu:0, resolved without touching the
+ * caller's error state. */
+static keel_status cpu_place(keel_place *pl)
 {
-    keel_place pl;
-    keel_status st;
     keel_status saved = keel_last_status();
+    keel_status st;
     char msg[2048];
 
     snprintf(msg, sizeof(msg), "%s", keel_last_error());
-    st = keel_place_parse("cpu:0", &pl);
+    st = keel_place_parse("cpu:0", pl);
     keel__error(saved, "%s", msg);
-    return st == KEEL_STATUS_OK ? pl.plugin : -1;
+    return st;
 }
 
-/* Run the op on cpu:0 and copy outputs (and updated inputs) back. */
+/* Elements from a view's first to its last reachable element, or 0 for an
+ * empty view. Strides are never negative (views are built by the core). */
+static int64_t view_span(const keel_tensor *t)
+{
+    int64_t hi = 0;
+
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0)
+            return 0;
+        hi += (t->shape[i] - 1) * t->strides[i];
+    }
+    return hi + 1;
+}
+
+/* The bytes of x's view, copied to `cpu` as a view of the same geometry:
+ * no op runs, so a plugin without a copy kernel cannot send the fallback
+ * back into dispatch. */
+static keel_status to_cpu_raw(const keel_tensor *x, keel_place cpu,
+                              keel_tensor **out)
+{
+    int64_t span = view_span(x);
+    size_t es = keel_dtype_size(x->dtype);
+    keel_tensor *buf = NULL;
+    keel_tensor_desc d;
+    keel_status st;
+
+    st = keel__tensor_new(cpu, x->dtype, 1, (int64_t[]){span}, &buf);
+    if (st == KEEL_STATUS_OK && span > 0) {
+        keel__desc(x, &d);
+        st = keel_mem_copy_peer(cpu, buf->storage->data, x->storage->place,
+                                d.data, (uint64_t)span * es);
+    }
+    if (st == KEEL_STATUS_OK)
+        st = keel__tensor_view(buf, x->ndim, x->shape, x->strides, 0, out);
+    keel_tensor_free(buf);
+    return st;
+}
+
+/*
+ * Run the op on cpu:0 and copy outputs (and inputs updated in place) back.
+ * Nothing here may re-enter dispatch on the plugin's device: inputs travel
+ * as raw bytes (to_cpu_raw), the op runs with the CPU place named (ops
+ * without tensor inputs would otherwise land on the current device again),
+ * and results come back by memory copies.
+ */
 static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
 {
     keel_tensor *cin[KEEL_MAX_OP_INPUTS] = {0};
     keel_tensor *cout[KEEL_MAX_OP_OUTPUTS] = {0};
     uint32_t mutated = mutated_inputs(c->op);
-    int cpu = cpu_plugin_index(), nout = 0;
-    char dev[96];
-    keel_status st = KEEL_STATUS_OK;
+    keel_place cpu;
+    int nout = 0;
+    keel_status st;
 
-    if (cpu < 0 || cpu == c->place.plugin)
+    if (cpu_place(&cpu) != KEEL_STATUS_OK || cpu.plugin == c->place.plugin)
         return keel__op_error(c, KEEL_STATUS_NOT_SUPPORTED,
                               "no %s kernel for %s on this device, and no "
                               "CPU plugin to fall back to",
                               c->def->info->name,
                               keel_dtype_name(c->key_dtype));
-    atomic_fetch_add(&fallback_counts[c->op], 1);
+    keel__fallback_note(c->op, c->key_dtype, c->place.plugin);
     /* The copies are part of this op: the caller records one node. */
     keel_no_grad_begin();
     keel__log(KEEL_LOG_DEBUG, "op %s (%s): CPU fallback", c->def->info->name,
               keel_dtype_name(c->key_dtype));
+    st = KEEL_STATUS_OK;
     for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++)
-        st = keel_tensor_to(c->in[i], "cpu:0", &cin[i]);
+        st = to_cpu_raw(c->in[i], cpu, &cin[i]);
     if (st == KEEL_STATUS_OK)
-        st = keel_op_run(c->op, cin, c->nin, c->attrs, c->def->nattrs, cout,
-                         KEEL_MAX_OP_OUTPUTS, &nout);
-    keel__lock();
-    keel__place_str(c->place, dev, sizeof(dev));
-    keel__unlock();
+        st = run(c->op, &cpu, cin, c->nin, c->attrs, c->def->nattrs, cout,
+                 KEEL_MAX_OP_OUTPUTS, &nout);
+    if (st == KEEL_STATUS_OK && nout != c->nout)
+        st = keel__op_error(c, KEEL_STATUS_INTERNAL,
+                            "the CPU fallback produced %d outputs, expected %d",
+                            nout, c->nout);
     for (int i = 0; i < nout && st == KEEL_STATUS_OK; i++) {
-        keel_tensor_desc od;
+        keel_tensor_desc od, cd;
         keel__desc(outs[i], &od);
-        st = keel_mem_copy_peer(c->place, od.data, keel_tensor_place(cout[i]),
-                                cout[i]->storage->data,
-                                outs[i]->storage->nbytes);
+        keel__desc(cout[i], &cd);
+        st = keel_mem_copy_peer(c->place, od.data, cpu, cd.data,
+                                (uint64_t)keel__numel(outs[i]->ndim,
+                                                      outs[i]->shape) *
+                                    keel_dtype_size(outs[i]->dtype));
     }
+    /* An input updated in place: its whole span goes back, which is exact
+     * for any strides since the span came from the device unchanged. */
     for (int i = 0; i < c->nin && st == KEEL_STATUS_OK; i++) {
-        keel_tensor *back;
-        if (!(mutated & (1u << i)))
+        int64_t span = view_span(c->in[i]);
+        keel_tensor_desc d;
+        if (!(mutated & (1u << i)) || span == 0)
             continue;
-        /* Contiguous inputs only: copy the whole storage back. */
-        st = keel_tensor_to(cin[i], dev, &back);
-        if (st == KEEL_STATUS_OK) {
-            keel_tensor_desc d;
-            keel__desc(c->in[i], &d);
-            st = keel_mem_copy_d2d(c->place, d.data, back->storage->data,
-                                   back->storage->nbytes);
-            keel_tensor_free(back);
-        }
+        keel__desc(c->in[i], &d);
+        st = keel_mem_copy_peer(c->place, d.data, cpu,
+                                cin[i]->storage->data,
+                                (uint64_t)span *
+                                    keel_dtype_size(c->in[i]->dtype));
     }
     for (int i = 0; i < c->nin; i++)
         keel_tensor_free(cin[i]);

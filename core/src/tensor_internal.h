@@ -76,6 +76,9 @@ int keel__axis(int64_t axis, int ndim);
 
 /* ---- dispatch (dispatch.c) ---------------------------------------------- */
 
+/** Count one CPU fallback of (op, dtype) from `plugin` (fallback.c). */
+void keel__fallback_note(keel_op_id op, keel_dtype dtype, int plugin);
+
 #define KEEL_MAX_OP_INPUTS 64
 #define KEEL_MAX_OP_OUTPUTS 64
 #define KEEL_MAX_OP_ATTRS 12

@@ -54,13 +54,44 @@ KEEL_API keel_status keel_kernel_coverage(int plugin,
 /** Look an op up by catalog name. Returns OK or NOT_FOUND. */
 KEEL_API keel_status keel_op_find(const char *name, keel_op_id *op);
 
-/** Strict mode: a missing kernel is an error instead of a CPU fallback.
- *  Also enabled by KEEL_STRICT=1 in the environment. */
+/**
+ * What a missing kernel does. OFF: the op runs on the CPU plugin (counted).
+ * ON: the call fails with NOT_SUPPORTED, naming the op and dtype. REPORT:
+ * the op falls back as with OFF, and at exit the core lists every (op,
+ * dtype) that fell back, so one run of a workload shows every kernel it
+ * still needs. Read once from KEEL_STRICT (unset, empty or "0": OFF;
+ * "report": REPORT; anything else: ON) unless set here first.
+ */
+typedef enum keel_strict_mode {
+    KEEL_STRICT_OFF = 0,
+    KEEL_STRICT_ON = 1,
+    KEEL_STRICT_REPORT = 2
+} keel_strict_mode;
+
+KEEL_API void keel_set_strict_mode(keel_strict_mode mode);
+KEEL_API keel_strict_mode keel_get_strict_mode(void);
+/** keel_set_strict(b) is keel_set_strict_mode(b ? ON : OFF); keel_get_strict()
+ *  is true in mode ON only. */
 KEEL_API void keel_set_strict(bool strict);
 KEEL_API bool keel_get_strict(void);
 
-/** How many times `op` fell back to the CPU plugin (all devices). */
+/** How many times `op` fell back to the CPU plugin (all devices, dtypes). */
 KEEL_API uint64_t keel_fallback_count(keel_op_id op);
+/** The same for one dtype (the dtype that keys the kernel lookup). */
+KEEL_API uint64_t keel_fallback_count_dtype(keel_op_id op, keel_dtype dtype);
+/** Set every fallback count to zero. */
+KEEL_API void keel_fallback_reset(void);
+/**
+ * One line saying how many calls of which ops ran on the CPU plugin and
+ * from which plugins ("keel: CPU fallback: 120 calls of 3 ops from sample:
+ * conv2d.float32 x40, ..."), most calls first, into buf (NUL-terminated,
+ * cut to size). Returns the line's length, 0 when nothing fell back. The
+ * core prints it to stderr at exit when it is not empty, unless
+ * KEEL_FALLBACK_REPORT=0.
+ */
+KEEL_API int keel_fallback_summary(char *buf, size_t size);
+/** One line per (op, dtype) that fell back, to f. Returns how many. */
+KEEL_API int keel_fallback_report(FILE *f);
 
 /*
  * Per-op profiler. While on, every op call made through the dispatcher
