@@ -18,9 +18,9 @@
 /*
  * --fallbacks: kernel coverage per plugin (which catalog (op, dtype) pairs
  * its kernels serve, and which would run on the CPU plugin instead), and
- * the fallbacks recorded in this process (keel_fallback_count). A fresh
- * `keel devices` runs no ops, so the second part is always empty here;
- * the text says where a workload's counts come from.
+ * the fallbacks recorded in this process (keel_fallback_count_dtype). A
+ * fresh `keel devices` runs no ops, so the second part is always empty
+ * here; the text says where a workload's counts come from.
  */
 struct coverage {
     int have, total;
@@ -29,9 +29,10 @@ struct coverage {
 };
 
 static const char fallback_note[] =
-    "keel devices runs no ops, so this process records no fallbacks; run a "
-    "workload with KEEL_FALLBACK_REPORT=1 for its per-op counts at exit "
-    "(or call keel_fallback_count)";
+    "keel devices runs no ops, so this process records no fallbacks; a "
+    "workload prints a one-line summary of its fallbacks to stderr at exit "
+    "(KEEL_FALLBACK_REPORT=0 silences it), and with KEEL_STRICT=report one "
+    "line per (op, dtype) that fell back";
 
 static void coverage_visit(keel_op_id op, keel_dtype dt, bool has, void *p)
 {
@@ -130,19 +131,22 @@ static void print_fallbacks_text(int nplugins)
         printf("  out of memory\n");
     free(c);
     printf("\nRecorded fallbacks (this process):");
-    for (int op = 0; op < KEEL_OP_COUNT; op++) {
-        uint64_t n = keel_fallback_count((keel_op_id)op);
-        if (n) {
-            printf("%s %s %llu", total ? "," : "",
-                   keel_op_get_info((keel_op_id)op)->name,
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+            uint64_t n = keel_fallback_count_dtype((keel_op_id)op,
+                                                   (keel_dtype)dt);
+            if (!n)
+                continue;
+            printf("%s %s.%s x%llu", total ? "," : "",
+                   keel_op_get_info((keel_op_id)op)->name, dtype_label(dt),
                    (unsigned long long)n);
             total += n;
         }
-    }
     printf("%s\n", total ? "" : " none");
-    printf("  keel devices runs no ops, so it records none itself. For a "
-           "workload's\n  fallbacks, run it with KEEL_FALLBACK_REPORT=1 "
-           "(per-op counts at exit).\n");
+    printf("  keel devices runs no ops, so it records none itself. A "
+           "workload prints a\n  one-line summary of its fallbacks at exit "
+           "(KEEL_FALLBACK_REPORT=0 silences it);\n  KEEL_STRICT=report "
+           "lists every (op, dtype) that fell back.\n");
 }
 
 typedef struct devices_opts {
@@ -761,14 +765,18 @@ static json_t *fallbacks_json(json_ctx *ctx, int nplugins)
         jappend(ctx, cov, e);
     }
     free(c);
-    for (int op = 0; op < KEEL_OP_COUNT; op++) {
-        uint64_t n = keel_fallback_count((keel_op_id)op);
-        if (n) {
-            jset(ctx, ops, keel_op_get_info((keel_op_id)op)->name,
-                 json_integer((json_int_t)n));
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+            uint64_t n = keel_fallback_count_dtype((keel_op_id)op,
+                                                   (keel_dtype)dt);
+            char key[96];
+            if (!n)
+                continue;
+            snprintf(key, sizeof key, "%s.%s",
+                     keel_op_get_info((keel_op_id)op)->name, dtype_label(dt));
+            jset(ctx, ops, key, json_integer((json_int_t)n));
             total += n;
         }
-    }
     jset(ctx, rec, "total", json_integer((json_int_t)total));
     jset(ctx, rec, "ops", ops);
     jset(ctx, fb, "coverage", cov);
@@ -937,8 +945,9 @@ const keel_cli_command keel_cmd_devices = {
         "               catalog (op, dtype) pairs it has kernels for, and\n"
         "               which would run on the CPU plugin instead; and the\n"
         "               fallbacks recorded in this process (none: keel devices\n"
-        "               runs no ops). For a workload's fallbacks, run it with\n"
-        "               KEEL_FALLBACK_REPORT=1 (a per-op summary at exit)\n"
+        "               runs no ops). A workload prints its own fallback\n"
+        "               summary at exit (KEEL_FALLBACK_REPORT=0: off);\n"
+        "               KEEL_STRICT=report lists every (op, dtype) in it\n"
         "  -h, --help   show this help\n"
         "\n"
         "environment:\n"
