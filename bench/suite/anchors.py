@@ -7,7 +7,8 @@ With --table, prints a Markdown table of every benchmark's figure of merit
 (median, with the coefficient of variation when there are repetitions).
 Otherwise prints, per shape or size present in the report:
   matmul/f32/X  vs host/sgemm/X   keel matmul GFLOP/s / OpenBLAS GFLOP/s,
-                                  and both as % of the measured peak
+                                  and both as % of the run's f32 peak
+                                  (declared, or the best measured figure)
   memory/d2d/S  vs host/memcpy/S  d2d GB/s / memcpy GB/s
   paired/...                      the same ratios measured iteration by
                                   iteration (the robust anchor figures)
@@ -90,10 +91,15 @@ def main():
     fig = figures(report)
     ctx = report["context"]
     peak = float(ctx.get("keel_matmul_peak_gflops", "0") or 0)
+    how = ctx.get("keel_matmul_peak") or ""
+    if peak and how.startswith("measured"):
+        # keel bench raises a measured peak to any faster f32 benchmark
+        # (docs/benchmarks.md, "Peak"): the run's peak is the best of them.
+        peak = max([peak] + [b["GFLOP/s"] for b in fig.values()
+                             if "%peak" in b and "GFLOP/s" in b])
     print(f"device {ctx.get('keel_device')} ({ctx.get('keel_device_name')}), "
           f"plugin {ctx.get('keel_plugin')} {ctx.get('keel_plugin_version')}")
-    print(f"measured f32 peak: {peak:.1f} GFLOP/s "
-          f"({ctx.get('keel_matmul_peak')})")
+    print(f"f32 peak: {peak:.1f} GFLOP/s ({how})")
     for name in sorted(fig):
         if not name.startswith("matmul/f32/"):
             continue

@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <keel/ops.h>
 
@@ -57,7 +58,9 @@ struct kb_env {
     bool smoke;                    /* tiny sizes, for the test suite     */
     bool large;                    /* include the 1 GiB points           */
     const char *filter;            /* the run's filter (may be NULL)     */
-    double peak_gflops;            /* measured f32 matmul peak, 0 if not */
+    double peak_gflops;            /* f32 matmul peak (probe or --peak), */
+                                   /* 0 when neither                     */
+    bool peak_declared;            /* peak_gflops came from --peak       */
 };
 
 /* ---- one registered benchmark ------------------------------------------ */
@@ -213,11 +216,33 @@ void kb_register_e2e(const struct kb_env *env);
 
 /**
  * Measure the f32 matmul peak of the device: square matmuls of growing
- * size until one takes >= 100 ms (smoke: one small size), best of 5 at the
- * last size. Returns GFLOP/s, or 0 on failure; `how` receives a one-line
- * description for the report's context.
+ * size, from 512 (smoke: 128 only) doubling until one takes >= 100 ms, on
+ * inputs filled on the host and uploaded with the memory ABI (no device
+ * kernel other than matmul is needed, so strict mode does not get in the
+ * way). Returns the best GFLOP/s over every size (best of 3 per size, of 5
+ * at the last), or 0 on failure; `how` receives a one-line description for
+ * the report's context.
  */
 double kb_measure_peak(const struct kb_env *env, char *how, size_t how_size);
+
+/**
+ * %peak. kb_peak_begin() starts a run from env->peak_gflops. For each f32
+ * matmul or conv2d figure, kb_peak_counter() sets the "%peak" counter:
+ *
+ *  - measured peak: the denominator is the probe's figure, raised by each
+ *    benchmark `b` that beats it (that row reports 100 and is labelled
+ *    "new peak"; later rows use the new figure), so %peak never exceeds
+ *    100;
+ *  - declared peak (--peak): the denominator is the declared figure; a
+ *    benchmark above it reports more than 100 and is labelled so.
+ *
+ * Without a peak it sets nothing. kb_peak_end() prints a one-line summary
+ * (final peak, how many benchmarks raised or exceeded it) to `f`.
+ */
+void kb_peak_begin(const struct kb_env *env);
+void kb_peak_counter(keel_bm_state *st, const struct kb_bench *b,
+                     double gflops);
+void kb_peak_end(FILE *f);
 
 /* ---- compare ----------------------------------------------------------------- */
 

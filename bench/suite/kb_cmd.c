@@ -4,7 +4,7 @@
  *   keel bench --plugin PATH_OR_NAME [--device N] [--filter REGEX]
  *              [--format console|json|csv] [--out FILE] [--min-time S]
  *              [--repetitions N] [--timing auto|events|host] [--large]
- *              [--smoke] [--list] [--benchmark_*=VALUE ...]
+ *              [--smoke] [--list] [--peak GFLOPS] [--benchmark_*=VALUE ...]
  *   keel bench compare A.json B.json [--threshold PCT]
  *
  * The run: resolve the plugin and device, switch keel to strict mode (a
@@ -45,6 +45,7 @@ struct bench_opts {
     const char *format;
     const char *out;
     const char *min_time;
+    double peak;                /* --peak: declared f32 GFLOP/s, 0 = measure */
     long repetitions;
     enum timing_choice timing;
     bool large, smoke, list;
@@ -78,7 +79,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         const char *a = argv[i], *v = NULL;
         static const char *const valued[] = {
             "--plugin", "--device",      "--filter", "--format",
-            "--out",    "--min-time",    "--repetitions", "--timing"};
+            "--out",    "--min-time",    "--repetitions", "--timing",
+            "--peak"};
         bool takes = false;
 
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++) {
@@ -135,6 +137,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         } else if (!strncmp(a, "--repetitions", 13)) {
             if (!parse_long(v, 1, 1000, &o->repetitions))
                 return usage("--repetitions: '%s' is not in [1, 1000]", v);
+        } else if (!strncmp(a, "--peak", 6)) {
+            char *end;
+            errno = 0;
+            o->peak = strtod(v, &end);
+            if (errno || end == v || *end || !(o->peak > 0) || o->peak > 1e9)
+                return usage("--peak: '%s' is not a peak in GFLOP/s "
+                             "(0, 1e9]", v);
         } else {
             if (!strcmp(v, "auto"))
                 o->timing = TIMING_AUTO;
@@ -311,7 +320,7 @@ static int run_bench(const struct bench_opts *o)
     keel_plugin_info pi;
     const char *args[32 + MAX_PASS];
     char flags[8][600];
-    char peak_how[256] = "not measured (no matmul, sgemm or conv2d "
+    char peak_how[256] = "not measured (no f32 matmul or conv2d "
                          "benchmark selected)";
     int nargs = 0, nflags = 0, counts[4], rc = KEEL_EXIT_OK;
     long ran;
@@ -368,14 +377,21 @@ static int run_bench(const struct bench_opts *o)
     kb_register_collectives(&env);
     kb_register_e2e(&env);
 
-    if (!o->list && (keel_bm_any_selected(o->filter, "matmul/") ||
-                     keel_bm_any_selected(o->filter, "host/sgemm/") ||
-                     keel_bm_any_selected(o->filter, "paired/matmul") ||
-                     keel_bm_any_selected(o->filter, "conv2d/"))) {
+    if (o->peak > 0) {
+        env.peak_gflops = o->peak;
+        env.peak_declared = true;
+        snprintf(peak_how, sizeof(peak_how),
+                 "declared: %.2f GFLOP/s (--peak); %%peak may exceed 100",
+                 o->peak);
+    } else if (!o->list && (keel_bm_any_selected(o->filter, "matmul/f32/") ||
+                            keel_bm_any_selected(o->filter,
+                                                 "paired/matmul") ||
+                            keel_bm_any_selected(o->filter, "conv2d/"))) {
         fprintf(stderr, "keel bench: measuring the f32 matmul peak of %s...\n",
                 env.device);
         env.peak_gflops = kb_measure_peak(&env, peak_how, sizeof(peak_how));
     }
+    kb_peak_begin(&env);
     add_context(&env, &pi, peak_how, o);
 
     args[nargs++] = "keel bench";
@@ -417,6 +433,7 @@ static int run_bench(const struct bench_opts *o)
                 "or feature), %d wrong results, %d errors\n",
                 ran, env.device, pi.name, counts[KB_SKIPPED], counts[KB_WRONG],
                 counts[KB_ERROR]);
+        kb_peak_end(stderr);
         if (counts[KB_WRONG] || counts[KB_ERROR] || kb_register_failures())
             rc = KEEL_EXIT_ERROR;
         if (ran == 0) {
@@ -450,7 +467,7 @@ const keel_cli_command keel_cmd_bench = {
     .synopsis = "--plugin PATH_OR_NAME [--device N] [--filter REGEX] "
                 "[--format console|json|csv] [--out FILE] [--min-time S] "
                 "[--repetitions N] [--timing auto|events|host] [--large] "
-                "[--smoke] [--list]\n"
+                "[--smoke] [--list] [--peak GFLOPS]\n"
                 "       keel bench compare A.json B.json [--threshold PCT]",
     .summary = "benchmark a plugin's memory, launch, kernels, collectives",
     .help =
@@ -485,6 +502,12 @@ const keel_cli_command keel_cmd_bench = {
         "                   elements, f32/bf16 matmul at 4096 and 8192\n"
         "  --smoke          tiny sizes, one repetition, min time 0.01 s\n"
         "  --list           list the benchmark names and exit\n"
+        "  --peak GFLOPS    the device's f32 matmul peak, declared (e.g. the\n"
+        "                   data sheet's); %peak of f32 matmul and conv2d is\n"
+        "                   relative to it and exceeds 100 when a benchmark\n"
+        "                   beats it (flagged). Without it the peak is\n"
+        "                   measured: the best f32 matmul of the probe and\n"
+        "                   of the run so far, so %peak <= 100\n"
         "  --benchmark_*=V  passed to Google Benchmark unchanged\n"
         "\n"
         "JSON is Google Benchmark's format; its \"context\" object also\n"

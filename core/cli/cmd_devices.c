@@ -15,70 +15,138 @@
 #include <string.h>
 #include <strings.h>
 
-/* Kernel coverage of one plugin: the (op, dtype) pairs it lacks. */
+/*
+ * --fallbacks: kernel coverage per plugin (which catalog (op, dtype) pairs
+ * its kernels serve, and which would run on the CPU plugin instead), and
+ * the fallbacks recorded in this process (keel_fallback_count_dtype). A
+ * fresh `keel devices` runs no ops, so the second part is always empty
+ * here; the text says where a workload's counts come from.
+ */
 struct coverage {
     int have, total;
-    char missing[8192];
-    size_t len;
-    keel_op_id last_op;
-    bool open;
+    uint32_t has[KEEL_OP_COUNT];     /* dtype bits with a kernel      */
+    uint32_t missing[KEEL_OP_COUNT]; /* dtype bits without one        */
 };
+
+static const char fallback_note[] =
+    "keel devices runs no ops, so this process records no fallbacks; a "
+    "workload prints a one-line summary of its fallbacks to stderr at exit "
+    "(KEEL_FALLBACK_REPORT=0 silences it), and with KEEL_STRICT=report one "
+    "line per (op, dtype) that fell back";
 
 static void coverage_visit(keel_op_id op, keel_dtype dt, bool has, void *p)
 {
     struct coverage *c = p;
-    int n;
 
     c->total++;
     if (has) {
         c->have++;
-        return;
+        c->has[op] |= KEEL_DTYPE_BIT(dt);
+    } else {
+        c->missing[op] |= KEEL_DTYPE_BIT(dt);
     }
-    if (c->len >= sizeof(c->missing) - 64)
-        return;
-    if (c->open && c->last_op == op)
-        n = snprintf(c->missing + c->len, sizeof(c->missing) - c->len,
-                     " %s", keel_dtype_name(dt));
-    else
-        n = snprintf(c->missing + c->len, sizeof(c->missing) - c->len,
-                     "%s%s(%s", c->open ? "), " : "",
-                     keel_op_get_info(op)->name, keel_dtype_name(dt));
-    if (n > 0)
-        c->len += (size_t)n;
-    c->last_op = op;
-    c->open = true;
 }
 
 static bool coverage_of(int plugin, struct coverage *c)
 {
     memset(c, 0, sizeof(*c));
-    if (keel_kernel_coverage(plugin, coverage_visit, c) != KEEL_STATUS_OK)
-        return false;
-    if (c->open && c->len < sizeof(c->missing) - 2)
-        c->missing[c->len++] = ')';
-    c->missing[c->len] = '\0';
-    return true;
+    return keel_kernel_coverage(plugin, coverage_visit, c) == KEEL_STATUS_OK;
+}
+
+static bool is_cpu_plugin(const keel_plugin_info *info)
+{
+    return info->name && !strcmp(info->name, "cpu");
+}
+
+static const char *dtype_label(int dt)
+{
+    const char *n = keel_cli_dtype_name((keel_dtype)dt);
+    return n ? n : "?";
+}
+
+/* "op(dt dt) op(dt) ..." for the ops with bits in masks[], wrapped. */
+static void print_pairs(const char *label, const uint32_t *masks)
+{
+    int col = printf("    %-13s", label), start = col;
+
+    for (int op = 0; op < KEEL_OP_COUNT; op++) {
+        char item[256];
+        size_t n;
+
+        if (!masks[op])
+            continue;
+        n = (size_t)snprintf(item, sizeof item, "%s(",
+                             keel_op_get_info((keel_op_id)op)->name);
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_ && n < sizeof item; dt++)
+            if (masks[op] & KEEL_DTYPE_BIT(dt))
+                n += (size_t)snprintf(item + n, sizeof item - n, "%s%s",
+                                      item[n - 1] == '(' ? "" : " ",
+                                      dtype_label(dt));
+        if (n < sizeof item - 1)
+            strcat(item, ")");
+        if (col > start && col + 1 + (int)strlen(item) > 100) {
+            printf("\n%*s", start, "");
+            col = start;
+        }
+        col += printf("%s%s", col > start ? " " : "", item);
+    }
+    printf("\n");
 }
 
 static void print_fallbacks_text(int nplugins)
 {
     keel_plugin_info info;
-    struct coverage c;
+    struct coverage *c = malloc(sizeof(*c));
+    uint64_t total = 0;
 
-    printf("\nKernel coverage (op, dtype pairs; a missing kernel runs on "
-           "the CPU plugin, counted, or fails in strict mode):\n");
-    for (int i = 0; i < nplugins; i++) {
+    printf("\nKernel coverage (catalog (op, dtype) pairs, for the dtypes each "
+           "device computes with):\n");
+    for (int i = 0; c && i < nplugins; i++) {
         if (keel_plugin_get_info(i, &info) != KEEL_STATUS_OK ||
             !info.loaded || info.device_count == 0)
             continue;
-        if (!coverage_of(i, &c)) {
+        if (!coverage_of(i, c)) {
             printf("  %s: %s\n", info.name, keel_last_error());
             continue;
         }
-        printf("  %s: %d of %d have kernels\n", info.name, c.have, c.total);
-        if (c.have < c.total)
-            printf("    missing: %s\n", c.missing);
+        printf("  %s: kernels for %d of %d pairs", info.name, c->have,
+               c->total);
+        if (c->have == c->total) {
+            printf("\n");
+            continue;
+        }
+        if (is_cpu_plugin(&info))
+            printf("; the other %d fail (the CPU plugin has no fallback)\n",
+                   c->total - c->have);
+        else
+            printf("; the other %d run on the CPU plugin (counted; an "
+                   "error with KEEL_STRICT=1)\n",
+                   c->total - c->have);
+        if (c->have > 0 && c->have <= c->total - c->have)
+            print_pairs("kernels", c->has);
+        print_pairs(is_cpu_plugin(&info) ? "no kernel" : "CPU fallback",
+                    c->missing);
     }
+    if (!c)
+        printf("  out of memory\n");
+    free(c);
+    printf("\nRecorded fallbacks (this process):");
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+            uint64_t n = keel_fallback_count_dtype((keel_op_id)op,
+                                                   (keel_dtype)dt);
+            if (!n)
+                continue;
+            printf("%s %s.%s x%llu", total ? "," : "",
+                   keel_op_get_info((keel_op_id)op)->name, dtype_label(dt),
+                   (unsigned long long)n);
+            total += n;
+        }
+    printf("%s\n", total ? "" : " none");
+    printf("  keel devices runs no ops, so it records none itself. A "
+           "workload prints a\n  one-line summary of its fallbacks at exit "
+           "(KEEL_FALLBACK_REPORT=0 silences it);\n  KEEL_STRICT=report "
+           "lists every (op, dtype) that fell back.\n");
 }
 
 typedef struct devices_opts {
@@ -643,6 +711,80 @@ static json_t *types_json(json_ctx *ctx, int nplugins)
     return arr;
 }
 
+/* {op: [dtype, ...], ...} for the ops with bits in masks[]. */
+static json_t *pairs_json(json_ctx *ctx, const uint32_t *masks)
+{
+    json_t *obj = jobject(ctx);
+
+    for (int op = 0; obj && op < KEEL_OP_COUNT; op++) {
+        json_t *dts;
+        if (!masks[op])
+            continue;
+        dts = jarray(ctx);
+        if (!dts)
+            break;
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++)
+            if (masks[op] & KEEL_DTYPE_BIT(dt))
+                jappend(ctx, dts, jstr(dtype_label(dt)));
+        jset(ctx, obj, keel_op_get_info((keel_op_id)op)->name, dts);
+    }
+    return obj;
+}
+
+/* The "fallbacks" object of --fallbacks (docs/cli.md). */
+static json_t *fallbacks_json(json_ctx *ctx, int nplugins)
+{
+    json_t *fb = jobject(ctx), *cov = jarray(ctx), *rec = jobject(ctx);
+    json_t *ops = jobject(ctx);
+    struct coverage *c = malloc(sizeof(*c));
+    uint64_t total = 0;
+
+    if (!fb || !cov || !rec || !ops || !c) {
+        ctx->ok = false;
+        json_decref(fb);
+        json_decref(cov);
+        json_decref(rec);
+        json_decref(ops);
+        free(c);
+        return NULL;
+    }
+    for (int i = 0; i < nplugins; i++) {
+        keel_plugin_info pi;
+        json_t *e;
+        if (keel_plugin_get_info(i, &pi) != KEEL_STATUS_OK || !pi.loaded ||
+            pi.device_count == 0 || !coverage_of(i, c))
+            continue;
+        e = jobject(ctx);
+        if (!e)
+            break;
+        jset(ctx, e, "plugin", jstr(pi.name));
+        jset(ctx, e, "pairs", json_integer(c->total));
+        jset(ctx, e, "kernels", json_integer(c->have));
+        jset(ctx, e, "falls_back_to_cpu", json_boolean(!is_cpu_plugin(&pi)));
+        jset(ctx, e, "missing", pairs_json(ctx, c->missing));
+        jappend(ctx, cov, e);
+    }
+    free(c);
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++) {
+            uint64_t n = keel_fallback_count_dtype((keel_op_id)op,
+                                                   (keel_dtype)dt);
+            char key[96];
+            if (!n)
+                continue;
+            snprintf(key, sizeof key, "%s.%s",
+                     keel_op_get_info((keel_op_id)op)->name, dtype_label(dt));
+            jset(ctx, ops, key, json_integer((json_int_t)n));
+            total += n;
+        }
+    jset(ctx, rec, "total", json_integer((json_int_t)total));
+    jset(ctx, rec, "ops", ops);
+    jset(ctx, fb, "coverage", cov);
+    jset(ctx, fb, "recorded", rec);
+    jset(ctx, fb, "note", jstr(fallback_note));
+    return fb;
+}
+
 /* JSON document. Sets *ndevices; returns the number of failed queries, or
  * -1 when the document could not be built (out of memory). */
 static int devices_json(const devices_opts *opts, int *ndevices)
@@ -651,7 +793,7 @@ static int devices_json(const devices_opts *opts, int *ndevices)
     keel_plugin_info info;
     keel_place current, place;
     keel_status st;
-    json_t *root, *plugins, *devices, *fb;
+    json_t *root, *plugins, *devices;
     bool have_current;
     char abi[16];
     const char *cur;
@@ -704,25 +846,8 @@ static int devices_json(const devices_opts *opts, int *ndevices)
     jset(&ctx, root, "devices", devices);
     jset(&ctx, root, "device_types", types_json(&ctx, nplugins));
 
-    if (opts->fallbacks) {
-        fb = jobject(&ctx);
-        for (int k = 0; fb && k < nplugins; k++) {
-            keel_plugin_info pi;
-            struct coverage c;
-            json_t *entry;
-            if (keel_plugin_get_info(k, &pi) != KEEL_STATUS_OK ||
-                !pi.loaded || pi.device_count == 0 || !coverage_of(k, &c))
-                continue;
-            entry = jobject(&ctx);
-            if (!entry)
-                break;
-            jset(&ctx, entry, "kernels", json_integer(c.have));
-            jset(&ctx, entry, "pairs", json_integer(c.total));
-            jset(&ctx, entry, "missing", jstr(c.missing));
-            jset(&ctx, fb, pi.name, entry);
-        }
-        jset(&ctx, root, "kernel_coverage", fb);
-    }
+    if (opts->fallbacks)
+        jset(&ctx, root, "fallbacks", fallbacks_json(&ctx, nplugins));
 
     if (!ctx.ok) {
         json_decref(root);
@@ -816,8 +941,13 @@ const keel_cli_command keel_cmd_devices = {
         "\n"
         "options:\n"
         "  --json       print one JSON document instead (see docs/cli.md)\n"
-        "  --fallbacks  also report, per plugin, the (op, dtype) pairs it has\n"
-        "               no kernel for (those run on the CPU plugin)\n"
+        "  --fallbacks  also report each plugin's kernel coverage: how many\n"
+        "               catalog (op, dtype) pairs it has kernels for, and\n"
+        "               which would run on the CPU plugin instead; and the\n"
+        "               fallbacks recorded in this process (none: keel devices\n"
+        "               runs no ops). A workload prints its own fallback\n"
+        "               summary at exit (KEEL_FALLBACK_REPORT=0: off);\n"
+        "               KEEL_STRICT=report lists every (op, dtype) in it\n"
         "  -h, --help   show this help\n"
         "\n"
         "environment:\n"
