@@ -962,6 +962,89 @@ static void test_load_into_strided(void)
     keel_state_dict_free(src);
 }
 
+/*
+ * Out of device memory while staging a later entry: every entry, including
+ * the ones before it, keeps its old bytes. cpu:0 gets a memory limit and is
+ * then filled with raw allocations, so that making the non-contiguous
+ * source of "b" readable (a 256 KiB copy) cannot succeed; "a" comes first
+ * and needs no memory at all, so a load that wrote as it went would have
+ * overwritten it. Runs last: it restarts the runtime under the limit.
+ */
+static void test_load_into_oom_leaves_model(void)
+{
+    int64_t s16[2] = {16, 16}, s256[2] = {256, 256}, s8[1] = {8};
+    keel_tensor *t, *base, *view;
+    keel_state_dict *dst, *src;
+    unsigned char *before, *after;
+    size_t l1, l2;
+    keel_dptr chunk[256];
+    keel_place cpu0;
+    int nchunks = 0;
+
+    keel_shutdown();
+    setenv("KEEL_CPU_MEM_LIMIT", "2M", 1);
+    OK(keel_place_parse("cpu:0", &cpu0));
+    OK(keel_state_dict_create(&dst));
+    OK(keel_state_dict_create(&src));
+    /* dst: a contiguous, b a transposed view, c contiguous. */
+    t = pattern(KEEL_F32, 2, s16, "cpu:0", 1);
+    OK(keel_state_dict_set(dst, "a", t));
+    keel_tensor_free(t);
+    base = pattern(KEEL_F32, 2, s256, "cpu:0", 2);
+    OK(keel_transpose(base, 0, 1, &view));
+    OK(keel_state_dict_set(dst, "b", view));
+    keel_tensor_free(view);
+    keel_tensor_free(base);
+    t = pattern(KEEL_I64, 1, s8, "cpu:0", 3);
+    OK(keel_state_dict_set(dst, "c", t));
+    keel_tensor_free(t);
+    /* src: same names and shapes, other bytes; b is non-contiguous. */
+    t = pattern(KEEL_F32, 2, s16, "cpu:0", 4);
+    OK(keel_state_dict_set(src, "a", t));
+    keel_tensor_free(t);
+    base = pattern(KEEL_F32, 2, s256, "cpu:0", 5);
+    OK(keel_transpose(base, 0, 1, &view));
+    OK(keel_state_dict_set(src, "b", view));
+    keel_tensor_free(view);
+    keel_tensor_free(base);
+    t = pattern(KEEL_I64, 1, s8, "cpu:0", 6);
+    OK(keel_state_dict_set(src, "c", t));
+    keel_tensor_free(t);
+    before = snapshot(dst, &l1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+
+    /* Fill cpu:0 to within 64 KiB of its limit. */
+    OK(keel_memory_empty_cache("cpu:0"));
+    while (nchunks < 256 &&
+           keel_mem_alloc(cpu0, 64 << 10, &chunk[nchunks]) == KEEL_STATUS_OK)
+        nchunks++;
+    CU_ASSERT_FATAL(nchunks > 0 && nchunks < 256);
+    ERR(keel_state_dict_load_into(dst, src, true), KEEL_STATUS_OUT_OF_MEMORY,
+        "staging 'b'");
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "nothing was copied"));
+    while (nchunks > 0)
+        keel_mem_free(cpu0, chunk[--nchunks]);
+    after = snapshot(dst, &l2);
+    CU_ASSERT_FATAL(after != NULL && l1 == l2);
+    CU_ASSERT(!memcmp(before, after, l1));
+    free(after);
+
+    /* With the memory back, the same load succeeds: the setup above was
+     * a real load, failed only by the memory. */
+    OK(keel_state_dict_load_into(dst, src, true));
+    for (int i = 0; i < 3; i++) {
+        const char *n = i == 0 ? "a" : i == 1 ? "b" : "c";
+
+        CU_ASSERT(same_tensor(keel_state_dict_get(dst, n),
+                              keel_state_dict_get(src, n)));
+    }
+    free(before);
+    keel_state_dict_free(dst);
+    keel_state_dict_free(src);
+    keel_shutdown();
+    unsetenv("KEEL_CPU_MEM_LIMIT");
+}
+
 /* ---- atomic save -------------------------------------------------------- */
 
 static void test_atomic_save(void)
@@ -1110,6 +1193,8 @@ int main(void)
         {"load_into a strided destination", test_load_into_strided},
         {"atomic save under injected faults", test_atomic_save},
         {"save keeps permissions", test_save_permissions},
+        {"load_into out of memory leaves the model unchanged",
+         test_load_into_oom_leaves_model},
     };
     CU_pSuite suite;
     unsigned failed;
