@@ -287,31 +287,23 @@ keel_status keel_idx_load(const char *path, keel_idx_array *out)
     gzFile g = NULL;
     char ds[256];
     keel_status st;
+    int fd;
 
     if (!path || !out)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_idx_load: %s is NULL", path ? "out" : "path");
     memset(out, 0, sizeof(*out));
     memset(&a, 0, sizeof(a));
-    if (stat(path, &sb)) {
-        int e = errno;
-
-        return keel__error(e == ENOENT ? KEEL_STATUS_NOT_FOUND :
-                           KEEL_STATUS_IO_ERROR,
-                           "keel_idx_load: cannot open '%s': %s", path,
-                           strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode))
-        return keel__error(KEEL_STATUS_IO_ERROR,
-                           "keel_idx_load: '%s' is not a regular file", path);
-    g = gzopen(path, "rb");
+    st = keel__open_regular("keel_idx_load", path, &fd, &sb);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    /* The descriptor was checked to be a regular file: read exactly it. */
+    g = gzdopen(fd, "rb");
     if (!g) {
-        int e = errno;
-
-        return keel__error(e ? KEEL_STATUS_IO_ERROR :
-                           KEEL_STATUS_OUT_OF_MEMORY,
-                           "keel_idx_load: cannot open '%s': %s", path,
-                           e ? strerror(e) : "out of memory");
+        close(fd);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_idx_load: cannot open '%s': out of memory",
+                           path);
     }
     gzbuffer(g, 1u << 17);
     st = read_head(g, path, &a, &ti, &payload);

@@ -480,21 +480,20 @@ static keel_status read_header(struct loader *ld)
     json_error_t jerr;
     char *text = NULL;
     keel_status st;
+    int fd;
 
-    ld->f = fopen(ld->path, "rbe");
+    st = keel__open_regular("keel_load", ld->path, &fd, &sb);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    ld->f = fdopen(fd, "rb");
     if (!ld->f) {
         int e = errno;
 
-        return keel__error(e == ENOENT ? KEEL_STATUS_NOT_FOUND :
-                           KEEL_STATUS_IO_ERROR,
+        close(fd);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_load: cannot open '%s': %s", ld->path,
                            strerror(e));
     }
-    if (fstat(fileno(ld->f), &sb))
-        return io_error(ld, "fstat");
-    if (!S_ISREG(sb.st_mode))
-        return keel__error(KEEL_STATUS_IO_ERROR,
-                           "keel_load: '%s' is not a regular file", ld->path);
     ld->file_size = (uint64_t)sb.st_size;
     if (ld->file_size < 8)
         return corrupt(ld, "the file is %llu bytes long, too short for the "

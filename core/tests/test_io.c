@@ -821,7 +821,18 @@ static void test_load_errors(void)
         KEEL_STATUS_NOT_FOUND, "does-not-exist");
     CU_ASSERT_PTR_NULL(sd);
     ERR(keel_load(tmpdir, NULL, &sd), KEEL_STATUS_IO_ERROR,
-        "is not a regular file");
+        "is not a regular file (it is a directory)");
+    /* A FIFO with no writer: refused at once, never waited on (the alarm
+     * ends the test run if the open blocks). */
+    CU_ASSERT_EQUAL_FATAL(mkfifo(tmp_path("fifo.safetensors"), 0600), 0);
+    alarm(20);
+    ERR(keel_load(tmp_path("fifo.safetensors"), NULL, &sd),
+        KEEL_STATUS_IO_ERROR, "is not a regular file (it is a FIFO");
+    alarm(0);
+    CU_ASSERT_PTR_NULL(sd);
+    unlink(tmp_path("fifo.safetensors"));
+    ERR(keel_load("/dev/null", NULL, &sd), KEEL_STATUS_IO_ERROR,
+        "(it is a character device)");
     ERR(keel_load(NULL, NULL, &sd), KEEL_STATUS_INVALID_ARGUMENT,
         "path is NULL");
     ERR(keel_load(tmp_path("x"), "nosuchdevice", &sd),
