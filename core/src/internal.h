@@ -94,6 +94,12 @@ struct keel_registry {
     keel_place current;
 };
 
+/** Bracket plugin code run under the registry lock (see place.c): while
+ *  open, keel_init() on this thread refuses with INVALID_STATE and the
+ *  core's lock calls nest instead of waiting on themselves. */
+void keel__plugin_code_begin(const char *path);
+void keel__plugin_code_end(void);
+
 /** The registry; callers must hold keel__lock() or be inside init. */
 struct keel_registry *keel__registry(void);
 void keel__lock(void);
