@@ -224,7 +224,7 @@ static keel_status read_head(gzFile g, const char *path, keel_idx_array *a,
     unsigned char head[4 + 4 * 255];
     const struct idx_type_info *ti;
     uint32_t magic;
-    uint64_t numel = 1, bytes;
+    uint64_t numel = 1, span, bytes;
     size_t got;
     char ds[256];
     keel_status st;
@@ -256,16 +256,25 @@ static keel_status read_head(gzFile g, const char *path, keel_idx_array *a,
         return idx_corrupt(path, "truncated in the dimension sizes: %d "
                            "dimensions need %d bytes after the magic, the "
                            "file has %zu", a->ndim, 4 * a->ndim, got);
+    /* The product of the non-zero dims bounds the strides even when a
+     * zero dim makes the element count 0, so it is checked too: both in
+     * bytes of the in-memory dtype (8 at most) must fit in int64_t. */
+    span = 8;
     for (int i = 0; i < a->ndim; i++) {
         a->dims[i] = be32(head + 4 + 4 * i);
         if (__builtin_mul_overflow(numel, (uint64_t)a->dims[i], &numel))
             numel = UINT64_MAX;
+        if (a->dims[i] &&
+            __builtin_mul_overflow(span, (uint64_t)a->dims[i], &span))
+            span = UINT64_MAX;
     }
-    if (numel > (uint64_t)INT64_MAX / 8 ||
+    if (numel > (uint64_t)INT64_MAX / 8 || span > (uint64_t)INT64_MAX ||
         __builtin_mul_overflow(numel, (uint64_t)ti->file_size, &bytes) ||
         bytes > SIZE_MAX / 2)
         return idx_corrupt(path, "dims %s of %s describe more data than "
-                           "this machine can address",
+                           "this machine can address (the product of the "
+                           "non-zero dims times 8 bytes must fit in 63 "
+                           "bits)",
                            dims_str(a->ndim, a->dims, ds, sizeof(ds)),
                            ti->name);
     a->type = ti->type;

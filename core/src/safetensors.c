@@ -580,6 +580,40 @@ static keel_status array_uint(struct loader *ld, const char *name,
     return KEEL_STATUS_OK;
 }
 
+/*
+ * The shape must describe a size keel can index: the product of every
+ * non-zero dimension, times the element size, fits in int64_t. A zero
+ * dimension makes the element count 0 but not the strides of the other
+ * dimensions, so it is skipped in the product rather than ending it.
+ */
+static keel_status check_shape_size(struct loader *ld, const char *name,
+                                    const struct st_entry *e)
+{
+    uint64_t span = keel_dtype_size(e->dtype);
+    char dims[KEEL_MAX_DIMS * 21 + 3];
+    size_t n = 0;
+    bool over = false;
+
+    for (int d = 0; d < e->ndim; d++)
+        if (e->shape[d] &&
+            (__builtin_mul_overflow(span, (uint64_t)e->shape[d], &span) ||
+             span > (uint64_t)INT64_MAX))
+            over = true;
+    if (!over)
+        return KEEL_STATUS_OK;
+    n += (size_t)snprintf(dims + n, sizeof(dims) - n, "[");
+    for (int d = 0; d < e->ndim && n < sizeof(dims); d++)
+        n += (size_t)snprintf(dims + n, sizeof(dims) - n, "%s%lld",
+                              d ? ", " : "", (long long)e->shape[d]);
+    if (n < sizeof(dims))
+        snprintf(dims + n, sizeof(dims) - n, "]");
+    return corrupt(ld, "tensor '%s': shape %s of %s is too large: the "
+                   "product of its non-zero dimensions times the %zu-byte "
+                   "element does not fit in 63 bits, so its strides and "
+                   "byte offsets cannot be represented", name, dims,
+                   dtype_code(e->dtype), (size_t)keel_dtype_size(e->dtype));
+}
+
 static keel_status parse_entry(struct loader *ld, const char *name,
                                const json_t *obj, struct st_entry *e)
 {
@@ -618,11 +652,12 @@ static keel_status parse_entry(struct loader *ld, const char *name,
         st = array_uint(ld, name, "shape", shape, (size_t)d, &e->shape[d]);
         if (st != KEEL_STATUS_OK)
             return st;
-        if (numel && __builtin_mul_overflow(numel, (uint64_t)e->shape[d],
-                                            &numel))
-            return corrupt(ld, "tensor '%s': the shape's element count "
-                           "overflows 64 bits", name);
     }
+    st = check_shape_size(ld, name, e);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    for (int d = 0; d < e->ndim; d++)
+        numel *= (uint64_t)e->shape[d];
     if (!json_is_array(offs) || json_array_size(offs) != 2)
         return corrupt(ld, "tensor '%s': \"data_offsets\" is %s%s, expected "
                        "an array [begin, end]", name, json_type_name(offs),

@@ -339,6 +339,11 @@ static void test_idx_corrupt(void)
         {"dims beyond memory", {0, 0, 0x0E, 3}, 3,
          {4000000000u, 4000000000u, 4000000000u}, 0, false,
          "describe more data than this machine can address"},
+        /* 0 elements, but the other dims' strides would overflow. */
+        {"zero dim beside huge dims", {0, 0, 8, 3}, 3,
+         {0, 4000000000u, 4000000000u}, 0, false,
+         "dims [0, 4000000000, 4000000000] of uint8 describe more data "
+         "than this machine can address"},
     };
     unsigned char payload[64] = {0};
     keel_idx_array a;

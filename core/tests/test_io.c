@@ -639,6 +639,23 @@ static const struct corruption corruptions[] = {
      "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,4],"
      "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
      KEEL_STATUS_CORRUPT, "the shape has 9 dimensions"},
+    /* A zero dim makes the element count 0 but not the other dims'
+     * strides: the product of the non-zero dims is still checked. */
+    {"zero dim beside huge dims",
+     "{\"z\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,"
+     "4611686018427387904],\"data_offsets\":[0,0]}," GOOD_W "," GOOD_B "}",
+     0, 0, 0, -1, KEEL_STATUS_CORRUPT, "tensor 'z': shape [0, "
+     "4611686018427387904, 4611686018427387904] of F32 is too large"},
+    {"element count overflows",
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+     "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
+     KEEL_STATUS_CORRUPT, "shape [4294967296, 4294967296] of F32 is too "
+     "large"},
+    {"byte size overflows",
+     "{\"w\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],"
+     "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
+     KEEL_STATUS_CORRUPT, "times the 8-byte element does not fit in 63 "
+     "bits"},
     {"data_offsets of one number",
      "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0]},"
      GOOD_B "}", 0, 0, 0, -1, KEEL_STATUS_CORRUPT,
