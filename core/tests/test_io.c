@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
@@ -990,6 +994,123 @@ static void test_load_into_strided(void)
     keel_state_dict_free(src);
 }
 
+/* Temporaries named "<name>.tmp.*" in tmpdir. */
+static int count_temps_of(const char *name)
+{
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    size_t nl = strlen(name);
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)))
+        n += !strncmp(e->d_name, name, nl) &&
+             !strncmp(e->d_name + nl, ".tmp.", 5);
+    closedir(d);
+    return n;
+}
+
+/* A pid that existed and is gone now (a reaped child). */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+
+    return !lstat(path, &sb);
+}
+
+/* Planted temporaries: only this target's, of a writer that is gone. */
+static void test_stale_temps_removed(void)
+{
+    keel_state_dict *sd = model_dict();
+    pid_t gone = dead_pid();
+    char stale[600], live[600], other[600], odd[600], locked[600];
+    int fd;
+
+    snprintf(stale, sizeof(stale), "%s.tmp.%ld.aB3xYz",
+             tmp_path("stale.safetensors"), (long)gone);
+    /* pid 1 always exists. */
+    snprintf(live, sizeof(live), "%s.tmp.1.aB3xYz",
+             tmp_path("stale.safetensors"));
+    snprintf(other, sizeof(other), "%s.tmp.%ld.aB3xYz",
+             tmp_path("other.safetensors"), (long)gone);
+    snprintf(odd, sizeof(odd), "%s.tmp.%ld.seven77",
+             tmp_path("stale.safetensors"), (long)gone);
+    snprintf(locked, sizeof(locked), "%s.tmp.%ld.Qq9Qq9",
+             tmp_path("stale.safetensors"), (long)gone);
+    write_all(stale, "x", 1);
+    write_all(live, "x", 1);
+    write_all(other, "x", 1);
+    write_all(odd, "x", 1);
+    write_all(locked, "x", 1);
+    /* Someone still holds this one's lock (a writer in another pid
+     * namespace, say): it must stay although its pid is unknown here. */
+    fd = open(locked, O_RDONLY);
+    CU_ASSERT_FATAL(fd >= 0 && !flock(fd, LOCK_EX));
+    CU_ASSERT_EQUAL(count_temps_of("stale.safetensors"), 4);
+
+    OK(keel_save(tmp_path("stale.safetensors"), sd));
+    CU_ASSERT_FALSE(exists(stale));
+    CU_ASSERT_TRUE(exists(live));
+    CU_ASSERT_TRUE(exists(other));
+    CU_ASSERT_TRUE(exists(odd));
+    CU_ASSERT_TRUE(exists(locked));
+    CU_ASSERT_EQUAL(count_temps_of("stale.safetensors"), 3);
+    close(fd);
+    unlink(live);
+    unlink(other);
+    unlink(odd);
+    unlink(locked);
+    unlink(tmp_path("stale.safetensors"));
+    keel_state_dict_free(sd);
+}
+
+/* A save SIGKILLed mid-write leaves its temporary; the next save of the
+ * same target removes it. The child saves a 32 MiB dict in a loop and is
+ * killed as soon as one of its temporaries exists. */
+static void test_killed_save_cleaned_up(void)
+{
+    int64_t big[1] = {8 << 20};
+    keel_state_dict *sd;
+    keel_tensor *t;
+    int left = 0;
+
+    OK(keel_state_dict_create(&sd));
+    OK(keel_zeros(1, big, KEEL_F32, "cpu:0", &t));
+    OK(keel_state_dict_set(sd, "w", t));
+    keel_tensor_free(t);
+    for (int attempt = 0; attempt < 20 && !left; attempt++) {
+        pid_t child = fork();
+
+        CU_ASSERT_FATAL(child >= 0);
+        if (child == 0) {
+            for (;;)
+                keel_save(tmp_path("killed.safetensors"), sd);
+        }
+        for (int i = 0; i < 20000 && !count_temps_of("killed.safetensors");
+             i++)
+            usleep(100);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        left = count_temps_of("killed.safetensors");
+    }
+    CU_ASSERT_FATAL(left == 1);
+    OK(keel_save(tmp_path("killed.safetensors"), sd));
+    CU_ASSERT_EQUAL(count_temps_of("killed.safetensors"), 0);
+    unlink(tmp_path("killed.safetensors"));
+    keel_state_dict_free(sd);
+}
+
 /*
  * Out of device memory while staging a later entry: every entry, including
  * the ones before it, keeps its old bytes. cpu:0 gets a memory limit and is
@@ -1221,6 +1342,10 @@ int main(void)
         {"load_into a strided destination", test_load_into_strided},
         {"atomic save under injected faults", test_atomic_save},
         {"save keeps permissions", test_save_permissions},
+        {"stale temporaries of the target are removed",
+         test_stale_temps_removed},
+        {"a SIGKILLed save's temporary is removed by the next",
+         test_killed_save_cleaned_up},
         {"load_into out of memory leaves the model unchanged",
          test_load_into_oom_leaves_model},
     };
