@@ -182,7 +182,7 @@ static const char *file_kind(mode_t mode)
     if (S_ISDIR(mode))
         return "a directory";
     if (S_ISFIFO(mode))
-        return "a FIFO (named pipe)";
+        return "a FIFO";
     if (S_ISCHR(mode))
         return "a character device";
     if (S_ISBLK(mode))
