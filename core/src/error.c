@@ -1,11 +1,15 @@
 /*
- * Thread-local error state, the host table handed to plugins, logging and
- * small string helpers.
+ * Thread-local error state, the host table handed to plugins, logging,
+ * small string helpers and the one way the core opens a file to read.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "keel_config.h"
@@ -169,4 +173,65 @@ char *keel__asprintf(const char *fmt, ...)
     n = vasprintf(&out, fmt, ap);
     va_end(ap);
     return n < 0 ? NULL : out;
+}
+
+/* ---- opening files to read ---------------------------------------------- */
+
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "of an unknown type";
+}
+
+keel_status keel__open_regular(const char *what, const char *path, int *fd,
+                               struct stat *sb)
+{
+    struct stat local;
+    int f, flags, e;
+
+    *fd = -1;
+    if (!sb)
+        sb = &local;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer before the type can be checked. */
+    f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (f < 0) {
+        e = errno;
+        return keel__error(e == ENOENT ? KEEL_STATUS_NOT_FOUND :
+                           KEEL_STATUS_IO_ERROR,
+                           "%s: cannot open '%s': %s", what, path,
+                           strerror(e));
+    }
+    if (fstat(f, sb)) {
+        e = errno;
+        close(f);
+        return keel__error(KEEL_STATUS_IO_ERROR, "%s: cannot fstat '%s': %s",
+                           what, path, strerror(e));
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        close(f);
+        return keel__error(KEEL_STATUS_IO_ERROR,
+                           "%s: '%s' is not a regular file (it is %s); "
+                           "only regular files are read", what, path,
+                           file_kind(sb->st_mode));
+    }
+    flags = fcntl(f, F_GETFL);
+    if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK)) {
+        e = errno;
+        close(f);
+        return keel__error(KEEL_STATUS_IO_ERROR,
+                           "%s: cannot make '%s' blocking again: %s", what,
+                           path, strerror(e));
+    }
+    *fd = f;
+    return KEEL_STATUS_OK;
 }

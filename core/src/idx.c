@@ -224,7 +224,7 @@ static keel_status read_head(gzFile g, const char *path, keel_idx_array *a,
     unsigned char head[4 + 4 * 255];
     const struct idx_type_info *ti;
     uint32_t magic;
-    uint64_t numel = 1, bytes;
+    uint64_t numel = 1, span, bytes;
     size_t got;
     char ds[256];
     keel_status st;
@@ -256,16 +256,25 @@ static keel_status read_head(gzFile g, const char *path, keel_idx_array *a,
         return idx_corrupt(path, "truncated in the dimension sizes: %d "
                            "dimensions need %d bytes after the magic, the "
                            "file has %zu", a->ndim, 4 * a->ndim, got);
+    /* The product of the non-zero dims bounds the strides even when a
+     * zero dim makes the element count 0, so it is checked too: both in
+     * bytes of the in-memory dtype (8 at most) must fit in int64_t. */
+    span = 8;
     for (int i = 0; i < a->ndim; i++) {
         a->dims[i] = be32(head + 4 + 4 * i);
         if (__builtin_mul_overflow(numel, (uint64_t)a->dims[i], &numel))
             numel = UINT64_MAX;
+        if (a->dims[i] &&
+            __builtin_mul_overflow(span, (uint64_t)a->dims[i], &span))
+            span = UINT64_MAX;
     }
-    if (numel > (uint64_t)INT64_MAX / 8 ||
+    if (numel > (uint64_t)INT64_MAX / 8 || span > (uint64_t)INT64_MAX ||
         __builtin_mul_overflow(numel, (uint64_t)ti->file_size, &bytes) ||
         bytes > SIZE_MAX / 2)
         return idx_corrupt(path, "dims %s of %s describe more data than "
-                           "this machine can address",
+                           "this machine can address (the product of the "
+                           "non-zero dims times 8 bytes must fit in 63 "
+                           "bits)",
                            dims_str(a->ndim, a->dims, ds, sizeof(ds)),
                            ti->name);
     a->type = ti->type;
@@ -287,31 +296,23 @@ keel_status keel_idx_load(const char *path, keel_idx_array *out)
     gzFile g = NULL;
     char ds[256];
     keel_status st;
+    int fd;
 
     if (!path || !out)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_idx_load: %s is NULL", path ? "out" : "path");
     memset(out, 0, sizeof(*out));
     memset(&a, 0, sizeof(a));
-    if (stat(path, &sb)) {
-        int e = errno;
-
-        return keel__error(e == ENOENT ? KEEL_STATUS_NOT_FOUND :
-                           KEEL_STATUS_IO_ERROR,
-                           "keel_idx_load: cannot open '%s': %s", path,
-                           strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode))
-        return keel__error(KEEL_STATUS_IO_ERROR,
-                           "keel_idx_load: '%s' is not a regular file", path);
-    g = gzopen(path, "rb");
+    st = keel__open_regular("keel_idx_load", path, &fd, &sb);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    /* The descriptor was checked to be a regular file: read exactly it. */
+    g = gzdopen(fd, "rb");
     if (!g) {
-        int e = errno;
-
-        return keel__error(e ? KEEL_STATUS_IO_ERROR :
-                           KEEL_STATUS_OUT_OF_MEMORY,
-                           "keel_idx_load: cannot open '%s': %s", path,
-                           e ? strerror(e) : "out of memory");
+        close(fd);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_idx_load: cannot open '%s': out of memory",
+                           path);
     }
     gzbuffer(g, 1u << 17);
     st = read_head(g, path, &a, &ti, &payload);

@@ -42,6 +42,18 @@ char *keel__strdup(const char *s);
 /** Printf into a new heap string (NULL on allocation failure). */
 char *keel__asprintf(const char *fmt, ...) KEEL_PRINTF(1, 2);
 
+struct stat;
+
+/**
+ * Open `path` to read, refusing anything but a regular file without ever
+ * blocking on it (a FIFO, a device): open(O_RDONLY | O_NONBLOCK |
+ * O_CLOEXEC), fstat, then back to blocking. On success *fd is the open
+ * descriptor and *sb (when not NULL) its fstat. Errors name `what` (the
+ * calling API function) and the path: NOT_FOUND, IO_ERROR.
+ */
+keel_status keel__open_regular(const char *what, const char *path, int *fd,
+                               struct stat *sb);
+
 /* ---- plugins (loader.c) ------------------------------------------------ */
 
 struct keel_plugin {
@@ -81,6 +93,12 @@ struct keel_registry {
     bool have_current;
     keel_place current;
 };
+
+/** Bracket plugin code run under the registry lock (see place.c): while
+ *  open, keel_init() on this thread refuses with INVALID_STATE and the
+ *  core's lock calls nest instead of waiting on themselves. */
+void keel__plugin_code_begin(const char *path);
+void keel__plugin_code_end(void);
 
 /** The registry; callers must hold keel__lock() or be inside init. */
 struct keel_registry *keel__registry(void);

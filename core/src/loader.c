@@ -4,7 +4,16 @@
  * Each candidate file goes through the checks below, in order; the first
  * that fails skips the plugin and records its name and a precise reason.
  *
- *   dlopen            dlopen(RTLD_NOW | RTLD_LOCAL) failed (dlerror text)
+ *   dlopen            the path does not resolve (realpath), or
+ *                     dlopen(RTLD_NOW | RTLD_LOCAL) of the resolved
+ *                     absolute path failed (dlerror text)
+ *   file              the resolved path is not a regular file (a FIFO would
+ *                     block dlopen)
+ *   permissions       the file or its folder can be changed by another user
+ *                     (writable by everyone, or owned by a user that is
+ *                     neither this one nor root) and strict permissions are
+ *                     on (KEEL_PLUGIN_STRICT_PERMS=1, or a setuid/setgid
+ *                     process); otherwise this is a warning on stderr
  *   entry-symbol      keel_plugin_get_api is not exported
  *   get-api           the entry returned NULL (plugin's own message)
  *   abi-major         a table's ABI major differs from the core's
@@ -14,20 +23,33 @@
  *   duplicate-name    another loaded plugin already has this name
  *   init              device.init failed (UNAVAILABLE is not a failure:
  *                     the plugin stays loaded with 0 devices)
- *   device-count      device.get_device_count failed or gave < 0
+ *   device-count      device.get_device_count failed, gave < 0, or gave
+ *                     more than KEEL_MAX_DEVICES_PER_PLUGIN
+ *
+ * Every path is resolved to an absolute path once (realpath), and that
+ * exact file is what is checked and what dlopen opens: a bare file name
+ * never reaches dlopen's library search.
+ *
+ * The plugin's own code (constructors, entry, init, get_device_count,
+ * finalize, destructors) runs inside keel__plugin_code_begin/end, so a
+ * call back into libkeel from it is refused instead of deadlocking on the
+ * registry lock this thread holds.
  *
  * Tables are copied into zeroed core-sized structs, at most struct_size
  * bytes, so members the plugin does not have read as NULL afterwards.
  */
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "keel_config.h"
@@ -337,6 +359,15 @@ static int start_plugin(struct keel_registry *reg, struct keel_plugin *p)
                     keel_status_name(st),
                     plugin_msg_or("(no message from the plugin)"));
     }
+    if (count > KEEL_MAX_DEVICES_PER_PLUGIN) {
+        p->device.finalize();
+        p->initialized = false;
+        return skip(p, "device-count", KEEL_STATUS_DEVICE_ERROR,
+                    "device.get_device_count gave %d devices; keel accepts "
+                    "at most %d per plugin (KEEL_MAX_DEVICES_PER_PLUGIN), "
+                    "so the count is taken as wrong rather than listed",
+                    count, KEEL_MAX_DEVICES_PER_PLUGIN);
+    }
     p->device_count = count;
     p->loaded = true;
     p->status = KEEL_STATUS_OK;
@@ -352,7 +383,7 @@ static int open_plugin(struct keel_registry *reg, struct keel_plugin *p)
     const char *err;
 
     dlerror();
-    p->handle = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+    p->handle = dlopen(p->realpath, RTLD_NOW | RTLD_LOCAL);
     if (!p->handle) {
         err = dlerror();
         return skip(p, "dlopen", KEEL_STATUS_NOT_FOUND, "dlopen failed: %s",
@@ -407,11 +438,102 @@ static void free_plugin(struct keel_plugin *p)
     free(p);
 }
 
+/* ---- file checks --------------------------------------------------------- */
+
+/* The path as given, made absolute against the current directory (symbolic
+ * links kept, so the name shown is the one the user wrote). */
+static char *absolute_path(const char *path)
+{
+    char cwd[PATH_MAX];
+
+    if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+        return keel__strdup(path);
+    while (path[0] == '.' && path[1] == '/')
+        path += 2;
+    return keel__asprintf("%s/%s", strcmp(cwd, "/") ? cwd : "", path);
+}
+
+/* Strict permissions: KEEL_PLUGIN_STRICT_PERMS=1, or always in a process
+ * running with more privileges than its user (setuid, setgid, file
+ * capabilities), as the dynamic loader is careful there. */
+static bool strict_perms(void)
+{
+    const char *v = getenv("KEEL_PLUGIN_STRICT_PERMS");
+
+    return (v && !strcmp(v, "1")) || getauxval(AT_SECURE);
+}
+
+/* Why another user could change what this plugin runs, or "" when no one
+ * can: the file or its folder writable by everyone (a folder with the
+ * sticky bit, like /tmp, protects files owned by others), or owned by a
+ * user that is neither this one nor root. */
+static void unsafe_reason(const char *file, const struct stat *fs, char *buf,
+                          size_t size)
+{
+    const char *slash = strrchr(file, '/');
+    uid_t me = geteuid();
+    char dir[PATH_MAX];
+    struct stat ds;
+    size_t n = 0;
+
+    buf[0] = '\0';
+    if (fs->st_mode & S_IWOTH)
+        n += (size_t)snprintf(buf + n, size - n, "the file is writable by "
+                              "every user (mode %04o)",
+                              (unsigned)(fs->st_mode & 07777));
+    if (n < size && fs->st_uid != 0 && fs->st_uid != me)
+        n += (size_t)snprintf(buf + n, size - n, "%sthe file is owned by "
+                              "uid %u, which is neither this user (uid %u) "
+                              "nor root", n ? "; " : "",
+                              (unsigned)fs->st_uid, (unsigned)me);
+    snprintf(dir, sizeof(dir), "%.*s",
+             slash ? (slash == file ? 1 : (int)(slash - file)) : 1,
+             slash ? file : ".");
+    if (n >= size || stat(dir, &ds))
+        return;
+    if ((ds.st_mode & S_IWOTH) && !(ds.st_mode & S_ISVTX))
+        n += (size_t)snprintf(buf + n, size - n, "%sits folder %s is "
+                              "writable by every user (mode %04o), so anyone "
+                              "can replace it", n ? "; " : "", dir,
+                              (unsigned)(ds.st_mode & 07777));
+    if (n < size && ds.st_uid != 0 && ds.st_uid != me)
+        snprintf(buf + n, size - n, "%sits folder %s is owned by uid %u, "
+                 "which is neither this user (uid %u) nor root",
+                 n ? "; " : "", dir, (unsigned)ds.st_uid, (unsigned)me);
+}
+
+/* The checks made on the resolved file before dlopen runs any of it. */
+static int check_file(struct keel_plugin *p)
+{
+    struct stat fs;
+    char why[3 * PATH_MAX];
+
+    if (stat(p->realpath, &fs))
+        return skip(p, "dlopen", KEEL_STATUS_NOT_FOUND,
+                    "cannot stat '%s': %s", p->realpath, strerror(errno));
+    if (!S_ISREG(fs.st_mode))
+        return skip(p, "file", KEEL_STATUS_IO_ERROR,
+                    "'%s' is not a regular file (mode %06o); nothing was "
+                    "loaded", p->realpath, (unsigned)fs.st_mode);
+    unsafe_reason(p->realpath, &fs, why, sizeof(why));
+    if (!why[0])
+        return 0;
+    if (strict_perms())
+        return skip(p, "permissions", KEEL_STATUS_INVALID_STATE,
+                    "refused under strict plugin permissions "
+                    "(KEEL_PLUGIN_STRICT_PERMS=1 or a setuid/setgid "
+                    "process): %s; nothing was loaded", why);
+    keel__log(KEEL_LOG_WARN, "plugin %s: %s; loading it anyway (set "
+              "KEEL_PLUGIN_STRICT_PERMS=1 to refuse such plugins)",
+              p->path, why);
+    return 0;
+}
+
 int keel__load_plugin_file(struct keel_registry *reg, const char *path)
 {
     struct keel_plugin *p;
     char resolved[PATH_MAX];
-    int idx;
+    int idx, e = 0;
 
     if (realpath(path, resolved)) {
         for (int i = 0; i < reg->count; i++)
@@ -419,14 +541,15 @@ int keel__load_plugin_file(struct keel_registry *reg, const char *path)
                 !strcmp(reg->plugins[i]->realpath, resolved))
                 return i; /* same file found twice: keep the first */
     } else {
+        e = errno;
         resolved[0] = '\0';
     }
     p = calloc(1, sizeof(*p));
     if (!p)
         return -1;
-    p->path = keel__strdup(path);
+    p->path = absolute_path(path);
     p->realpath = resolved[0] ? keel__strdup(resolved) : NULL;
-    if (!p->path) {
+    if (!p->path || (resolved[0] && !p->realpath)) {
         free_plugin(p);
         return -1;
     }
@@ -435,10 +558,20 @@ int keel__load_plugin_file(struct keel_registry *reg, const char *path)
         free_plugin(p);
         return -1;
     }
+    if (!resolved[0]) {
+        skip(p, "dlopen", e == ENOENT ? KEEL_STATUS_NOT_FOUND :
+             KEEL_STATUS_IO_ERROR, "cannot resolve the path '%s': %s; "
+             "nothing was loaded", path, strerror(e));
+        return idx;
+    }
+    if (check_file(p))
+        return idx;
+    keel__plugin_code_begin(p->path);
     if (open_plugin(reg, p) && p->handle) {
         dlclose(p->handle);
         p->handle = NULL;
     }
+    keel__plugin_code_end();
     return idx;
 }
 
@@ -617,10 +750,13 @@ void keel__unload_all(struct keel_registry *reg)
 {
     for (int i = reg->count - 1; i >= 0; i--) {
         struct keel_plugin *p = reg->plugins[i];
+
+        keel__plugin_code_begin(p->path);
         if (p->initialized && p->device.finalize)
             p->device.finalize();
         if (p->handle)
             dlclose(p->handle);
+        keel__plugin_code_end();
         free_plugin(p);
     }
     free(reg->plugins);

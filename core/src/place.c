@@ -12,6 +12,40 @@
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct keel_registry registry;
 
+/*
+ * Plugin code that runs while this thread holds the registry lock (a
+ * plugin's constructors, entry point, init, get_device_count, finalize and
+ * destructors, during discovery, keel_plugin_load or keel_shutdown). A call
+ * back into libkeel from there would wait on the lock its own thread
+ * holds. Instead, keel_init() refuses it with INVALID_STATE, so every
+ * public entry point does, and the core's internal lock calls made on the
+ * way see the lock as already theirs.
+ */
+static _Thread_local const char *tl_plugin_code;
+static _Thread_local int tl_nested_locks;
+
+void keel__plugin_code_begin(const char *path)
+{
+    tl_plugin_code = path ? path : "(unknown plugin)";
+}
+
+void keel__plugin_code_end(void)
+{
+    tl_plugin_code = NULL;
+    tl_nested_locks = 0;
+}
+
+static keel_status refuse_reentry(const char *what)
+{
+    return keel__error(KEEL_STATUS_INVALID_STATE,
+                       "%s: called from inside plugin %s while keel is "
+                       "loading or unloading it (its constructor, entry "
+                       "point, init, get_device_count or finalize); a "
+                       "plugin must not call back into libkeel from there, "
+                       "only into the host table it was given",
+                       what, tl_plugin_code);
+}
+
 struct keel_registry *keel__registry(void)
 {
     return &registry;
@@ -19,11 +53,20 @@ struct keel_registry *keel__registry(void)
 
 void keel__lock(void)
 {
+    if (tl_plugin_code) {
+        tl_nested_locks++;
+        return;
+    }
     pthread_mutex_lock(&reg_lock);
 }
 
 void keel__unlock(void)
 {
+    if (tl_plugin_code) {
+        if (tl_nested_locks > 0)
+            tl_nested_locks--;
+        return;
+    }
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -37,6 +80,8 @@ static void ensure_init_locked(void)
 
 keel_status keel_init(void)
 {
+    if (tl_plugin_code)
+        return refuse_reentry("keel_init");
     keel__lock();
     ensure_init_locked();
     keel__unlock();
@@ -45,6 +90,10 @@ keel_status keel_init(void)
 
 void keel_shutdown(void)
 {
+    if (tl_plugin_code) {
+        refuse_reentry("keel_shutdown");
+        return;
+    }
     /* Cached device memory goes back to the plugins while they are still
      * loaded; kernel caches hold plugin pointers. */
     keel__alloc_shutdown();
@@ -63,7 +112,8 @@ int keel_plugin_count(void)
 {
     int n;
 
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return 0;
     keel__lock();
     n = registry.count;
     keel__unlock();
@@ -77,7 +127,8 @@ keel_status keel_plugin_get_info(int index, keel_plugin_info *info)
     if (!info)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_plugin_get_info: info is NULL");
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     if (index < 0 || index >= registry.count) {
         int n = registry.count;
@@ -116,7 +167,8 @@ keel_status keel_plugin_load(const char *path, int *index)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_plugin_load: path is %s",
                            path ? "empty" : "NULL");
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     idx = keel__load_plugin_file(&registry, path);
     if (idx < 0) {
@@ -144,7 +196,8 @@ const keel_plugin_api *keel_plugin_table(int index)
 {
     const keel_plugin_api *api = NULL;
 
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return NULL;
     keel__lock();
     if (index >= 0 && index < registry.count &&
         registry.plugins[index]->loaded)
@@ -211,7 +264,8 @@ keel_status keel_place_name(keel_place place, char *buf, size_t size)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_place_name: buffer is %s",
                            buf ? "empty" : "NULL");
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     if (place.plugin < 0 || place.plugin >= registry.count ||
         !registry.plugins[place.plugin]->loaded)
@@ -420,7 +474,8 @@ keel_status keel_place_parse(const char *name, keel_place *place)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "device name is empty (expected e.g. 'cpu', "
                            "'gpu:1', 'npu:0')");
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     st = parse_locked(name, place);
     keel__unlock();
@@ -433,7 +488,8 @@ keel_status keel__resolve(keel_place place, struct keel_plugin **plugin,
     struct keel_plugin *p;
     keel_status st = KEEL_STATUS_OK;
 
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     if (place.plugin < 0 || place.plugin >= registry.count ||
         !registry.plugins[place.plugin]->loaded) {
@@ -502,7 +558,8 @@ keel_status keel_current_place(keel_place *place)
     if (!place)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_current_place: place is NULL");
-    keel_init();
+    if (keel_init() != KEEL_STATUS_OK)
+        return keel_last_status();
     keel__lock();
     if (!registry.have_current) {
         if (default_place_locked(&registry.current) == 0)
@@ -536,9 +593,8 @@ int keel_device_count(const char *type_or_plugin)
 {
     int n = 0, pi;
 
-    if (!type_or_plugin)
+    if (!type_or_plugin || keel_init() != KEEL_STATUS_OK)
         return 0;
-    keel_init();
     keel__lock();
     pi = find_plugin_by_name(&registry, type_or_plugin);
     if (pi < 0)
@@ -553,12 +609,16 @@ bool keel_is_compiled_with(const char *type_or_plugin)
 {
     bool found;
 
-    if (!type_or_plugin)
+    if (!type_or_plugin || keel_init() != KEEL_STATUS_OK)
         return false;
-    keel_init();
     keel__lock();
     found = find_plugin_by_name(&registry, type_or_plugin) >= 0 ||
             keel__type_default_plugin(&registry, type_or_plugin) >= 0;
     keel__unlock();
     return found;
+}
+
+bool keel_is_available(const char *type_or_plugin)
+{
+    return keel_device_count(type_or_plugin) > 0;
 }

@@ -7,8 +7,13 @@
  * builds and parses the JSON. The header is padded with spaces to a
  * multiple of 8 bytes, as the reference writer does.
  *
- * keel_save writes "<path>.tmp.XXXXXX" next to the target and renames it
- * over the target only after the bytes are on disk. For tests, the
+ * keel_save writes "<path>.tmp.<pid>.XXXXXX" next to the target, holds an
+ * flock on it while writing, and renames it over the target only after
+ * the bytes are on disk. A writer killed on the way leaves its temporary
+ * behind; the next save of the same target removes those whose writer is
+ * provably gone: its pid does not exist (kill(pid, 0) gives ESRCH), no one
+ * holds its lock, it is a regular file owned by this user, and it is still
+ * the file that was checked when it is unlinked. For tests, the
  * environment variable KEEL_TEST_FAIL_SAVE_AT=<step> makes the step of
  * that name fail as if its system call had returned EIO; the steps are
  * create, header, data, flush, fsync, close, dirsync, rename.
@@ -16,11 +21,14 @@
  * keel_load checks the whole file before it creates any tensor, so a bad
  * file costs no device memory and returns nothing half-built.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -313,6 +321,77 @@ static keel_status write_data(FILE *f, const keel_state_dict *sd,
     return st;
 }
 
+/* The pid in "<base>.tmp.<pid>.XXXXXX", or 0 when `name` is not a
+ * temporary of `base` in that form. */
+static pid_t temp_writer(const char *name, const char *base)
+{
+    size_t bl = strlen(base);
+    const char *p;
+    long pid = 0;
+    int digits = 0;
+
+    if (strncmp(name, base, bl) || strncmp(name + bl, ".tmp.", 5))
+        return 0;
+    for (p = name + bl + 5; *p >= '0' && *p <= '9' && digits < 10;
+         p++, digits++)
+        pid = pid * 10 + (*p - '0');
+    if (!digits || *p != '.' || strlen(p + 1) != 6 || pid <= 0 ||
+        pid > INT32_MAX)
+        return 0;
+    for (const char *c = p + 1; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              (*c >= '0' && *c <= '9')))
+            return 0;
+    return (pid_t)pid;
+}
+
+/* Remove one stale temporary if its writer is provably gone. */
+static void remove_if_stale(int dfd, const char *name, pid_t pid)
+{
+    struct stat a, b;
+    int fd;
+
+    if (pid == getpid() || !kill(pid, 0) || errno != ESRCH)
+        return; /* this process, a live one, or one we may not signal */
+    fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* A writer holds the lock until it closes the file; the pid check
+     * covers the moments before it takes it and after it lets go. */
+    if (!fstat(fd, &a) && S_ISREG(a.st_mode) && a.st_uid == geteuid() &&
+        !flock(fd, LOCK_EX | LOCK_NB) &&
+        !fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        if (!unlinkat(dfd, name, 0))
+            keel__log(KEEL_LOG_INFO, "keel_save: removed '%s', left behind "
+                      "by process %ld, which no longer exists", name,
+                      (long)pid);
+    }
+    close(fd);
+}
+
+/* Best effort: failures here never fail the save. */
+static void remove_stale_temps(const char *dir, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    struct dirent *e;
+    DIR *d;
+
+    if (!*base)
+        return;
+    d = opendir(dir);
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        pid_t pid = temp_writer(e->d_name, base);
+
+        if (pid)
+            remove_if_stale(dirfd(d), e->d_name, pid);
+    }
+    closedir(d);
+}
+
 keel_status keel_save(const char *path, const keel_state_dict *sd)
 {
     char *header = NULL, *tmp = NULL, *dir = NULL;
@@ -332,18 +411,23 @@ keel_status keel_save(const char *path, const keel_state_dict *sd)
     st = build_header(sd, &header, &header_len);
     if (st != KEEL_STATUS_OK)
         return st;
-    tmp = keel__asprintf("%s.tmp.XXXXXX", path);
+    tmp = keel__asprintf("%s.tmp.%ld.XXXXXX", path, (long)getpid());
     dir = dir_of(path);
     if (!tmp || !dir) {
         st = keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                          "keel_save: out of host memory");
         goto fail;
     }
-    fd = fault("create") ? -1 : mkstemp(tmp);
+    remove_stale_temps(dir, path);
+    fd = fault("create") ? -1 : mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         st = sys_error("creating the temporary file", tmp, path);
         goto fail;
     }
+    /* Held until the file is closed: proof to other savers that this
+     * temporary is in use (remove_if_stale). A file system without locks
+     * leaves the pid check alone to decide, so a failure is not fatal. */
+    (void)flock(fd, LOCK_EX);
     if (fchmod(fd, new_file_mode(path))) {
         st = sys_error("fchmod", tmp, path);
         goto fail;
@@ -480,21 +564,20 @@ static keel_status read_header(struct loader *ld)
     json_error_t jerr;
     char *text = NULL;
     keel_status st;
+    int fd;
 
-    ld->f = fopen(ld->path, "rbe");
+    st = keel__open_regular("keel_load", ld->path, &fd, &sb);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    ld->f = fdopen(fd, "rb");
     if (!ld->f) {
         int e = errno;
 
-        return keel__error(e == ENOENT ? KEEL_STATUS_NOT_FOUND :
-                           KEEL_STATUS_IO_ERROR,
+        close(fd);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_load: cannot open '%s': %s", ld->path,
                            strerror(e));
     }
-    if (fstat(fileno(ld->f), &sb))
-        return io_error(ld, "fstat");
-    if (!S_ISREG(sb.st_mode))
-        return keel__error(KEEL_STATUS_IO_ERROR,
-                           "keel_load: '%s' is not a regular file", ld->path);
     ld->file_size = (uint64_t)sb.st_size;
     if (ld->file_size < 8)
         return corrupt(ld, "the file is %llu bytes long, too short for the "
@@ -581,6 +664,40 @@ static keel_status array_uint(struct loader *ld, const char *name,
     return KEEL_STATUS_OK;
 }
 
+/*
+ * The shape must describe a size keel can index: the product of every
+ * non-zero dimension, times the element size, fits in int64_t. A zero
+ * dimension makes the element count 0 but not the strides of the other
+ * dimensions, so it is skipped in the product rather than ending it.
+ */
+static keel_status check_shape_size(struct loader *ld, const char *name,
+                                    const struct st_entry *e)
+{
+    uint64_t span = keel_dtype_size(e->dtype);
+    char dims[KEEL_MAX_DIMS * 21 + 3];
+    size_t n = 0;
+    bool over = false;
+
+    for (int d = 0; d < e->ndim; d++)
+        if (e->shape[d] &&
+            (__builtin_mul_overflow(span, (uint64_t)e->shape[d], &span) ||
+             span > (uint64_t)INT64_MAX))
+            over = true;
+    if (!over)
+        return KEEL_STATUS_OK;
+    n += (size_t)snprintf(dims + n, sizeof(dims) - n, "[");
+    for (int d = 0; d < e->ndim && n < sizeof(dims); d++)
+        n += (size_t)snprintf(dims + n, sizeof(dims) - n, "%s%lld",
+                              d ? ", " : "", (long long)e->shape[d]);
+    if (n < sizeof(dims))
+        snprintf(dims + n, sizeof(dims) - n, "]");
+    return corrupt(ld, "tensor '%s': shape %s of %s is too large: the "
+                   "product of its non-zero dimensions times the %zu-byte "
+                   "element does not fit in 63 bits, so its strides and "
+                   "byte offsets cannot be represented", name, dims,
+                   dtype_code(e->dtype), (size_t)keel_dtype_size(e->dtype));
+}
+
 static keel_status parse_entry(struct loader *ld, const char *name,
                                const json_t *obj, struct st_entry *e)
 {
@@ -619,11 +736,12 @@ static keel_status parse_entry(struct loader *ld, const char *name,
         st = array_uint(ld, name, "shape", shape, (size_t)d, &e->shape[d]);
         if (st != KEEL_STATUS_OK)
             return st;
-        if (numel && __builtin_mul_overflow(numel, (uint64_t)e->shape[d],
-                                            &numel))
-            return corrupt(ld, "tensor '%s': the shape's element count "
-                           "overflows 64 bits", name);
     }
+    st = check_shape_size(ld, name, e);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    for (int d = 0; d < e->ndim; d++)
+        numel *= (uint64_t)e->shape[d];
     if (!json_is_array(offs) || json_array_size(offs) != 2)
         return corrupt(ld, "tensor '%s': \"data_offsets\" is %s%s, expected "
                        "an array [begin, end]", name, json_type_name(offs),

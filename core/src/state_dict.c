@@ -602,44 +602,93 @@ static keel_status write_strided(keel_tensor *d, const unsigned char *host)
     return st;
 }
 
-static keel_status copy_one(keel_tensor *d, const keel_tensor *s)
+/*
+ * One destination's new value, staged before anything is written: either a
+ * contiguous tensor on the destination's own device (written with one
+ * device-to-device copy) or the row-major bytes in host memory (written
+ * with host-to-device copies). Both writes allocate nothing, so once every
+ * entry is staged the only way left to fail is the device copy itself.
+ */
+struct stage {
+    keel_tensor *dst;
+    keel_tensor *dev;
+    unsigned char *host;
+    uint64_t bytes;
+    const char *name;
+};
+
+static bool same_place(const keel_tensor *a, const keel_tensor *b)
 {
-    uint64_t bytes = (uint64_t)keel__numel(d->ndim, d->shape) *
-                     keel_dtype_size(d->dtype);
-    keel_tensor *c = NULL;
-    keel_tensor_desc dd, sdesc;
-    unsigned char *host = NULL;
+    return a->storage->place.plugin == b->storage->place.plugin &&
+           a->storage->place.device == b->storage->place.device;
+}
+
+static keel_status stage_one(struct stage *sg, keel_tensor *d,
+                             const keel_tensor *s, const char *name)
+{
+    char cause[512];
     keel_status st;
 
-    if (!bytes)
+    sg->dst = d;
+    sg->name = name;
+    sg->bytes = (uint64_t)keel__numel(d->ndim, d->shape) *
+                keel_dtype_size(d->dtype);
+    if (!sg->bytes)
         return KEEL_STATUS_OK;
-    if (keel_tensor_is_contiguous(d)) {
-        st = keel_contiguous(s, &c);
-        if (st != KEEL_STATUS_OK)
-            return st;
-        keel__desc(d, &dd);
-        keel__desc(c, &sdesc);
-        st = keel_mem_copy_peer(d->storage->place, dd.data,
-                                c->storage->place, sdesc.data, bytes);
-        keel_tensor_free(c);
-        return st;
+    if (keel_tensor_is_contiguous(d) && same_place(d, s)) {
+        st = keel_contiguous(s, &sg->dev);
+        if (st == KEEL_STATUS_OK)
+            return KEEL_STATUS_OK;
+    } else {
+        sg->host = malloc(sg->bytes);
+        if (!sg->host)
+            return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                               "keel_state_dict_load_into: out of host "
+                               "memory staging '%s' (%llu bytes); nothing "
+                               "was copied", name,
+                               (unsigned long long)sg->bytes);
+        st = keel_tensor_to_host(s, sg->host, sg->bytes);
+        if (st == KEEL_STATUS_OK)
+            return KEEL_STATUS_OK;
     }
-    host = malloc(bytes);
-    if (!host)
-        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                           "keel_state_dict_load_into: out of host memory "
-                           "staging %llu bytes",
-                           (unsigned long long)bytes);
-    st = keel_tensor_to_host(s, host, bytes);
-    if (st == KEEL_STATUS_OK)
-        st = write_strided(d, host);
-    free(host);
-    return st;
+    snprintf(cause, sizeof(cause), "%s", keel_last_error());
+    return keel__error(st, "keel_state_dict_load_into: staging '%s' failed: "
+                       "%s; nothing was copied", name, cause);
+}
+
+static keel_status write_one(const struct stage *sg)
+{
+    keel_tensor *d = sg->dst;
+    keel_tensor_desc dd, sd;
+
+    if (!sg->bytes)
+        return KEEL_STATUS_OK;
+    keel__desc(d, &dd);
+    if (sg->dev) {
+        keel__desc(sg->dev, &sd);
+        return keel_mem_copy_d2d(d->storage->place, dd.data, sd.data,
+                                 sg->bytes);
+    }
+    if (keel_tensor_is_contiguous(d))
+        return keel_mem_copy_h2d(d->storage->place, dd.data, sg->host,
+                                 sg->bytes);
+    return write_strided(d, sg->host);
+}
+
+static void stages_free(struct stage *sg, int64_t n)
+{
+    for (int64_t i = 0; sg && i < n; i++) {
+        keel_tensor_free(sg[i].dev);
+        free(sg[i].host);
+    }
+    free(sg);
 }
 
 keel_status keel_state_dict_load_into(keel_state_dict *dst,
                                       const keel_state_dict *src, bool strict)
 {
+    struct stage *sg = NULL;
+    int64_t n = 0;
     keel_status st;
 
     if (!dst || !src)
@@ -649,22 +698,40 @@ keel_status keel_state_dict_load_into(keel_state_dict *dst,
     st = load_into_check(dst, src, strict);
     if (st != KEEL_STATUS_OK)
         return st;
+    /* Stage every new value first: running out of memory (host or
+     * device), or a source that cannot be read, leaves dst untouched. */
+    sg = calloc((size_t)dst->count + 1, sizeof(*sg));
+    if (!sg)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_state_dict_load_into: out of host memory "
+                           "for %lld entries; nothing was copied",
+                           (long long)dst->count);
     for (int64_t i = 0; i < dst->count; i++) {
         keel_tensor *d = dst->entries[i].tensor;
         const keel_tensor *s = keel_state_dict_get(src, dst->entries[i].name);
 
         if (!s || s == d)
             continue;
-        st = copy_one(d, s);
+        st = stage_one(&sg[n], d, s, dst->entries[i].name);
+        n++;
+        if (st != KEEL_STATUS_OK)
+            goto out;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        st = write_one(&sg[i]);
         if (st != KEEL_STATUS_OK) {
             char cause[512];
 
             snprintf(cause, sizeof(cause), "%s", keel_last_error());
-            return keel__error(st, "keel_state_dict_load_into: copying '%s' "
-                               "failed after the checks passed (earlier "
-                               "entries are already updated): %s",
-                               dst->entries[i].name, cause);
+            st = keel__error(st, "keel_state_dict_load_into: the device copy "
+                             "into '%s' failed after every entry was staged; "
+                             "%lld earlier entr%s already updated: %s",
+                             sg[i].name, (long long)i,
+                             i == 1 ? "y is" : "ies are", cause);
+            goto out;
         }
     }
-    return KEEL_STATUS_OK;
+out:
+    stages_free(sg, n);
+    return st;
 }

@@ -339,6 +339,11 @@ static void test_idx_corrupt(void)
         {"dims beyond memory", {0, 0, 0x0E, 3}, 3,
          {4000000000u, 4000000000u, 4000000000u}, 0, false,
          "describe more data than this machine can address"},
+        /* 0 elements, but the other dims' strides would overflow. */
+        {"zero dim beside huge dims", {0, 0, 8, 3}, 3,
+         {0, 4000000000u, 4000000000u}, 0, false,
+         "dims [0, 4000000000, 4000000000] of uint8 describe more data "
+         "than this machine can address"},
     };
     unsigned char payload[64] = {0};
     keel_idx_array a;
@@ -421,7 +426,19 @@ static void test_idx_corrupt(void)
     ERR(keel_idx_load(tmp_path("missing.idx"), &a), KEEL_STATUS_NOT_FOUND,
         "missing.idx");
     ERR(keel_idx_load(tmpdir, &a), KEEL_STATUS_IO_ERROR,
-        "is not a regular file");
+        "is not a regular file (it is a directory)");
+    /* FIFOs, plain and gzip'd names: refused without waiting for a writer
+     * (the alarm ends the run if an open blocks). */
+    CU_ASSERT_EQUAL_FATAL(mkfifo(tmp_path("fifo-idx1-ubyte"), 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(tmp_path("fifo-idx1-ubyte.gz"), 0600), 0);
+    alarm(20);
+    ERR(keel_idx_load(tmp_path("fifo-idx1-ubyte"), &a), KEEL_STATUS_IO_ERROR,
+        "is not a regular file (it is a FIFO");
+    ERR(keel_idx_load(tmp_path("fifo-idx1-ubyte.gz"), &a),
+        KEEL_STATUS_IO_ERROR, "is not a regular file (it is a FIFO");
+    alarm(0);
+    unlink(tmp_path("fifo-idx1-ubyte"));
+    unlink(tmp_path("fifo-idx1-ubyte.gz"));
     ERR(keel_idx_load(NULL, &a), KEEL_STATUS_INVALID_ARGUMENT,
         "path is NULL");
     {

@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
@@ -639,6 +643,23 @@ static const struct corruption corruptions[] = {
      "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,4],"
      "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
      KEEL_STATUS_CORRUPT, "the shape has 9 dimensions"},
+    /* A zero dim makes the element count 0 but not the other dims'
+     * strides: the product of the non-zero dims is still checked. */
+    {"zero dim beside huge dims",
+     "{\"z\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,"
+     "4611686018427387904],\"data_offsets\":[0,0]}," GOOD_W "," GOOD_B "}",
+     0, 0, 0, -1, KEEL_STATUS_CORRUPT, "tensor 'z': shape [0, "
+     "4611686018427387904, 4611686018427387904] of F32 is too large"},
+    {"element count overflows",
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+     "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
+     KEEL_STATUS_CORRUPT, "shape [4294967296, 4294967296] of F32 is too "
+     "large"},
+    {"byte size overflows",
+     "{\"w\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],"
+     "\"data_offsets\":[0,16]}," GOOD_B "}", 0, 0, 0, -1,
+     KEEL_STATUS_CORRUPT, "times the 8-byte element does not fit in 63 "
+     "bits"},
     {"data_offsets of one number",
      "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0]},"
      GOOD_B "}", 0, 0, 0, -1, KEEL_STATUS_CORRUPT,
@@ -821,7 +842,18 @@ static void test_load_errors(void)
         KEEL_STATUS_NOT_FOUND, "does-not-exist");
     CU_ASSERT_PTR_NULL(sd);
     ERR(keel_load(tmpdir, NULL, &sd), KEEL_STATUS_IO_ERROR,
-        "is not a regular file");
+        "is not a regular file (it is a directory)");
+    /* A FIFO with no writer: refused at once, never waited on (the alarm
+     * ends the test run if the open blocks). */
+    CU_ASSERT_EQUAL_FATAL(mkfifo(tmp_path("fifo.safetensors"), 0600), 0);
+    alarm(20);
+    ERR(keel_load(tmp_path("fifo.safetensors"), NULL, &sd),
+        KEEL_STATUS_IO_ERROR, "is not a regular file (it is a FIFO");
+    alarm(0);
+    CU_ASSERT_PTR_NULL(sd);
+    unlink(tmp_path("fifo.safetensors"));
+    ERR(keel_load("/dev/null", NULL, &sd), KEEL_STATUS_IO_ERROR,
+        "(it is a character device)");
     ERR(keel_load(NULL, NULL, &sd), KEEL_STATUS_INVALID_ARGUMENT,
         "path is NULL");
     ERR(keel_load(tmp_path("x"), "nosuchdevice", &sd),
@@ -960,6 +992,206 @@ static void test_load_into_strided(void)
     keel_tensor_free(base);
     keel_state_dict_free(dst);
     keel_state_dict_free(src);
+}
+
+/* Temporaries named "<name>.tmp.*" in tmpdir. */
+static int count_temps_of(const char *name)
+{
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    size_t nl = strlen(name);
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)))
+        n += !strncmp(e->d_name, name, nl) &&
+             !strncmp(e->d_name + nl, ".tmp.", 5);
+    closedir(d);
+    return n;
+}
+
+/* A pid that existed and is gone now (a reaped child). */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+
+    return !lstat(path, &sb);
+}
+
+/* Planted temporaries: only this target's, of a writer that is gone. */
+static void test_stale_temps_removed(void)
+{
+    keel_state_dict *sd = model_dict();
+    pid_t gone = dead_pid();
+    char stale[600], live[600], other[600], odd[600], locked[600];
+    int fd;
+
+    snprintf(stale, sizeof(stale), "%s.tmp.%ld.aB3xYz",
+             tmp_path("stale.safetensors"), (long)gone);
+    /* pid 1 always exists. */
+    snprintf(live, sizeof(live), "%s.tmp.1.aB3xYz",
+             tmp_path("stale.safetensors"));
+    snprintf(other, sizeof(other), "%s.tmp.%ld.aB3xYz",
+             tmp_path("other.safetensors"), (long)gone);
+    snprintf(odd, sizeof(odd), "%s.tmp.%ld.seven77",
+             tmp_path("stale.safetensors"), (long)gone);
+    snprintf(locked, sizeof(locked), "%s.tmp.%ld.Qq9Qq9",
+             tmp_path("stale.safetensors"), (long)gone);
+    write_all(stale, "x", 1);
+    write_all(live, "x", 1);
+    write_all(other, "x", 1);
+    write_all(odd, "x", 1);
+    write_all(locked, "x", 1);
+    /* Someone still holds this one's lock (a writer in another pid
+     * namespace, say): it must stay although its pid is unknown here. */
+    fd = open(locked, O_RDONLY);
+    CU_ASSERT_FATAL(fd >= 0 && !flock(fd, LOCK_EX));
+    CU_ASSERT_EQUAL(count_temps_of("stale.safetensors"), 4);
+
+    OK(keel_save(tmp_path("stale.safetensors"), sd));
+    CU_ASSERT_FALSE(exists(stale));
+    CU_ASSERT_TRUE(exists(live));
+    CU_ASSERT_TRUE(exists(other));
+    CU_ASSERT_TRUE(exists(odd));
+    CU_ASSERT_TRUE(exists(locked));
+    CU_ASSERT_EQUAL(count_temps_of("stale.safetensors"), 3);
+    close(fd);
+    unlink(live);
+    unlink(other);
+    unlink(odd);
+    unlink(locked);
+    unlink(tmp_path("stale.safetensors"));
+    keel_state_dict_free(sd);
+}
+
+/* A save SIGKILLed mid-write leaves its temporary; the next save of the
+ * same target removes it. The child saves a 32 MiB dict in a loop and is
+ * killed as soon as one of its temporaries exists. */
+static void test_killed_save_cleaned_up(void)
+{
+    int64_t big[1] = {8 << 20};
+    keel_state_dict *sd;
+    keel_tensor *t;
+    int left = 0;
+
+    OK(keel_state_dict_create(&sd));
+    OK(keel_zeros(1, big, KEEL_F32, "cpu:0", &t));
+    OK(keel_state_dict_set(sd, "w", t));
+    keel_tensor_free(t);
+    for (int attempt = 0; attempt < 20 && !left; attempt++) {
+        pid_t child = fork();
+
+        CU_ASSERT_FATAL(child >= 0);
+        if (child == 0) {
+            for (;;)
+                keel_save(tmp_path("killed.safetensors"), sd);
+        }
+        for (int i = 0; i < 20000 && !count_temps_of("killed.safetensors");
+             i++)
+            usleep(100);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        left = count_temps_of("killed.safetensors");
+    }
+    CU_ASSERT_FATAL(left == 1);
+    OK(keel_save(tmp_path("killed.safetensors"), sd));
+    CU_ASSERT_EQUAL(count_temps_of("killed.safetensors"), 0);
+    unlink(tmp_path("killed.safetensors"));
+    keel_state_dict_free(sd);
+}
+
+/*
+ * Out of device memory while staging a later entry: every entry, including
+ * the ones before it, keeps its old bytes. cpu:0 gets a memory limit and is
+ * then filled with raw allocations, so that making the non-contiguous
+ * source of "b" readable (a 256 KiB copy) cannot succeed; "a" comes first
+ * and needs no memory at all, so a load that wrote as it went would have
+ * overwritten it. Runs last: it restarts the runtime under the limit.
+ */
+static void test_load_into_oom_leaves_model(void)
+{
+    int64_t s16[2] = {16, 16}, s256[2] = {256, 256}, s8[1] = {8};
+    keel_tensor *t, *base, *view;
+    keel_state_dict *dst, *src;
+    unsigned char *before, *after;
+    size_t l1, l2;
+    keel_dptr chunk[256];
+    keel_place cpu0;
+    int nchunks = 0;
+
+    keel_shutdown();
+    setenv("KEEL_CPU_MEM_LIMIT", "2M", 1);
+    OK(keel_place_parse("cpu:0", &cpu0));
+    OK(keel_state_dict_create(&dst));
+    OK(keel_state_dict_create(&src));
+    /* dst: a contiguous, b a transposed view, c contiguous. */
+    t = pattern(KEEL_F32, 2, s16, "cpu:0", 1);
+    OK(keel_state_dict_set(dst, "a", t));
+    keel_tensor_free(t);
+    base = pattern(KEEL_F32, 2, s256, "cpu:0", 2);
+    OK(keel_transpose(base, 0, 1, &view));
+    OK(keel_state_dict_set(dst, "b", view));
+    keel_tensor_free(view);
+    keel_tensor_free(base);
+    t = pattern(KEEL_I64, 1, s8, "cpu:0", 3);
+    OK(keel_state_dict_set(dst, "c", t));
+    keel_tensor_free(t);
+    /* src: same names and shapes, other bytes; b is non-contiguous. */
+    t = pattern(KEEL_F32, 2, s16, "cpu:0", 4);
+    OK(keel_state_dict_set(src, "a", t));
+    keel_tensor_free(t);
+    base = pattern(KEEL_F32, 2, s256, "cpu:0", 5);
+    OK(keel_transpose(base, 0, 1, &view));
+    OK(keel_state_dict_set(src, "b", view));
+    keel_tensor_free(view);
+    keel_tensor_free(base);
+    t = pattern(KEEL_I64, 1, s8, "cpu:0", 6);
+    OK(keel_state_dict_set(src, "c", t));
+    keel_tensor_free(t);
+    before = snapshot(dst, &l1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+
+    /* Fill cpu:0 to within 64 KiB of its limit. */
+    OK(keel_memory_empty_cache("cpu:0"));
+    while (nchunks < 256 &&
+           keel_mem_alloc(cpu0, 64 << 10, &chunk[nchunks]) == KEEL_STATUS_OK)
+        nchunks++;
+    CU_ASSERT_FATAL(nchunks > 0 && nchunks < 256);
+    ERR(keel_state_dict_load_into(dst, src, true), KEEL_STATUS_OUT_OF_MEMORY,
+        "staging 'b'");
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "nothing was copied"));
+    while (nchunks > 0)
+        keel_mem_free(cpu0, chunk[--nchunks]);
+    after = snapshot(dst, &l2);
+    CU_ASSERT_FATAL(after != NULL && l1 == l2);
+    CU_ASSERT(!memcmp(before, after, l1));
+    free(after);
+
+    /* With the memory back, the same load succeeds: the setup above was
+     * a real load, failed only by the memory. */
+    OK(keel_state_dict_load_into(dst, src, true));
+    for (int i = 0; i < 3; i++) {
+        const char *n = i == 0 ? "a" : i == 1 ? "b" : "c";
+
+        CU_ASSERT(same_tensor(keel_state_dict_get(dst, n),
+                              keel_state_dict_get(src, n)));
+    }
+    free(before);
+    keel_state_dict_free(dst);
+    keel_state_dict_free(src);
+    keel_shutdown();
+    unsetenv("KEEL_CPU_MEM_LIMIT");
 }
 
 /* ---- atomic save -------------------------------------------------------- */
@@ -1110,6 +1342,12 @@ int main(void)
         {"load_into a strided destination", test_load_into_strided},
         {"atomic save under injected faults", test_atomic_save},
         {"save keeps permissions", test_save_permissions},
+        {"stale temporaries of the target are removed",
+         test_stale_temps_removed},
+        {"a SIGKILLed save's temporary is removed by the next",
+         test_killed_save_cleaned_up},
+        {"load_into out of memory leaves the model unchanged",
+         test_load_into_oom_leaves_model},
     };
     CU_pSuite suite;
     unsigned failed;

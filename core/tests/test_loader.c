@@ -2,10 +2,18 @@
  * Loader and registry tests. KEEL_PLUGIN_PATH names the folder of test
  * plugins built from plugins/test_plugin.c; each broken one must be skipped
  * with the right check and reason while the good ones beside it load.
+ * Its sub-folder "more" (never searched by discovery) holds the plugins
+ * of the hostile cases, loaded one at a time: one whose init calls back
+ * into libkeel, one reporting 2^30 devices, and copies made here with bad
+ * permissions or under a bare name.
  */
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CUnit/Basic.h>
 #include <keel/runtime.h>
@@ -197,6 +205,18 @@ static void test_no_driver_plugin(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "no test driver installed"));
     CU_ASSERT_TRUE(keel_is_compiled_with("gamma"));
     CU_ASSERT_EQUAL(keel_device_count("gamma"), 0);
+    /* Installed but no device: the check to make before set_device. */
+    CU_ASSERT_FALSE(keel_is_available("gamma"));
+    CU_ASSERT_TRUE(keel_is_available("alpha"));
+    CU_ASSERT_TRUE(keel_is_available("testdev"));
+    /* otherdev: gamma has none, delta serves it. */
+    CU_ASSERT_TRUE(keel_is_compiled_with("otherdev"));
+    CU_ASSERT_TRUE(keel_is_available("otherdev"));
+    CU_ASSERT_FALSE(keel_is_available("cuda"));
+    CU_ASSERT_FALSE(keel_is_available("major2"));
+    CU_ASSERT_FALSE(keel_is_available(NULL));
+    /* Why is_compiled_with is the wrong guard for set_device. */
+    CU_ASSERT_EQUAL(keel_set_device("gamma"), KEEL_STATUS_INVALID_DEVICE);
     CU_ASSERT_EQUAL(keel_place_parse("gamma:0", &pl),
                     KEEL_STATUS_INVALID_DEVICE);
     CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "no test driver"));
@@ -426,6 +446,282 @@ static void test_cross_plugin_copy(void)
     keel_mem_free(b, db);
 }
 
+/* ---- hostile plugins and paths -------------------------------------------- */
+
+static char more_dir[PATH_MAX];
+
+static const char *more_path(const char *variant)
+{
+    static char buf[2][PATH_MAX + 64];
+    static int next;
+    char *p = buf[next++ % 2];
+
+    snprintf(p, sizeof(buf[0]), "%s/libkeel-test-%s.so", more_dir, variant);
+    return p;
+}
+
+static bool copy_file(const char *from, const char *to, mode_t mode)
+{
+    char buf[1 << 16];
+    ssize_t n;
+    int in = open(from, O_RDONLY), out;
+    bool ok = in >= 0;
+
+    out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ok = ok && out >= 0;
+    while (ok && (n = read(in, buf, sizeof(buf))) > 0)
+        ok = write(out, buf, (size_t)n) == n;
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    return ok && !chmod(to, mode);
+}
+
+/* Index of the plugin loaded or skipped from exactly `path`. */
+static int find_path(const char *path, keel_plugin_info *info)
+{
+    for (int i = 0; i < keel_plugin_count(); i++)
+        if (keel_plugin_get_info(i, info) == KEEL_STATUS_OK &&
+            !strcmp(info->path, path))
+            return i;
+    memset(info, 0, sizeof(*info));
+    return -1;
+}
+
+/* Before the fix this deadlocked on the registry lock; the alarm turns a
+ * hang into a failed run. */
+static void test_reentrant_init_refused(void)
+{
+    keel_plugin_info info;
+    int before = keel_plugin_count(), idx = -1;
+
+    alarm(30);
+    CU_ASSERT_EQUAL(keel_plugin_load(more_path("reenter"), &idx),
+                    KEEL_STATUS_INVALID_STATE);
+    alarm(0);
+    CU_ASSERT_EQUAL_FATAL(keel_plugin_get_info(idx, &info), KEEL_STATUS_OK);
+    CU_ASSERT_FALSE(info.loaded);
+    CU_ASSERT_STRING_EQUAL(info.failed_check, "init");
+    CU_ASSERT_EQUAL(info.status, KEEL_STATUS_INVALID_STATE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    if (!strstr(info.reason, "re-entry: plugin_count 0, device_count 0"))
+        fprintf(stderr, "\n  reason: %s\n", info.reason);
+    /* Every call was refused, each with the plugin named. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "re-entry: plugin_count 0, "
+                                               "device_count 0, keel_init "
+                                               "status 16"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "keel_init: called from "
+                                               "inside plugin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "libkeel-test-reenter.so"));
+    /* The lock was released and the registry is intact. */
+    CU_ASSERT_EQUAL(keel_plugin_count(), before + 1);
+    CU_ASSERT_EQUAL(keel_device_count("testdev"), 2);
+    CU_ASSERT_EQUAL(keel_init(), KEEL_STATUS_OK);
+}
+
+static void test_device_count_capped(void)
+{
+    keel_plugin_info info;
+    int idx = -1;
+
+    CU_ASSERT_EQUAL(keel_plugin_load(more_path("huge"), &idx),
+                    KEEL_STATUS_DEVICE_ERROR);
+    CU_ASSERT_EQUAL_FATAL(keel_plugin_get_info(idx, &info), KEEL_STATUS_OK);
+    CU_ASSERT_FALSE(info.loaded);
+    CU_ASSERT_EQUAL(info.device_count, 0);
+    CU_ASSERT_STRING_EQUAL(info.failed_check, "device-count");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "gave 1073741824 devices"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "at most 4096 per plugin"));
+    CU_ASSERT_EQUAL(keel_device_count("huge"), 0);
+}
+
+/* Run keel_plugin_load with stderr captured into `log`. */
+static keel_status load_capturing(const char *path, int *idx, char *log,
+                                  size_t size)
+{
+    char name[] = "/tmp/keel-loader-log-XXXXXX";
+    int fd = mkstemp(name), saved;
+    keel_status st;
+    ssize_t n;
+
+    log[0] = '\0';
+    if (fd < 0)
+        return keel_plugin_load(path, idx);
+    fflush(stderr);
+    saved = dup(2);
+    dup2(fd, 2);
+    st = keel_plugin_load(path, idx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    n = pread(fd, log, size - 1, 0);
+    log[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(name);
+    return st;
+}
+
+/* A plugin another user could change: refused under strict permissions,
+ * loaded with a warning otherwise. */
+static void test_unsafe_permissions(void)
+{
+    char base[] = "/tmp/keel-perm-XXXXXX", dir[PATH_MAX - 64], file[PATH_MAX];
+    char log[4096];
+    keel_plugin_info info;
+    int idx = -1;
+    static const struct {
+        const char *sub;
+        mode_t dir_mode, file_mode;
+        unsigned owner; /* 0: keep */
+        const char *says;
+    } cases[] = {
+        {"w666", 0700, 0666, 0, "the file is writable by every user (mode "
+                                "0666)"},
+        {"d777", 0777, 0755, 0, "is writable by every user (mode 0777), so "
+                                "anyone can replace it"},
+        {"uid", 0700, 0755, 12345, "the file is owned by uid 12345, which is "
+                                   "neither this user"},
+    };
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(base));
+    setenv("KEEL_PLUGIN_STRICT_PERMS", "1", 1);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i].owner && geteuid() != 0) {
+            printf("SKIPPED (not counted): the owner case needs root to "
+                   "chown\n");
+            continue;
+        }
+        snprintf(dir, sizeof(dir), "%s/%s", base, cases[i].sub);
+        snprintf(file, sizeof(file), "%s/libkeel-test-perm.so", dir);
+        CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+        CU_ASSERT_TRUE_FATAL(copy_file(more_path("perm"), file,
+                                       cases[i].file_mode));
+        CU_ASSERT_EQUAL_FATAL(chmod(dir, cases[i].dir_mode), 0);
+        if (cases[i].owner)
+            CU_ASSERT_EQUAL_FATAL(chown(file, cases[i].owner,
+                                        cases[i].owner), 0);
+        CU_ASSERT_EQUAL(keel_plugin_load(file, &idx),
+                        KEEL_STATUS_INVALID_STATE);
+        CU_ASSERT_EQUAL_FATAL(keel_plugin_get_info(idx, &info),
+                              KEEL_STATUS_OK);
+        CU_ASSERT_FALSE(info.loaded);
+        CU_ASSERT_STRING_EQUAL(info.failed_check, "permissions");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+        if (!strstr(info.reason, cases[i].says))
+            fprintf(stderr, "\n  %s: %s\n", cases[i].sub, info.reason);
+        CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, cases[i].says));
+        CU_ASSERT_PTR_NOT_NULL(strstr(info.reason,
+                                      "KEEL_PLUGIN_STRICT_PERMS=1"));
+    }
+    /* A folder with the sticky bit (like /tmp) protects our own file: not
+     * refused even when strict (it then loads, as "perm"). */
+    snprintf(dir, sizeof(dir), "%s/sticky", base);
+    snprintf(file, sizeof(file), "%s/libkeel-test-perm.so", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    CU_ASSERT_TRUE_FATAL(copy_file(more_path("perm"), file, 0755));
+    CU_ASSERT_EQUAL_FATAL(chmod(dir, 01777), 0);
+    CU_ASSERT_EQUAL(keel_plugin_load(file, &idx), KEEL_STATUS_OK);
+    unsetenv("KEEL_PLUGIN_STRICT_PERMS");
+
+    /* Not strict: a mode-0666 file (a new one: the refused file stays
+     * listed as refused) is loaded, with a warning that says why and how to
+     * refuse it. Its name is taken by now, so it passes the permission
+     * check and stops at duplicate-name. */
+    snprintf(file, sizeof(file), "%s/w666/libkeel-test-perm2.so", base);
+    CU_ASSERT_TRUE_FATAL(copy_file(more_path("perm"), file, 0666));
+    load_capturing(file, &idx, log, sizeof(log));
+    CU_ASSERT_EQUAL_FATAL(keel_plugin_get_info(idx, &info), KEEL_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(info.failed_check, "duplicate-name");
+    if (!strstr(log, "writable by every user (mode 0666)"))
+        fprintf(stderr, "\n  log: %s\n", log);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "keel warn: plugin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, file));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "writable by every user (mode 0666)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "loading it anyway"));
+    unlink(file);
+    /* Clean up (the loaded copy stays mapped; unlinking it is fine). */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) + 1; i++) {
+        const char *sub = i < sizeof(cases) / sizeof(cases[0]) ?
+                          cases[i].sub : "sticky";
+
+        snprintf(dir, sizeof(dir), "%s/%s", base, sub);
+        snprintf(file, sizeof(file), "%s/libkeel-test-perm.so", dir);
+        unlink(file);
+        rmdir(dir);
+    }
+    rmdir(base);
+}
+
+/* A bare file name is a file in the current directory, loaded by its
+ * absolute path. "decoy" is loaded first and has the bare name as its
+ * soname: a dlopen of the bare name would hand back decoy instead. */
+static char bare_dir[PATH_MAX];
+
+static void test_bare_name_loads_that_file(void)
+{
+    char base[] = "/tmp/keel-bare-XXXXXX", old_cwd[PATH_MAX];
+    char want[PATH_MAX + 32];
+    keel_plugin_info info;
+    int idx = -1;
+
+    CU_ASSERT_EQUAL_FATAL(keel_plugin_load(more_path("decoy"), &idx),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(base));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(base, bare_dir));
+    snprintf(want, sizeof(want), "%s/libkeel-test-bare.so", bare_dir);
+    CU_ASSERT_TRUE_FATAL(copy_file(more_path("barereal"), want, 0755));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(old_cwd, sizeof(old_cwd)));
+    CU_ASSERT_EQUAL_FATAL(chdir(bare_dir), 0);
+    if (keel_plugin_load("libkeel-test-bare.so", &idx) != KEEL_STATUS_OK)
+        fprintf(stderr, "\n  %s\n", keel_last_error());
+    CU_ASSERT_EQUAL(chdir(old_cwd), 0);
+    CU_ASSERT_EQUAL_FATAL(keel_plugin_get_info(idx, &info), KEEL_STATUS_OK);
+    CU_ASSERT_TRUE(info.loaded);
+    CU_ASSERT_STRING_EQUAL(info.name, "barereal");
+    /* Shown as the absolute path of the file that was loaded. */
+    CU_ASSERT_STRING_EQUAL(info.path, want);
+}
+
+/* The same through discovery: KEEL_PLUGIN_PATH with a bare entry, and a
+ * re-entrant plugin found by discovery (keel_init's own lock). Runs last. */
+static void test_bare_entry_in_plugin_path(void)
+{
+    char env[3 * PATH_MAX], old_cwd[PATH_MAX], want[PATH_MAX + 32];
+    const char *saved = getenv("KEEL_PLUGIN_PATH");
+    char *saved_copy = saved ? strdup(saved) : NULL;
+    keel_plugin_info info;
+
+    CU_ASSERT_FATAL(bare_dir[0] != '\0');
+    snprintf(env, sizeof(env), "%s:libkeel-test-bare.so:%s",
+             more_path("decoy"), more_path("reenter"));
+    snprintf(want, sizeof(want), "%s/libkeel-test-bare.so", bare_dir);
+    keel_shutdown();
+    setenv("KEEL_PLUGIN_PATH", env, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(old_cwd, sizeof(old_cwd)));
+    CU_ASSERT_EQUAL_FATAL(chdir(bare_dir), 0);
+    alarm(30);
+    CU_ASSERT_EQUAL(keel_init(), KEEL_STATUS_OK);
+    alarm(0);
+    CU_ASSERT_EQUAL(chdir(old_cwd), 0);
+    CU_ASSERT_EQUAL(keel_plugin_count(), 3);
+    CU_ASSERT(find_path(want, &info) >= 0);
+    CU_ASSERT_TRUE(info.loaded);
+    CU_ASSERT_PTR_NOT_NULL(info.name);
+    if (info.name)
+        CU_ASSERT_STRING_EQUAL(info.name, "barereal");
+    CU_ASSERT(find_path(more_path("reenter"), &info) >= 0);
+    CU_ASSERT_FALSE(info.loaded);
+    CU_ASSERT_EQUAL(info.status, KEEL_STATUS_INVALID_STATE);
+    keel_shutdown();
+    if (saved_copy)
+        setenv("KEEL_PLUGIN_PATH", saved_copy, 1);
+    free(saved_copy);
+    unlink(want);
+    rmdir(bare_dir);
+}
+
 static void test_shutdown_and_reinit(void)
 {
     keel_shutdown();
@@ -463,11 +759,23 @@ int main(void)
         {"set/get device", test_set_get_device},
         {"errors name call and device", test_errors_name_call_and_device},
         {"cross-plugin copy", test_cross_plugin_copy},
+        {"init calling back into libkeel is refused",
+         test_reentrant_init_refused},
+        {"2^30 devices: skipped", test_device_count_capped},
+        {"unsafe permissions: warned, refused when strict",
+         test_unsafe_permissions},
+        {"a bare name loads that file", test_bare_name_loads_that_file},
         {"shutdown and re-init", test_shutdown_and_reinit},
+        {"bare KEEL_PLUGIN_PATH entry, re-entry in discovery",
+         test_bare_entry_in_plugin_path},
     };
     CU_pSuite suite;
     unsigned failed;
 
+    if (!getenv("KEEL_PLUGIN_PATH"))
+        return 2;
+    snprintf(more_dir, sizeof(more_dir), "%s/more",
+             getenv("KEEL_PLUGIN_PATH"));
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     suite = CU_add_suite("loader", NULL, NULL);

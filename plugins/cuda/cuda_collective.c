@@ -13,8 +13,17 @@
  * AVG of bools is NOT_SUPPORTED.
  *
  * all_to_all is grouped ncclSend/ncclRecv (works on every NCCL 2.7+).
+ *
+ * NCCL is not linked: it is dlopened (libnccl.so.<NCCL_MAJOR>, through the
+ * plugin's rpath) by the first call that needs it, get_unique_id,
+ * comm_init_rank or group_start/end; every other call needs a communicator
+ * and so comes later. Loading the plugin therefore maps no NCCL and runs
+ * none of its constructors. Without the library, those calls fail with
+ * NOT_SUPPORTED and the dlopen error.
  */
+#include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +31,81 @@
 #include <nccl.h>
 
 #include "cuda_internal.h"
+
+/* ---- NCCL, loaded on first use ------------------------------------------- */
+
+#define NCCL_STR_(x) #x
+#define NCCL_STR(x) NCCL_STR_(x)
+#define NCCL_SONAME "libnccl.so." NCCL_STR(NCCL_MAJOR)
+
+/* One pointer per NCCL function used, typed from nccl.h's declarations. */
+#define NCCL_FUNCS(X)                                                        \
+    X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy)                \
+    X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce)               \
+    X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)     \
+    X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)
+
+static struct {
+    pthread_once_t once;
+    void *handle;
+    char error[512];
+#define NCCL_MEMBER(f) __typeof__(f) *f;
+    NCCL_FUNCS(NCCL_MEMBER)
+#undef NCCL_MEMBER
+} nccl_lib = {.once = PTHREAD_ONCE_INIT};
+
+static void nccl_open(void)
+{
+    const char *err;
+    void *h;
+
+    dlerror();
+    h = dlopen(NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        err = dlerror();
+        snprintf(nccl_lib.error, sizeof(nccl_lib.error), "dlopen(%s): %s",
+                 NCCL_SONAME, err ? err : "failed");
+        return;
+    }
+#define NCCL_LOOKUP(f)                                                       \
+    if (!(*(void **)&nccl_lib.f = dlsym(h, #f))) {                           \
+        snprintf(nccl_lib.error, sizeof(nccl_lib.error),                     \
+                 "%s has no symbol %s", NCCL_SONAME, #f);                    \
+        dlclose(h);                                                          \
+        return;                                                              \
+    }
+    NCCL_FUNCS(NCCL_LOOKUP)
+#undef NCCL_LOOKUP
+    nccl_lib.handle = h;
+    cuda_log(KEEL_LOG_DEBUG, "cuda: loaded %s for the collective group",
+             NCCL_SONAME);
+}
+
+static keel_status nccl_ready(const char *call)
+{
+    pthread_once(&nccl_lib.once, nccl_open);
+    if (nccl_lib.handle)
+        return KEEL_STATUS_OK;
+    return cuda_fail(KEEL_STATUS_NOT_SUPPORTED,
+                     "%s: collectives need NCCL, which could not be loaded: "
+                     "%s", call, nccl_lib.error);
+}
+
+/* From here on, every NCCL call goes through the loaded pointers. */
+#define ncclGetUniqueId (*nccl_lib.ncclGetUniqueId)
+#define ncclCommInitRank (*nccl_lib.ncclCommInitRank)
+#define ncclCommDestroy (*nccl_lib.ncclCommDestroy)
+#define ncclGetErrorString (*nccl_lib.ncclGetErrorString)
+#define ncclGetLastError (*nccl_lib.ncclGetLastError)
+#define ncclAllReduce (*nccl_lib.ncclAllReduce)
+#define ncclBroadcast (*nccl_lib.ncclBroadcast)
+#define ncclReduce (*nccl_lib.ncclReduce)
+#define ncclAllGather (*nccl_lib.ncclAllGather)
+#define ncclReduceScatter (*nccl_lib.ncclReduceScatter)
+#define ncclSend (*nccl_lib.ncclSend)
+#define ncclRecv (*nccl_lib.ncclRecv)
+#define ncclGroupStart (*nccl_lib.ncclGroupStart)
+#define ncclGroupEnd (*nccl_lib.ncclGroupEnd)
 
 _Static_assert(sizeof(ncclUniqueId) == KEEL_COMM_ID_BYTES,
                "ncclUniqueId and keel_comm_id must have the same size");
@@ -288,6 +372,8 @@ static keel_status cuda_get_unique_id(keel_comm_id *id)
         return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
                          "get_unique_id: id is NULL");
     st = check_init("get_unique_id");
+    if (st == KEEL_STATUS_OK)
+        st = nccl_ready("get_unique_id");
     if (st != KEEL_STATUS_OK)
         return st;
     st = nccl_check(ncclGetUniqueId(&uid), NULL, -1, "ncclGetUniqueId()");
@@ -327,6 +413,8 @@ static keel_status cuda_comm_init_rank(int32_t device, int32_t nranks,
         return st;
     *comm = NULL;
     st = cuda_enter(device, "comm_init_rank");
+    if (st == KEEL_STATUS_OK)
+        st = nccl_ready("comm_init_rank");
     if (st != KEEL_STATUS_OK)
         return st;
     c = calloc(1, sizeof(*c));
@@ -620,6 +708,8 @@ static keel_status cuda_group_start(void)
 {
     keel_status st = check_init("group_start");
 
+    if (st == KEEL_STATUS_OK)
+        st = nccl_ready("group_start");
     if (st != KEEL_STATUS_OK)
         return st;
     return nccl_check(ncclGroupStart(), NULL, -1, "ncclGroupStart()");
@@ -629,6 +719,8 @@ static keel_status cuda_group_end(void)
 {
     keel_status st = check_init("group_end");
 
+    if (st == KEEL_STATUS_OK)
+        st = nccl_ready("group_end");
     if (st != KEEL_STATUS_OK)
         return st;
     return nccl_check(ncclGroupEnd(), NULL, -1, "ncclGroupEnd()");

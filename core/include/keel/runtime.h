@@ -12,7 +12,20 @@
  * directory is never searched implicitly.
  *
  * A plugin that fails a check is skipped and kept in the plugin list with
- * the check's name and a precise reason (keel_plugin_info).
+ * the check's name and a precise reason (keel_plugin_info). Every path is
+ * resolved to an absolute path once and exactly that file is loaded; a
+ * bare file name means a file in the current directory, never a search of
+ * the library path. A plugin file or folder that another user could change
+ * (writable by everyone, or owned by a user that is neither this one nor
+ * root) loads with a warning on stderr, and is refused when
+ * KEEL_PLUGIN_STRICT_PERMS=1 or in a setuid/setgid process.
+ *
+ * A plugin must not call libkeel's public functions from its constructors,
+ * entry point, init, get_device_count or finalize (keel holds its registry
+ * lock then): such a call fails with KEEL_STATUS_INVALID_STATE (functions
+ * that return a count give 0, a pointer NULL) instead of deadlocking. Only
+ * the host table is usable there. The check is per thread: plugin code
+ * that waits there for another thread calling libkeel still deadlocks.
  *
  * Device names: "<type>", "<type>:<index>", "<plugin>", "<plugin>:<index>",
  * compared case-insensitively. A plugin name wins over a device type of the
@@ -65,6 +78,15 @@ KEEL_API void keel_clear_error(void);
 /* ---- lifetime ---------------------------------------------------------- */
 
 /**
+ * The most devices one plugin may report. A larger count is taken as a
+ * broken plugin (it is skipped, check "device-count"): the largest real
+ * machines have a few dozen accelerators, or a few hundred partitions of
+ * them, per vendor library, while every device costs the core per-device
+ * state (allocator cache, default stream) and a line of `keel devices`.
+ */
+#define KEEL_MAX_DEVICES_PER_PLUGIN 4096
+
+/**
  * Discover and load plugins. Idempotent and thread-safe; called implicitly
  * by every function below. Returns OK even when no plugin loads (then
  * keel_device_count() is 0 and device names fail with NOT_FOUND).
@@ -96,9 +118,9 @@ typedef struct keel_plugin_info {
     /** Number of devices (0 when skipped). */
     int32_t device_count;
     /** For a skipped plugin, the check that failed ("dlopen",
-     *  "entry-symbol", "get-api", "abi-major", "table-size",
-     *  "required-function", "identity", "duplicate-name", "init",
-     *  "device-count"); NULL when loaded. */
+     *  "file", "permissions", "entry-symbol", "get-api", "abi-major",
+     *  "table-size", "required-function", "identity", "duplicate-name",
+     *  "init", "device-count"); NULL when loaded. */
     const char *failed_check;
     /** The status of the failure (OK when loaded). */
     keel_status status;
@@ -117,9 +139,10 @@ KEEL_API int keel_plugin_count(void);
 KEEL_API keel_status keel_plugin_get_info(int index, keel_plugin_info *info);
 
 /**
- * Load one more plugin from `path` after discovery. Returns OK and its index
- * in *index, or the failing check's status (the plugin is still listed as
- * skipped, and *index names it).
+ * Load one more plugin from `path` after discovery. `path` is a file path
+ * (relative ones are taken from the current directory; no library-path
+ * search). Returns OK and its index in *index, or the failing check's
+ * status (the plugin is still listed as skipped, and *index names it).
  */
 KEEL_API keel_status keel_plugin_load(const char *path, int *index);
 
@@ -164,9 +187,26 @@ KEEL_API keel_status keel_current_place(keel_place *place);
 /** Devices served under a type or plugin name (0 for unknown names). */
 KEEL_API int keel_device_count(const char *type_or_plugin);
 
-/** true when a loaded plugin serves this type or plugin name (even if it
- *  found no device): keel_is_compiled_with("cuda"). */
+/**
+ * true when a loaded plugin serves this type or plugin name, even if it
+ * found no device: Paddle's is_compiled_with_cuda(), "this build can use
+ * CUDA". With the CUDA plugin installed on a machine without a GPU it is
+ * true, so it is the wrong test before selecting a device; use
+ * keel_is_available() for that:
+ *
+ *     if (keel_is_compiled_with("cuda"))   // plugin installed
+ *         ...                              // maybe report it
+ *     if (keel_is_available("gpu"))        // a GPU is there to use
+ *         keel_set_device("gpu");          // cannot fail for lack of one
+ */
 KEEL_API bool keel_is_compiled_with(const char *type_or_plugin);
+
+/**
+ * true when keel_set_device(type_or_plugin) would select a device: the
+ * name resolves to a loaded plugin that found at least one device. The
+ * same as keel_device_count(type_or_plugin) > 0.
+ */
+KEEL_API bool keel_is_available(const char *type_or_plugin);
 
 /** Properties of a device (props->struct_size is set by this call). */
 KEEL_API keel_status keel_device_get_props(keel_place place, keel_device_props *props);

@@ -17,12 +17,19 @@
  *   TP_UNRESOLVED        references a symbol no library defines
  *   TP_NO_HOST_ALLOC     no pinned host memory
  *   TP_MEM_LIMIT         bytes per allocation before OUT_OF_MEMORY
+ *   TP_REENTER           init calls back into libkeel (keel_plugin_count,
+ *                        keel_device_count, keel_init) and reports, as its
+ *                        init failure, what those calls returned
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <keel/device_api.h>
+
+#ifdef TP_REENTER
+#include <dlfcn.h>
+#endif
 
 #ifndef TP_NAME
 #define TP_NAME "alpha"
@@ -64,8 +71,38 @@ extern int keel_test_symbol_nobody_defines(void);
 
 /* ---- device -------------------------------------------------------------- */
 
+#ifdef TP_REENTER
+/* libkeel's own functions, found in the process that loads this plugin. */
+static keel_status reenter(void)
+{
+    keel_status (*k_init)(void);
+    int (*k_plugin_count)(void);
+    int (*k_device_count)(const char *);
+    const char *(*k_last_error)(void);
+    char msg[1024];
+    keel_status st;
+    int np, nd;
+
+    *(void **)&k_init = dlsym(RTLD_DEFAULT, "keel_init");
+    *(void **)&k_plugin_count = dlsym(RTLD_DEFAULT, "keel_plugin_count");
+    *(void **)&k_device_count = dlsym(RTLD_DEFAULT, "keel_device_count");
+    *(void **)&k_last_error = dlsym(RTLD_DEFAULT, "keel_last_error");
+    if (!k_init || !k_plugin_count || !k_device_count || !k_last_error)
+        return fail(KEEL_STATUS_INTERNAL, "libkeel's functions not found");
+    np = k_plugin_count();
+    nd = k_device_count("testdev");
+    st = k_init();
+    snprintf(msg, sizeof(msg), "re-entry: plugin_count %d, device_count %d, "
+             "keel_init status %d: %s", np, nd, (int)st, k_last_error());
+    return fail(st == KEEL_STATUS_OK ? KEEL_STATUS_INTERNAL : st, msg);
+}
+#endif
+
 static keel_status tp_init(void)
 {
+#ifdef TP_REENTER
+    return reenter();
+#endif
 #ifdef TP_UNRESOLVED
     if (keel_test_symbol_nobody_defines())
         return KEEL_STATUS_INTERNAL;
