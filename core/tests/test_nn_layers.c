@@ -457,11 +457,31 @@ static void test_lenet(void)
         CU_ASSERT_PTR_NOT_NULL(g);
         keel_tensor_free(g);
     }
+    /* Paddle's clear_gradients(): every gradient becomes zeros, kept */
+    OK(keel_layer_clear_gradients(net));
+    for (int i = 0; i < 10; i++) {
+        keel_tensor *p = keel_state_dict_get(ps, names[i]);
+        keel_tensor *g = keel_tensor_grad(p);
+        int64_t n = keel_tensor_numel(p);
+        double v = 1;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT_EQUAL(keel_tensor_numel(g), n);
+        for (int64_t k = 0; k < n; k += 1 + n / 7) {
+            OK(keel_tensor_item(g, k, &v));
+            CU_ASSERT_EQUAL(v, 0.0);
+        }
+        OK(keel_tensor_item(g, n - 1, &v));
+        CU_ASSERT_EQUAL(v, 0.0);
+        keel_tensor_free(g);
+    }
+    /* set_to_zero = false drops them */
+    OK(keel_layer_clear_gradients_ex(net, false));
+    for (int i = 0; i < 10; i++)
+        CU_ASSERT_PTR_NULL(keel_tensor_grad(keel_state_dict_get(ps, names[i])));
     keel_state_dict_free(ps);
-    keel_layer_clear_gradients(net);
-    keel_tensor *g = keel_tensor_grad(keel_layer_parameter(
-        keel_layer_sublayer(net, "0"), "weight"));
-    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_EQUAL(keel_layer_clear_gradients(NULL),
+                    KEEL_STATUS_INVALID_ARGUMENT);
     keel_tensor_free(x);
     keel_tensor_free(y);
     keel_tensor_free(lt);
