@@ -1096,6 +1096,37 @@ static void test_get_lr_and_last_lr(void)
     CU_ASSERT(isnan(keel_lr_scheduler_last_lr(NULL)));
 }
 
+/* keel_last_error(): set whole by each failure, emptied by clear. */
+static void test_last_error_contract(void)
+{
+    keel_lr_scheduler *s = NULL;
+
+    keel_clear_error();
+    CU_ASSERT_STRING_EQUAL(keel_last_error(), "");
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_OK);
+
+    CU_ASSERT_EQUAL(keel_lr_step_decay_create(0.1, 0, 0.1, &s),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "step_size"));
+
+    /* a different failure replaces the whole message */
+    CU_ASSERT_EQUAL(keel_lr_scheduler_step_to(NULL, 1),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "step_to"));
+    CU_ASSERT_PTR_NULL(strstr(keel_last_error(), "step_size"));
+    OK(keel_lr_step_decay_create(0.1, 2, 0.1, &s));
+    CU_ASSERT_EQUAL(keel_lr_scheduler_step_metric(s, 1.0),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "StepDecay"));
+    CU_ASSERT_PTR_NULL(strstr(keel_last_error(), "step_to"));
+
+    keel_clear_error();
+    CU_ASSERT_STRING_EQUAL(keel_last_error(), "");
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_OK);
+    keel_lr_scheduler_free(s);
+}
+
 static void test_argument_errors(void)
 {
     static const int64_t unsorted[] = {5, 3};
@@ -1349,6 +1380,7 @@ int main(void)
         {"what Paddle accepts is accepted", test_paddle_accepts},
         {"stepping rules and wrapping", test_step_rules},
         {"get_lr (formula now) and last_lr (stored)", test_get_lr_and_last_lr},
+        {"keel_last_error: replaced whole, cleared", test_last_error_contract},
     };
     CU_pSuite suite;
     unsigned failed;
