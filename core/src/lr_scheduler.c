@@ -800,9 +800,33 @@ keel_status keel_lr_scheduler_step_metric(keel_lr_scheduler *s, double metric)
     return KEEL_STATUS_OK;
 }
 
-double keel_lr_scheduler_get_lr(const keel_lr_scheduler *s)
+double keel_lr_scheduler_last_lr(const keel_lr_scheduler *s)
 {
     return s ? s->last_lr : NAN;
+}
+
+double keel_lr_scheduler_get_lr(const keel_lr_scheduler *s)
+{
+    double lr;
+
+    if (!s) {
+        keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                    "keel_lr_scheduler_get_lr: s is NULL");
+        return NAN;
+    }
+    if (s->kind == LR_PLATEAU) {
+        keel__error(KEEL_STATUS_NOT_SUPPORTED,
+                    "keel_lr_scheduler_get_lr: ReduceOnPlateau has no "
+                    "epoch formula (Paddle raises NotImplementedError); "
+                    "use keel_lr_scheduler_last_lr");
+        return NAN;
+    }
+    /* Paddle's get_lr() at last_epoch: the recursive cosine form reads
+     * last_lr, a warm-up past its end moves its inner scheduler by epoch
+     * (closed form), as Paddle's LinearWarmup.get_lr() does. */
+    if (lr_eval(s, s->last_epoch, false, &lr) != KEEL_STATUS_OK)
+        return NAN;
+    return lr;
 }
 
 int64_t keel_lr_scheduler_last_epoch(const keel_lr_scheduler *s)

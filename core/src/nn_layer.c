@@ -350,14 +350,37 @@ keel_status keel_layer_set_state_dict(keel_layer *layer,
     return st;
 }
 
-void keel_layer_clear_gradients(keel_layer *layer)
+static keel_status clear_gradients(keel_layer *layer, bool set_to_zero)
+{
+    keel_status st;
+
+    for (int i = 0; i < layer->params.n; i++) {
+        keel_tensor *p = layer->params.e[i].t;
+
+        st = set_to_zero ? keel_tensor_clear_grad(p)
+                         : keel_tensor_set_grad(p, NULL);
+        if (st != KEEL_STATUS_OK)
+            return st;
+    }
+    for (int i = 0; i < layer->subs.n; i++) {
+        st = clear_gradients(layer->subs.e[i].sub, set_to_zero);
+        if (st != KEEL_STATUS_OK)
+            return st;
+    }
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel_layer_clear_gradients_ex(keel_layer *layer, bool set_to_zero)
 {
     if (!layer)
-        return;
-    for (int i = 0; i < layer->params.n; i++)
-        keel_tensor_set_grad(layer->params.e[i].t, NULL);
-    for (int i = 0; i < layer->subs.n; i++)
-        keel_layer_clear_gradients(layer->subs.e[i].sub);
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_layer_clear_gradients: layer is NULL");
+    return clear_gradients(layer, set_to_zero);
+}
+
+keel_status keel_layer_clear_gradients(keel_layer *layer)
+{
+    return keel_layer_clear_gradients_ex(layer, true);
 }
 
 /* ---- containers --------------------------------------------------------- */

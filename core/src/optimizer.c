@@ -16,6 +16,7 @@
 
 #include <keel/autograd.h>
 #include <keel/io.h>
+#include <keel/nn.h>
 #include <keel/ops.h>
 #include <keel/optim.h>
 
@@ -176,6 +177,49 @@ fail:
     return st;
 }
 
+keel_status keel_optimizer_create_from_layer(
+    keel_optimizer_kind kind, const keel_layer *layer,
+    const keel_optimizer_options *options, keel_optimizer **out)
+{
+    keel_state_dict *sd = NULL;
+    keel_named_param *params = NULL;
+    keel_status st;
+    int64_t n, i;
+
+    if (out)
+        *out = NULL;
+    if (!layer || !out)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_optimizer_create_from_layer: %s is NULL",
+                           !layer ? "layer" : "out");
+    st = keel_layer_parameters(layer, &sd);
+    if (st)
+        return st;
+    n = keel_state_dict_count(sd);
+    if (n == 0) {
+        st = keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                         "keel_optimizer_create_from_layer: layer '%s' has "
+                         "no parameters",
+                         keel_layer_type(layer));
+        goto done;
+    }
+    params = calloc((size_t)n, sizeof(*params));
+    if (!params) {
+        st = keel__error(KEEL_STATUS_OUT_OF_MEMORY, "optimizer: no memory");
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        st = keel_state_dict_at(sd, i, &params[i].name, &params[i].param);
+        if (st)
+            goto done;
+    }
+    st = keel_optimizer_create(kind, params, (size_t)n, options, out);
+done:
+    free(params);
+    keel_state_dict_free(sd);
+    return st;
+}
+
 void keel_optimizer_free(keel_optimizer *opt)
 {
     size_t i;
@@ -197,7 +241,7 @@ double keel_optimizer_get_lr(const keel_optimizer *opt)
     if (!opt)
         return NAN;
     if (opt->o.lr_scheduler)
-        return keel_lr_scheduler_get_lr(opt->o.lr_scheduler);
+        return keel_lr_scheduler_last_lr(opt->o.lr_scheduler);
     return opt->o.learning_rate;
 }
 

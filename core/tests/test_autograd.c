@@ -1601,6 +1601,86 @@ static void test_detach(void)
     keel_tensor_free(x);
 }
 
+/* Helpers for the scoped no-grad test: each leaves its block early. */
+static int ng_return_inside(keel_tensor *x, bool *recorded)
+{
+    KEEL_NO_GRAD {
+        keel_tensor *y = NULL;
+
+        if (keel_exp(x, &y) != KEEL_STATUS_OK)
+            return -1;
+        *recorded = !keel_tensor_stop_gradient(y);
+        keel_tensor_free(y);
+        return 1; /* leaves the scope by return */
+    }
+    return 0;
+}
+
+static int ng_scope_function(bool fail)
+{
+    KEEL_NO_GRAD_SCOPE;
+
+    if (fail)
+        return keel_is_grad_enabled() ? -1 : 1;
+    return keel_is_grad_enabled() ? -1 : 2;
+}
+
+static void test_no_grad_scoped(void)
+{
+    keel_tensor *x = param(SH(3), -1, 1), *y = NULL;
+    bool recorded = true;
+    int passes = 0;
+
+    CU_ASSERT(keel_is_grad_enabled());
+    KEEL_NO_GRAD {
+        CU_ASSERT(!keel_is_grad_enabled());
+        OK(keel_exp(x, &y));
+        CU_ASSERT(keel_tensor_stop_gradient(y));
+        KEEL_NO_GRAD {
+            CU_ASSERT(!keel_is_grad_enabled());
+            passes++;
+        }
+        CU_ASSERT(!keel_is_grad_enabled()); /* the outer one still open */
+        passes++;
+    }
+    CU_ASSERT_EQUAL(passes, 2); /* each block ran exactly once */
+    CU_ASSERT(keel_is_grad_enabled());
+    keel_tensor_free(y);
+    y = NULL;
+
+    /* return from inside the block */
+    CU_ASSERT_EQUAL(ng_return_inside(x, &recorded), 1);
+    CU_ASSERT(!recorded);
+    CU_ASSERT(keel_is_grad_enabled());
+
+    /* break and goto out of the block */
+    for (int i = 0; i < 3; i++) {
+        KEEL_NO_GRAD {
+            if (i == 1)
+                break; /* leaves the KEEL_NO_GRAD block only */
+            CU_ASSERT(!keel_is_grad_enabled());
+        }
+        CU_ASSERT(keel_is_grad_enabled());
+    }
+    KEEL_NO_GRAD {
+        goto out;
+    }
+out:
+    CU_ASSERT(keel_is_grad_enabled());
+
+    /* the statement form lasts until its function returns */
+    CU_ASSERT_EQUAL(ng_scope_function(true), 1);
+    CU_ASSERT(keel_is_grad_enabled());
+    CU_ASSERT_EQUAL(ng_scope_function(false), 2);
+    CU_ASSERT(keel_is_grad_enabled());
+
+    /* after the scopes, recording works again */
+    OK(keel_exp(x, &y));
+    CU_ASSERT(!keel_tensor_stop_gradient(y));
+    keel_tensor_free(y);
+    keel_tensor_free(x);
+}
+
 static void test_no_grad(void)
 {
     keel_tensor *x = param(SH(3), -1, 1), *y = NULL, *v = NULL;
@@ -1962,6 +2042,7 @@ int main(void)
         {"retain_graph and reuse of a freed graph", test_retain_graph},
         {"detach", test_detach},
         {"no_grad scopes", test_no_grad},
+        {"KEEL_NO_GRAD and KEEL_NO_GRAD_SCOPE", test_no_grad_scoped},
         {"diamond graph", test_diamond},
         {"ties: maximum and max", test_ties},
         {"in-place modification detection", test_inplace_detection},

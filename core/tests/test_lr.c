@@ -73,7 +73,7 @@ static bool follows(keel_lr_scheduler *s, ref_fn ref, const void *params,
                     (long long)e, keel_last_error());
             return false;
         }
-        got = keel_lr_scheduler_get_lr(s);
+        got = keel_lr_scheduler_last_lr(s);
         if (keel_lr_scheduler_last_epoch(s) != e || !near(got, want)) {
             fprintf(stderr,
                     "\n  %s: epoch %lld (last_epoch %lld): got %.17g, "
@@ -180,7 +180,7 @@ static void test_multi_step_copies(void)
     m[1] = 200;
     for (int e = 1; e <= 4; e++)
         OK(keel_lr_scheduler_step(s));
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 0.25, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 0.25, 0);
     keel_lr_scheduler_free(s);
 }
 
@@ -267,7 +267,7 @@ static void test_cosine_t_max_1_and_jumps(void)
     OK(keel_lr_cosine_annealing_decay_create(0.5, 1, 0.1, &s));
     for (int e = 1; e <= 20; e++) {
         OK(keel_lr_scheduler_step(s));
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s),
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s),
                                e % 2 ? 0.1 : 0.5, 1e-15);
     }
     keel_lr_scheduler_free(s);
@@ -278,10 +278,10 @@ static void test_cosine_t_max_1_and_jumps(void)
 
         OK(keel_lr_scheduler_step_to(s, jumps[i]));
         CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), jumps[i]);
-        CU_ASSERT(near(keel_lr_scheduler_get_lr(s), cos_ref(&p, jumps[i])));
+        CU_ASSERT(near(keel_lr_scheduler_last_lr(s), cos_ref(&p, jumps[i])));
         /* ... and the recursion continues from there. */
         OK(keel_lr_scheduler_step(s));
-        CU_ASSERT(near(keel_lr_scheduler_get_lr(s),
+        CU_ASSERT(near(keel_lr_scheduler_last_lr(s),
                        cos_ref(&p, jumps[i] + 1)));
     }
     keel_lr_scheduler_free(s);
@@ -536,16 +536,16 @@ static void test_one_cycle_end(void)
     OK(keel_lr_one_cycle_create(0.1, 10, 25.0, 1e-4, 0.3, NULL, false, &s));
     for (int e = 1; e <= 10; e++)
         OK(keel_lr_scheduler_step(s));
-    lr = keel_lr_scheduler_get_lr(s);
+    lr = keel_lr_scheduler_last_lr(s);
     ERR(keel_lr_scheduler_step(s), KEEL_STATUS_INVALID_STATE, "OneCycleLR",
         "total_steps 10");
     ERR(keel_lr_scheduler_step_to(s, 12), KEEL_STATUS_INVALID_STATE,
         "OneCycleLR");
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 10);
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), lr, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), lr, 0);
     /* A jump back is fine. */
     OK(keel_lr_scheduler_step_to(s, 0));
-    CU_ASSERT(near(keel_lr_scheduler_get_lr(s), 0.1 / 25.0));
+    CU_ASSERT(near(keel_lr_scheduler_last_lr(s), 0.1 / 25.0));
     keel_lr_scheduler_free(s);
 
     /* A zero-length phase fails where Paddle divides by zero: total 4 with
@@ -553,7 +553,7 @@ static void test_one_cycle_end(void)
     OK(keel_lr_one_cycle_create(0.1, 4, 25.0, 1e-4, 1.0, "cos", false, &s));
     for (int e = 1; e <= 3; e++)
         OK(keel_lr_scheduler_step(s));
-    CU_ASSERT(near(keel_lr_scheduler_get_lr(s), 0.1));
+    CU_ASSERT(near(keel_lr_scheduler_last_lr(s), 0.1));
     ERR(keel_lr_scheduler_step(s), KEEL_STATUS_INVALID_ARGUMENT,
         "OneCycleLR", "zero length");
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 3);
@@ -564,7 +564,7 @@ static void test_one_cycle_end(void)
     CU_ASSERT_PTR_NULL(s);
     /* phase_pct 0 is accepted (the rise is skipped), as in Paddle. */
     OK(keel_lr_one_cycle_create(0.1, 4, 25.0, 1e-4, 0.0, "cos", false, &s));
-    CU_ASSERT(near(keel_lr_scheduler_get_lr(s),
+    CU_ASSERT(near(keel_lr_scheduler_last_lr(s),
                    1e-4 + (0.1 - 1e-4) / 2 * (1 + cos(M_PI * 0.25))));
     keel_lr_scheduler_free(s);
 }
@@ -684,14 +684,14 @@ static void test_reduce_on_plateau(void)
             c->min_lr, c->epsilon, &s));
         CU_ASSERT_STRING_EQUAL(keel_lr_scheduler_name(s), "ReduceOnPlateau");
         CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 0);
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), c->lr, 0);
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), c->lr, 0);
         for (int e = 0; e < METRICS; e++) {
             OK(keel_lr_scheduler_step_metric(s, metrics[e]));
-            if (keel_lr_scheduler_get_lr(s) != want[e] ||
+            if (keel_lr_scheduler_last_lr(s) != want[e] ||
                 keel_lr_scheduler_last_epoch(s) != e + 1) {
                 fprintf(stderr, "\n  ReduceOnPlateau case %zu, step %d: got "
                         "%.17g, wanted %.17g\n", i, e + 1,
-                        keel_lr_scheduler_get_lr(s), want[e]);
+                        keel_lr_scheduler_last_lr(s), want[e]);
                 CU_FAIL("ReduceOnPlateau differs from the algorithm");
                 break;
             }
@@ -722,7 +722,7 @@ static void test_plateau_by_hand(void)
         lr = e >= 7 ? 0.25 : e >= 4 ? 0.5 : 1.0;
         if (e >= 10)
             lr = 0.2; /* max(0.125, min_lr) */
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), lr, 0);
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), lr, 0);
     }
     keel_lr_scheduler_free(s);
 
@@ -732,7 +732,7 @@ static void test_plateau_by_hand(void)
         OK(keel_lr_scheduler_step_metric(s, 3.0));
         /* 4; then 2 cooldown steps and 3 bad ones: 9; then 14. */
         lr = e >= 9 ? 0.25 : e >= 4 ? 0.5 : 1.0;
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), lr, 0);
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), lr, 0);
     }
     keel_lr_scheduler_free(s);
 
@@ -746,9 +746,9 @@ static void test_plateau_by_hand(void)
         OK(keel_lr_scheduler_step_metric(s, 0.95)); /* bad 1 */
         OK(keel_lr_scheduler_step_metric(s, 0.85)); /* best 0.85 */
         OK(keel_lr_scheduler_step_metric(s, 0.80)); /* bad 1 */
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 1.0, 0);
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 1.0, 0);
         OK(keel_lr_scheduler_step_metric(s, 0.80)); /* bad 2 > 1 */
-        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 0.5, 0);
+        CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 0.5, 0);
         keel_lr_scheduler_free(s);
     }
 }
@@ -838,8 +838,8 @@ static void test_state_round_trip(void)
 
                 OK(advance(a, which, i));
                 OK(advance(b, which, i));
-                la = keel_lr_scheduler_get_lr(a);
-                lb = keel_lr_scheduler_get_lr(b);
+                la = keel_lr_scheduler_last_lr(a);
+                lb = keel_lr_scheduler_last_lr(b);
                 if (memcmp(&la, &lb, sizeof(la))) {
                     fprintf(stderr, "\n  %s (#%d), cut %d, step %d: %.17g "
                             "vs restored %.17g\n",
@@ -920,9 +920,9 @@ static void test_state_by_name(void)
     OK(keel_lr_step_decay_create(1.0, 5, 0.5, &s));
     OK(keel_lr_scheduler_state_set(s, &st));
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 9);
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 0.125, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 0.125, 0);
     OK(keel_lr_scheduler_step(s)); /* epoch 10: 1.0 * 0.5^2 */
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 0.25, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 0.25, 0);
     keel_lr_scheduler_free(s);
 
     memset(longname, 'x', sizeof(longname) - 1);
@@ -1020,6 +1020,112 @@ static void test_state_errors(void)
 }
 
 /* ---- argument errors ----------------------------------------------------- */
+
+/*
+ * Paddle's two readings of a scheduler: last_lr (what step() stored, what
+ * scheduler() and the optimizer use) and get_lr() (the formula evaluated
+ * now at last_epoch; for the recursive cosine it starts from last_lr).
+ */
+static void test_get_lr_and_last_lr(void)
+{
+    keel_lr_scheduler *s = NULL, *inner = NULL;
+    const double pi = acos(-1.0);
+
+    /* closed form: both agree with the formula, and reading changes
+     * nothing */
+    OK(keel_lr_step_decay_create(0.5, 3, 0.1, &s));
+    for (int e = 0; e < 8; e++) {
+        double want = 0.5 * pow(0.1, (double)(e / 3));
+
+        CU_ASSERT(near(keel_lr_scheduler_last_lr(s), want));
+        CU_ASSERT(near(keel_lr_scheduler_get_lr(s), want));
+        CU_ASSERT(near(keel_lr_scheduler_get_lr(s), want));
+        CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), e);
+        OK(keel_lr_scheduler_step(s));
+    }
+    keel_lr_scheduler_free(s);
+
+    /* recursive cosine: get_lr() applies the epoch's ratio to last_lr
+     * once more, as Paddle's CosineAnnealingDecay.get_lr() does */
+    OK(keel_lr_cosine_annealing_decay_create(1.0, 10, 0.0, &s));
+    CU_ASSERT(near(keel_lr_scheduler_get_lr(s), 1.0));
+    CU_ASSERT(near(keel_lr_scheduler_last_lr(s), 1.0));
+    for (int e = 1; e <= 12; e++) {
+        double last, want_get;
+
+        OK(keel_lr_scheduler_step(s));
+        last = keel_lr_scheduler_last_lr(s);
+        CU_ASSERT(near(last, (1 + cos(pi * e / 10)) / 2));
+        if ((e - 1 - 10) % 20 == 0)
+            want_get = last + 1.0 * (1 - cos(pi / 10)) / 2;
+        else
+            want_get = (1 + cos(pi * e / 10)) / (1 + cos(pi * (e - 1) / 10)) *
+                       last;
+        CU_ASSERT(near(keel_lr_scheduler_get_lr(s), want_get));
+        if (e != 10) /* at the minimum both are 0 */
+            CU_ASSERT(!near(keel_lr_scheduler_get_lr(s), last));
+        /* and it is only a reading */
+        CU_ASSERT_EQUAL(keel_lr_scheduler_last_lr(s), last);
+        CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), e);
+    }
+    keel_lr_scheduler_free(s);
+
+    /* a warm-up around a cosine: the wrapped one is read in closed form */
+    OK(keel_lr_cosine_annealing_decay_create(1.0, 10, 0.0, &inner));
+    OK(keel_lr_linear_warmup_wrap(inner, 2, 0.0, 1.0, &s));
+    for (int e = 0; e < 6; e++) {
+        double want = e < 2 ? e / 2.0 : (1 + cos(pi * (e - 2) / 10)) / 2;
+
+        CU_ASSERT(near(keel_lr_scheduler_last_lr(s), want));
+        CU_ASSERT(near(keel_lr_scheduler_get_lr(s), want));
+        OK(keel_lr_scheduler_step(s));
+    }
+    keel_lr_scheduler_free(s);
+
+    /* ReduceOnPlateau has no get_lr formula */
+    OK(keel_lr_reduce_on_plateau_create(0.3, NULL, 0.1, 10, 1e-4, NULL, 0,
+                                        0.0, 1e-8, &s));
+    keel_clear_error();
+    CU_ASSERT(isnan(keel_lr_scheduler_get_lr(s)));
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "ReduceOnPlateau"));
+    CU_ASSERT(near(keel_lr_scheduler_last_lr(s), 0.3));
+    keel_lr_scheduler_free(s);
+
+    CU_ASSERT(isnan(keel_lr_scheduler_get_lr(NULL)));
+    CU_ASSERT(isnan(keel_lr_scheduler_last_lr(NULL)));
+}
+
+/* keel_last_error(): set whole by each failure, emptied by clear. */
+static void test_last_error_contract(void)
+{
+    keel_lr_scheduler *s = NULL;
+
+    keel_clear_error();
+    CU_ASSERT_STRING_EQUAL(keel_last_error(), "");
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_OK);
+
+    CU_ASSERT_EQUAL(keel_lr_step_decay_create(0.1, 0, 0.1, &s),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "step_size"));
+
+    /* a different failure replaces the whole message */
+    CU_ASSERT_EQUAL(keel_lr_scheduler_step_to(NULL, 1),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "step_to"));
+    CU_ASSERT_PTR_NULL(strstr(keel_last_error(), "step_size"));
+    OK(keel_lr_step_decay_create(0.1, 2, 0.1, &s));
+    CU_ASSERT_EQUAL(keel_lr_scheduler_step_metric(s, 1.0),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "StepDecay"));
+    CU_ASSERT_PTR_NULL(strstr(keel_last_error(), "step_to"));
+
+    keel_clear_error();
+    CU_ASSERT_STRING_EQUAL(keel_last_error(), "");
+    CU_ASSERT_EQUAL(keel_last_status(), KEEL_STATUS_OK);
+    keel_lr_scheduler_free(s);
+}
 
 static void test_argument_errors(void)
 {
@@ -1197,14 +1303,14 @@ static void test_step_rules(void)
         "StepDecay", "epoch");
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 0);
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(p), 0);
-    CU_ASSERT(isnan(keel_lr_scheduler_get_lr(NULL)));
+    CU_ASSERT(isnan(keel_lr_scheduler_last_lr(NULL)));
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(NULL), -1);
     CU_ASSERT_STRING_EQUAL(keel_lr_scheduler_name(NULL), "");
     keel_lr_scheduler_free(NULL);
 
     /* step_to for an epoch formula. */
     OK(keel_lr_scheduler_step_to(s, 10));
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(s), 0.125, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(s), 0.125, 0);
     OK(keel_lr_scheduler_step(s));
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 11);
 
@@ -1222,11 +1328,11 @@ static void test_step_rules(void)
      * the step decay restarts at its epoch 0. */
     for (int e = 1; e <= 15; e++)
         OK(keel_lr_scheduler_step(w3));
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(w3), 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(w3), 1.0, 0);
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 0);
     for (int e = 1; e <= 6; e++)
         OK(keel_lr_scheduler_step(w3));
-    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_get_lr(w3), 0.25, 0);
+    CU_ASSERT_DOUBLE_EQUAL(keel_lr_scheduler_last_lr(w3), 0.25, 0);
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(s), 6);
     CU_ASSERT_EQUAL(keel_lr_scheduler_last_epoch(w), 11);
     keel_lr_scheduler_free(w3);
@@ -1273,6 +1379,8 @@ int main(void)
          test_argument_errors},
         {"what Paddle accepts is accepted", test_paddle_accepts},
         {"stepping rules and wrapping", test_step_rules},
+        {"get_lr (formula now) and last_lr (stored)", test_get_lr_and_last_lr},
+        {"keel_last_error: replaced whole, cleared", test_last_error_contract},
     };
     CU_pSuite suite;
     unsigned failed;

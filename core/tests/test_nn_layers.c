@@ -457,11 +457,31 @@ static void test_lenet(void)
         CU_ASSERT_PTR_NOT_NULL(g);
         keel_tensor_free(g);
     }
+    /* Paddle's clear_gradients(): every gradient becomes zeros, kept */
+    OK(keel_layer_clear_gradients(net));
+    for (int i = 0; i < 10; i++) {
+        keel_tensor *p = keel_state_dict_get(ps, names[i]);
+        keel_tensor *g = keel_tensor_grad(p);
+        int64_t n = keel_tensor_numel(p);
+        double v = 1;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT_EQUAL(keel_tensor_numel(g), n);
+        for (int64_t k = 0; k < n; k += 1 + n / 7) {
+            OK(keel_tensor_item(g, k, &v));
+            CU_ASSERT_EQUAL(v, 0.0);
+        }
+        OK(keel_tensor_item(g, n - 1, &v));
+        CU_ASSERT_EQUAL(v, 0.0);
+        keel_tensor_free(g);
+    }
+    /* set_to_zero = false drops them */
+    OK(keel_layer_clear_gradients_ex(net, false));
+    for (int i = 0; i < 10; i++)
+        CU_ASSERT_PTR_NULL(keel_tensor_grad(keel_state_dict_get(ps, names[i])));
     keel_state_dict_free(ps);
-    keel_layer_clear_gradients(net);
-    keel_tensor *g = keel_tensor_grad(keel_layer_parameter(
-        keel_layer_sublayer(net, "0"), "weight"));
-    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_EQUAL(keel_layer_clear_gradients(NULL),
+                    KEEL_STATUS_INVALID_ARGUMENT);
     keel_tensor_free(x);
     keel_tensor_free(y);
     keel_tensor_free(lt);
@@ -834,6 +854,123 @@ static void test_losses(void)
 
 /* ---- state dict round trip ---------------------------------------------- */
 
+/* ---- keel_tensor_from_floats ---------------------------------------- */
+
+static float f_bits(uint32_t u)
+{
+    float f;
+
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* The 16-bit codes a float16 / bfloat16 tensor made from `v` holds. */
+static void half_codes(const float *v, int64_t n, keel_dtype dt,
+                       uint16_t *codes)
+{
+    keel_tensor *t = NULL;
+
+    OK(keel_tensor_from_floats(v, 1, &n, dt, NULL, &t));
+    CU_ASSERT_EQUAL(keel_tensor_dtype(t), dt);
+    OK(keel_tensor_to_host(t, codes, (size_t)n * 2));
+    keel_tensor_free(t);
+}
+
+static void test_from_floats(void)
+{
+    /* float16: ties to even, subnormals, overflow, signed zero, inf, NaN */
+    const float hv[] = {
+        1.0f, -2.0f, 65504.0f, 65519.0f, 65520.0f, 1e6f,
+        1.0f + 0x1p-11f,          /* tie between 1 and 1+2^-10: even, 1  */
+        1.0f + 3 * 0x1p-11f,      /* tie: up to the even 1+2^-9          */
+        0x1p-24f, 0x1p-25f,       /* smallest subnormal; its half ties 0 */
+        0x1.8p-25f, 0x1p-14f,     /* rounds up to 2^-24; smallest normal */
+        0x1.ffcp-15f,             /* largest subnormal + a tie: normal   */
+        -0.0f, INFINITY, -INFINITY, 1e-45f, f_bits(0x7f800001u)};
+    const uint16_t hw[] = {0x3c00, 0xc000, 0x7bff, 0x7bff, 0x7c00, 0x7c00,
+                           0x3c00, 0x3c02, 0x0001, 0x0000, 0x0001, 0x0400,
+                           0x0400, 0x8000, 0x7c00, 0xfc00, 0x0000};
+    /* bfloat16 */
+    const float bv[] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -3.0f,
+                        f_bits(0x7f7fffffu), INFINITY, f_bits(0xffffffffu),
+                        f_bits(0x7f800001u)};
+    const uint16_t bw[] = {0x3f80, 0x3f80, 0x3f82, 0xc040, 0x7f80, 0x7f80};
+    const int nh = (int)(sizeof(hv) / sizeof(hv[0]));
+    const int nb = (int)(sizeof(bv) / sizeof(bv[0]));
+    uint16_t codes[32];
+    float many[512];
+    keel_tensor *t = NULL, *f32 = NULL, *ref = NULL;
+    int64_t n = 512, two[2] = {2, 3};
+    double v;
+
+    half_codes(hv, nh, KEEL_F16, codes);
+    for (int i = 0; i < nh - 1; i++)
+        if (codes[i] != hw[i])
+            CU_FAIL_FATAL("float16 code differs from IEEE rounding");
+    /* a NaN stays NaN: exponent all ones and a non-zero mantissa */
+    CU_ASSERT_EQUAL(codes[nh - 1] & 0x7c00, 0x7c00);
+    CU_ASSERT(codes[nh - 1] & 0x03ff);
+
+    half_codes(bv, nb, KEEL_BF16, codes);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(codes[i], bw[i]);
+    for (int i = 6; i < nb; i++) { /* NaNs, one with the sign bit */
+        CU_ASSERT_EQUAL(codes[i] & 0x7f80, 0x7f80);
+        CU_ASSERT(codes[i] & 0x007f);
+    }
+    CU_ASSERT(codes[6] & 0x8000);
+    CU_ASSERT(!(codes[7] & 0x8000));
+
+    /* against keel_cast of a float32 tensor (the plugin's conversion),
+     * over values spread across float16's range */
+    for (int i = 0; i < 512; i++)
+        many[i] = (float)((i % 2 ? -1 : 1) * ldexp(1.0 + (i * 37 % 512) / 511.0,
+                                                   i % 40 - 26));
+    for (int d = 0; d < 2; d++) {
+        keel_dtype dt = d ? KEEL_BF16 : KEEL_F16;
+        uint16_t a[512], b[512];
+
+        OK(keel_tensor_from_floats(many, 1, &n, dt, NULL, &t));
+        OK(keel_tensor_from_host(many, KEEL_F32, 1, &n, NULL, &f32));
+        OK(keel_cast(f32, dt, &ref));
+        OK(keel_tensor_to_host(t, a, sizeof(a)));
+        OK(keel_tensor_to_host(ref, b, sizeof(b)));
+        CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+        keel_tensor_free(t);
+        keel_tensor_free(f32);
+        keel_tensor_free(ref);
+    }
+
+    /* float32 and float64, a 2-D shape, and an empty tensor */
+    OK(keel_tensor_from_floats(many, 2, two, KEEL_F64, NULL, &t));
+    CU_ASSERT_EQUAL(keel_tensor_ndim(t), 2);
+    OK(keel_tensor_item(t, 5, &v));
+    CU_ASSERT_EQUAL(v, (double)many[5]);
+    keel_tensor_free(t);
+    OK(keel_tensor_from_floats(many, 1, &n, KEEL_F32, NULL, &t));
+    OK(keel_tensor_item(t, 511, &v));
+    CU_ASSERT_EQUAL(v, (double)many[511]);
+    keel_tensor_free(t);
+    n = 0;
+    OK(keel_tensor_from_floats(NULL, 1, &n, KEEL_F16, NULL, &t));
+    CU_ASSERT_EQUAL(keel_tensor_numel(t), 0);
+    keel_tensor_free(t);
+
+    /* errors */
+    n = 4;
+    CU_ASSERT_EQUAL(keel_tensor_from_floats(many, 1, &n, KEEL_I32, NULL, &t),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "int32"));
+    CU_ASSERT_PTR_NULL(t);
+    CU_ASSERT_EQUAL(keel_tensor_from_floats(NULL, 1, &n, KEEL_F16, NULL, &t),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "data is NULL"));
+    CU_ASSERT_NOT_EQUAL(
+        keel_tensor_from_floats(many, 1, &n, KEEL_F16, "nosuchdevice:0", &t),
+        KEEL_STATUS_OK);
+    CU_ASSERT_PTR_NULL(t);
+}
+
 static void test_state_dict(void)
 {
     keel_layer *a = NULL, *b = NULL, *ls[2] = {NULL, NULL};
@@ -1078,6 +1215,8 @@ int main(void)
          test_norms_embedding},
         {"losses: values and gradients", test_losses},
         {"state dict save/load/set and mismatch", test_state_dict},
+        {"keel_tensor_from_floats: float16/bfloat16 rounding",
+         test_from_floats},
     };
     CU_pSuite suite;
     unsigned failed;

@@ -17,6 +17,7 @@
 
 #include <keel/autograd.h>
 #include <keel/io.h>
+#include <keel/nn.h>
 #include <keel/ops.h>
 #include <keel/optim.h>
 
@@ -525,6 +526,107 @@ static void test_backward(void)
         keel_tensor_free(t[i]);
 }
 
+/* Paddle's AdamW(parameters=model.parameters()): built from a layer, the
+ * optimizer updates exactly what one built by hand over the same named
+ * parameters updates, keys its state by the layer's names, and reads the
+ * scheduler's last_lr (not get_lr). */
+static void test_from_layer(void)
+{
+    keel_layer *a = NULL, *b = NULL, *relu = NULL;
+    keel_optimizer *oa = NULL, *ob = NULL, *bad = NULL;
+    keel_optimizer_options o = keel_optimizer_default_options(KEEL_OPTIM_ADAMW);
+    keel_lr_scheduler *sa = NULL, *sb = NULL;
+    keel_state_dict *pa = NULL, *pb = NULL, *st = NULL;
+    keel_named_param np[2];
+    keel_tensor *x = NULL;
+    int64_t xs[2] = {4, 3};
+
+    keel_seed(7);
+    OK(keel_nn_linear(3, 2, NULL, NULL, &a));
+    keel_seed(7);
+    OK(keel_nn_linear(3, 2, NULL, NULL, &b));
+    OK(keel_lr_cosine_annealing_decay_create(0.1, 5, 0.0, &sa));
+    OK(keel_lr_cosine_annealing_decay_create(0.1, 5, 0.0, &sb));
+    o.lr_scheduler = sa;
+    OK(keel_optimizer_create_from_layer(KEEL_OPTIM_ADAMW, a, &o, &oa));
+    OK(keel_layer_parameters(b, &pb));
+    CU_ASSERT_EQUAL_FATAL(keel_state_dict_count(pb), 2);
+    for (int i = 0; i < 2; i++)
+        OK(keel_state_dict_at(pb, i, &np[i].name, &np[i].param));
+    o.lr_scheduler = sb;
+    OK(keel_optimizer_create(KEEL_OPTIM_ADAMW, np, 2, &o, &ob));
+    OK(keel_randn(2, xs, KEEL_F32, NULL, &x));
+    for (int k = 0; k < 4; k++) {
+        keel_layer *m[2] = {a, b};
+        keel_optimizer *opt[2] = {oa, ob};
+        keel_lr_scheduler *sc[2] = {sa, sb};
+
+        for (int j = 0; j < 2; j++) {
+            keel_tensor *y = NULL, *sq = NULL, *loss = NULL;
+
+            OK(keel_layer_call(m[j], x, &y));
+            OK(keel_square(y, &sq));
+            OK(keel_sum(sq, 0, NULL, false, &loss));
+            OK(keel_backward(loss, NULL, false));
+            OK(keel_optimizer_step(opt[j]));
+            OK(keel_optimizer_clear_grad(opt[j]));
+            OK(keel_lr_scheduler_step(sc[j]));
+            keel_tensor_free(y);
+            keel_tensor_free(sq);
+            keel_tensor_free(loss);
+        }
+        /* the optimizer uses last_lr; after a cosine step get_lr differs */
+        CU_ASSERT_EQUAL(keel_optimizer_get_lr(oa),
+                        keel_lr_scheduler_last_lr(sa));
+        CU_ASSERT(keel_optimizer_get_lr(oa) != keel_lr_scheduler_get_lr(sa));
+    }
+    OK(keel_layer_parameters(a, &pa));
+    for (int i = 0; i < 2; i++) {
+        keel_tensor *ta = NULL, *tb = NULL;
+        const char *na = NULL;
+        double va, vb, v0;
+
+        OK(keel_state_dict_at(pa, i, &na, &ta));
+        CU_ASSERT_STRING_EQUAL(na, np[i].name);
+        tb = np[i].param;
+        for (int64_t e = 0; e < keel_tensor_numel(ta); e++) {
+            OK(keel_tensor_item(ta, e, &va));
+            OK(keel_tensor_item(tb, e, &vb));
+            CU_ASSERT_EQUAL(va, vb);
+        }
+        /* and they did move (bias starts at 0) */
+        OK(keel_tensor_item(ta, 0, &v0));
+        if (!strcmp(na, "bias"))
+            CU_ASSERT(v0 != 0.0);
+    }
+    OK(keel_state_dict_create(&st));
+    OK(keel_optimizer_state_get(oa, st));
+    CU_ASSERT(keel_state_dict_contains(st, "weight_moment1_0"));
+    CU_ASSERT(keel_state_dict_contains(st, "bias_moment2_0"));
+    CU_ASSERT_EQUAL(keel_optimizer_step_count(oa), 4);
+
+    /* errors */
+    ERR(keel_optimizer_create_from_layer(KEEL_OPTIM_SGD, NULL, NULL, &bad),
+        KEEL_STATUS_INVALID_ARGUMENT, "layer is NULL");
+    CU_ASSERT_PTR_NULL(bad);
+    OK(keel_nn_activation_default(KEEL_ACT_RELU, &relu));
+    ERR(keel_optimizer_create_from_layer(KEEL_OPTIM_SGD, relu, NULL, &bad),
+        KEEL_STATUS_INVALID_ARGUMENT, "no parameters");
+    CU_ASSERT_PTR_NULL(bad);
+
+    keel_state_dict_free(st);
+    keel_state_dict_free(pa);
+    keel_state_dict_free(pb);
+    keel_tensor_free(x);
+    keel_optimizer_free(oa);
+    keel_optimizer_free(ob);
+    keel_lr_scheduler_free(sa);
+    keel_lr_scheduler_free(sb);
+    keel_layer_free(relu);
+    keel_layer_free(a);
+    keel_layer_free(b);
+}
+
 static void test_errors(void)
 {
     keel_tensor *t[NP];
@@ -612,6 +714,7 @@ int main(void)
         {"gradient clips", test_clips},
         {"state dict save and resume", test_resume},
         {"gradients from keel_backward", test_backward},
+        {"created from a layer; reads last_lr", test_from_layer},
         {"errors", test_errors},
     };
     CU_pSuite suite;

@@ -140,6 +140,64 @@ KEEL_API void keel_no_grad_end(void);
 /** true when this thread records graphs (no no-grad scope is open). */
 KEEL_API bool keel_is_grad_enabled(void);
 
+/*
+ * Scoped no-grad, the C form of Python's `with paddle.no_grad():`.
+ *
+ *   KEEL_NO_GRAD {
+ *       keel_layer_call(model, x, &logits);   // nothing is recorded
+ *       if (bad) return KEEL_STATUS_...;       // the scope still closes
+ *   }
+ *
+ *   static keel_status evaluate(...)
+ *   {
+ *       KEEL_NO_GRAD_SCOPE;    // no-grad until this function returns
+ *       ...
+ *   }
+ *
+ * With GCC and clang both are built on __attribute__((cleanup)): the scope
+ * closes however control leaves the block (its end, break, continue,
+ * return, goto), so an early return cannot leave the thread in no-grad
+ * mode. Limits:
+ *   - inside KEEL_NO_GRAD { }, break and continue leave the KEEL_NO_GRAD
+ *     block itself (it is a one-pass for-loop), not an enclosing loop;
+ *   - longjmp() and thread cancellation run no cleanup: the scope stays
+ *     open (call keel_no_grad_end yourself);
+ *   - two KEEL_NO_GRAD or KEEL_NO_GRAD_SCOPE on one source line clash
+ *     (their hidden variables are named after the line).
+ * With other compilers KEEL_NO_GRAD is a plain one-pass loop that closes
+ * the scope only when control reaches the end of its block (break, return
+ * and goto out of it leave no-grad on: use keel_no_grad_begin/end there),
+ * and KEEL_NO_GRAD_SCOPE is not defined.
+ */
+#define KEEL__NG_CAT2(a, b) a##b
+#define KEEL__NG_CAT(a, b) KEEL__NG_CAT2(a, b)
+
+#if defined(__GNUC__) || defined(__clang__)
+static inline void keel__no_grad_cleanup(int *scope)
+{
+    (void)scope;
+    keel_no_grad_end();
+}
+
+#define KEEL_NO_GRAD                                                       \
+    for (int KEEL__NG_CAT(keel__ng_scope_, __LINE__)                        \
+             __attribute__((cleanup(keel__no_grad_cleanup))) =              \
+                 (keel_no_grad_begin(), 1);                                 \
+         KEEL__NG_CAT(keel__ng_scope_, __LINE__);                           \
+         KEEL__NG_CAT(keel__ng_scope_, __LINE__) = 0)
+
+#define KEEL_NO_GRAD_SCOPE                                                 \
+    int KEEL__NG_CAT(keel__ng_guard_, __LINE__)                             \
+        __attribute__((cleanup(keel__no_grad_cleanup), unused)) =           \
+            (keel_no_grad_begin(), 0)
+#else
+#define KEEL_NO_GRAD                                                       \
+    for (int KEEL__NG_CAT(keel__ng_scope_, __LINE__) =                      \
+             (keel_no_grad_begin(), 1);                                     \
+         KEEL__NG_CAT(keel__ng_scope_, __LINE__);                           \
+         KEEL__NG_CAT(keel__ng_scope_, __LINE__) = 0, keel_no_grad_end())
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -114,8 +114,21 @@ KEEL_API keel_status keel_layer_state_dict(const keel_layer *layer,
 KEEL_API keel_status keel_layer_set_state_dict(keel_layer *layer,
                                                const keel_state_dict *sd,
                                                bool strict);
-/** Drop (set_to_zero false) every parameter's gradient. */
-KEEL_API void keel_layer_clear_gradients(keel_layer *layer);
+/**
+ * Paddle's layer.clear_gradients() (set_to_zero = True): every parameter
+ * gradient that exists becomes zeros of its shape (see
+ * keel_tensor_clear_grad); parameters without one are left alone. Returns
+ * OK, INVALID_ARGUMENT (NULL) or the first error of zeroing (out of
+ * memory); on an error the parameters before the failing one are cleared.
+ */
+KEEL_API keel_status keel_layer_clear_gradients(keel_layer *layer);
+/**
+ * Paddle's layer.clear_gradients(set_to_zero): set_to_zero true zeroes as
+ * above; false drops every gradient (keel_tensor_grad() then returns NULL
+ * and an optimizer skips the parameter until the next backward).
+ */
+KEEL_API keel_status keel_layer_clear_gradients_ex(keel_layer *layer,
+                                                   bool set_to_zero);
 
 /* ---- containers ---------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
  *   keel_lr_scheduler *s;
  *   keel_lr_step_decay_create(0.5, 30, 0.1, &s);  // last_epoch 0, lr 0.5
  *   for (epoch...) {
- *       train_one_epoch(keel_lr_scheduler_get_lr(s));
+ *       train_one_epoch(keel_lr_scheduler_last_lr(s));
  *       keel_lr_scheduler_step(s);                 // last_epoch += 1
  *   }
  *   keel_lr_scheduler_free(s);
@@ -265,8 +265,26 @@ KEEL_API keel_status keel_lr_scheduler_step_metric(keel_lr_scheduler *s,
                                                    double metric);
 
 /**
- * The current learning rate (Paddle's scheduler() / last_lr): the value to
- * use for the next optimizer step. NaN for NULL.
+ * Paddle's `last_lr` attribute, which `scheduler()` also returns: the rate
+ * the last step (or the constructor) set, i.e. the rate the next optimizer
+ * step uses. This is what an optimizer with this scheduler reads. NaN for
+ * NULL.
+ */
+KEEL_API double keel_lr_scheduler_last_lr(const keel_lr_scheduler *s);
+
+/**
+ * Paddle's `scheduler.get_lr()`: the rate the scheduler's formula gives for
+ * the current last_epoch, computed now without changing anything (Paddle's
+ * step() is last_epoch += 1 followed by last_lr = get_lr()). For every
+ * closed-form schedule this equals keel_lr_scheduler_last_lr(). It differs
+ * where Paddle's get_lr() is recursive: CosineAnnealingDecay derives the
+ * rate from last_lr, so calling get_lr() after a step applies the epoch's
+ * ratio once more, exactly as Paddle's get_lr() does. ReduceOnPlateau has
+ * no formula (Paddle raises NotImplementedError): NaN, with a message in
+ * keel_last_error(). NaN for NULL.
+ *
+ * Earlier versions of keel returned last_lr here; code that wants the rate
+ * of the next optimizer step should call keel_lr_scheduler_last_lr().
  */
 KEEL_API double keel_lr_scheduler_get_lr(const keel_lr_scheduler *s);
 
@@ -414,7 +432,7 @@ typedef bool (*keel_decay_param_fn)(const char *name, void *user);
  *
  * learning_rate     used when lr_scheduler is NULL; finite, >= 0
  *                   (Paddle default 0.001)
- * lr_scheduler      borrowed (not owned): its get_lr is read at every step;
+ * lr_scheduler      borrowed (not owned): its last_lr is read at every step;
  *                   it must outlive the optimizer
  * weight_decay      SGD/Momentum/Adam: L2 regularization coefficient,
  *                   coupled (added to the gradient), default 0;
@@ -458,6 +476,22 @@ KEEL_API keel_status keel_optimizer_create(keel_optimizer_kind kind,
                                            size_t num_params,
                                            const keel_optimizer_options *options,
                                            keel_optimizer **out);
+
+/** A layer (keel/nn.h); declared here so that optimizers can take one. */
+typedef struct keel_layer keel_layer;
+
+/**
+ * Create an optimizer over every parameter of `layer` (Paddle's
+ * `parameters=model.parameters()`): the parameters of keel_layer_parameters(),
+ * in its order and under its dotted names ("0.weight", "fc.bias", ...),
+ * which then key the optimizer's state dict and AdamW's decay filter. The
+ * optimizer references the tensors, not the layer: parameters registered
+ * after this call are not updated. Returns as keel_optimizer_create(), plus
+ * INVALID_ARGUMENT for a NULL layer or one without parameters.
+ */
+KEEL_API keel_status keel_optimizer_create_from_layer(
+    keel_optimizer_kind kind, const keel_layer *layer,
+    const keel_optimizer_options *options, keel_optimizer **out);
 
 /** Free an optimizer (NULL is a no-op). The scheduler is not freed. */
 KEEL_API void keel_optimizer_free(keel_optimizer *opt);

@@ -34,7 +34,8 @@
  * one, the first in discovery order). The index defaults to 0.
  *
  * Errors: every function returning keel_status leaves a thread-local message
- * readable with keel_last_error() when it fails.
+ * readable with keel_last_error() when it fails (valid right after that
+ * failure; successful calls do not clear it, see keel_last_error()).
  */
 #ifndef KEEL_RUNTIME_H
 #define KEEL_RUNTIME_H
@@ -66,13 +67,31 @@ KEEL_API const char *keel_version(void);
 /** Stable name of a status ("KEEL_STATUS_OUT_OF_MEMORY"); never NULL. */
 KEEL_API const char *keel_status_name(keel_status status);
 
-/** Message of the last failing keel call on this thread ("" if none). */
+/**
+ * The error of this thread, errno-style. A keel call that fails (returns a
+ * status other than OK, or a NULL / NaN / -1 result documented as an
+ * error) sets it to a message naming what was wrong; the message is
+ * replaced whole, never appended to. A call that succeeds does not clear
+ * it, so:
+ *
+ *   - read it right after a call that reported a failure, before any
+ *     other keel call on this thread: it then describes that failure;
+ *   - never use it to find out whether a call failed (after a success it
+ *     may still hold the message of an earlier failure, or of a failure
+ *     keel recovered from internally); test the returned status;
+ *   - keel_clear_error() empties it, if you want a clean slate.
+ *
+ * The pointer stays valid until the next keel call on this thread. ""
+ * when nothing failed since the thread started or the last clear.
+ */
 KEEL_API const char *keel_last_error(void);
 
-/** Status of the last failing keel call on this thread (OK if none). */
+/** Status that goes with keel_last_error(): valid at the same moments
+ *  (OK when nothing failed since the thread started or the last clear). */
 KEEL_API keel_status keel_last_status(void);
 
-/** Forget this thread's last error. */
+/** Forget this thread's last error: keel_last_error() returns "" and
+ *  keel_last_status() OK until the next failure. */
 KEEL_API void keel_clear_error(void);
 
 /* ---- lifetime ---------------------------------------------------------- */

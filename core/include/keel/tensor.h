@@ -81,6 +81,22 @@ KEEL_API keel_status keel_tensor_from_host(const void *data, keel_dtype dtype,
                                            int ndim, const int64_t *shape,
                                            const char *device,
                                            keel_tensor **out);
+/**
+ * A tensor of a floating-point dtype (float32, float64, float16 or
+ * bfloat16) from numel row-major host float32 values: Paddle's
+ * to_tensor(data, dtype='float16'), without raw bits or a float32 tensor
+ * plus a cast. float16 and bfloat16 round to nearest even (independent of
+ * the FPU rounding mode); values beyond the dtype's range become +-inf,
+ * infinities stay infinite and NaN stays a (quiet) NaN. data may be NULL
+ * only when numel is 0. Returns OK, INVALID_ARGUMENT (a non-float dtype, a
+ * bad shape, NULL data), INVALID_DEVICE / NOT_FOUND (device) or
+ * OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_tensor_from_floats(const float *data, int ndim,
+                                             const int64_t *shape,
+                                             keel_dtype dtype,
+                                             const char *device,
+                                             keel_tensor **out);
 /** Uninitialised contents. */
 KEEL_API keel_status keel_empty(int ndim, const int64_t *shape,
                                 keel_dtype dtype, const char *device,

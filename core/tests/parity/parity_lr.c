@@ -406,7 +406,7 @@ static json_t *run_config(json_t *cfg)
     }
     values = json_array();
     if (!values || json_array_append_new(values,
-                                         lr_json(keel_lr_scheduler_get_lr(s))))
+                                         lr_json(keel_lr_scheduler_last_lr(s))))
         goto fail;
     for (json_int_t k = 1; k <= steps; k++) {
         json_t *v;
@@ -416,7 +416,7 @@ static json_t *run_config(json_t *cfg)
                 s, json_number_value(json_array_get(metrics, k - 1)));
         else
             st = keel_lr_scheduler_step(s);
-        v = st == KEEL_STATUS_OK ? lr_json(keel_lr_scheduler_get_lr(s))
+        v = st == KEEL_STATUS_OK ? lr_json(keel_lr_scheduler_last_lr(s))
                                  : json_null();
         if (json_array_append_new(values, v))
             goto fail;
