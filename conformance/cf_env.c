@@ -458,15 +458,23 @@ int cf_dev_index(int32_t dev)
     return -1;
 }
 
+void cf_gate_init(struct cf_gate *g, double limit_s)
+{
+    atomic_init(&g->open, 0);
+    atomic_init(&g->ran, 0);
+    atomic_init(&g->entered, 0);
+    g->limit_s = limit_s;
+}
+
 void cf_gate_fn(void *arg)
 {
     struct cf_gate *g = arg;
     double end = cf_now() + g->limit_s;
 
-    g->entered = 1;
-    while (!g->open && cf_now() < end)
+    atomic_store(&g->entered, 1);
+    while (!atomic_load(&g->open) && cf_now() < end)
         cf_sleep_ms(0.2);
-    g->ran++;
+    atomic_fetch_add(&g->ran, 1);
 }
 
 /* ---- setup of a core-context child ----------------------------------------------- */

@@ -38,6 +38,16 @@ void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun)
     }
 }
 
+int cf_count_suite_failures(void)
+{
+    int n = 0;
+
+    for (int s = 0; s < cf_nsuites; s++)
+        if (cf_suites[s].exit_failure[0])
+            n++;
+    return n;
+}
+
 /* ---- summary --------------------------------------------------------------- */
 
 static void suite_counts(const struct cf_suite *s, int c[5], double *ms)
@@ -85,7 +95,7 @@ static void print_indented(FILE *out, const char *id, const char *msg)
 
 void cf_print_summary(FILE *out, const struct cf_run_info *ri)
 {
-    int tot[5] = {0};
+    int tot[5] = {0}, nsf, ntf;
     double total_ms = 0;
     bool any_detail = false;
 
@@ -98,6 +108,8 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
         suite_counts(&cf_suites[s], c, &ms);
         if (c[0] + c[1] + c[2] + c[3] + c[4] == 0)
             continue;
+        if (cf_suites[s].exit_failure[0])
+            c[1]++; /* the suite's own failure (its process's exit) */
         fprintf(out, "  %-26s %6d %6d %6d %6d %8.2fs\n", cf_suites[s].name,
                 c[0], c[1] + c[4], c[2], c[3], cf_suites[s].seconds);
         for (int k = 0; k < 5; k++)
@@ -116,6 +128,17 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
         print_indented(out, t->id,
                        t->message && *t->message ? t->message : "not run");
     }
+    for (int s = 0; s < cf_nsuites; s++) {
+        char id[96];
+
+        if (!cf_suites[s].exit_failure[0])
+            continue;
+        if (!any_detail)
+            fprintf(out, "\nFailures\n");
+        any_detail = true;
+        snprintf(id, sizeof(id), "%s (suite)", cf_suites[s].name);
+        print_indented(out, id, cf_suites[s].exit_failure);
+    }
     any_detail = false;
     for (int i = 0; i < cf_ntests; i++) {
         const struct cf_test *t = &cf_tests[i];
@@ -130,14 +153,20 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
     }
     (void)total_ms;
     fprintf(out, "\n");
+    nsf = cf_count_suite_failures();
+    ntf = tot[1] + tot[4] - nsf;
     if (ri->certified)
         fprintf(out, "Result: PASS: plugin %s %s certified at level %s\n",
                 ri->probe->name, ri->probe->version, ri->certified);
-    else if (tot[1] + tot[4] == 0 && ri->opt->nfilters)
+    else if (ntf + nsf == 0 && ri->opt->nfilters)
         fprintf(out, "Result: PASS (filtered run: not a certification)\n");
+    else if (nsf == 0)
+        fprintf(out, "Result: FAIL: %d test%s failed\n", ntf,
+                ntf == 1 ? "" : "s");
     else
-        fprintf(out, "Result: FAIL: %d test%s failed\n", tot[1] + tot[4],
-                tot[1] + tot[4] == 1 ? "" : "s");
+        fprintf(out, "Result: FAIL: %d test%s failed, and the test process "
+                     "of %d suite%s ended abnormally\n",
+                ntf, ntf == 1 ? "" : "s", nsf, nsf == 1 ? "" : "s");
     fflush(out);
 }
 
@@ -221,23 +250,33 @@ int cf_write_junit(const char *path, const struct cf_run_info *ri, char *err,
     xml_escape(f, ri->probe->name);
     fprintf(f, "\" tests=\"%d\" failures=\"%d\" skipped=\"%d\" "
                "time=\"%.3f\">\n",
-            pass + fail + skip + known + notrun, fail + notrun, skip + known,
+            pass + fail + skip + known + notrun + cf_count_suite_failures(),
+            fail + notrun + cf_count_suite_failures(), skip + known,
             ri->seconds);
     for (int s = 0; s < cf_nsuites; s++) {
-        int c[5];
+        int c[5], ex;
         double ms;
 
         suite_counts(&cf_suites[s], c, &ms);
         if (c[0] + c[1] + c[2] + c[3] + c[4] == 0)
             continue;
+        ex = cf_suites[s].exit_failure[0] != '\0';
         fprintf(f, "  <testsuite name=\"%s\" tests=\"%d\" failures=\"%d\" "
                    "skipped=\"%d\" time=\"%.3f\">\n",
-                cf_suites[s].name, c[0] + c[1] + c[2] + c[3] + c[4],
-                c[1] + c[4], c[2] + c[3], cf_suites[s].seconds);
+                cf_suites[s].name, c[0] + c[1] + c[2] + c[3] + c[4] + ex,
+                c[1] + c[4] + ex, c[2] + c[3], cf_suites[s].seconds);
         for (int i = 0; i < cf_ntests; i++)
             if (cf_tests[i].selected &&
                 !strcmp(cf_tests[i].suite, cf_suites[s].name))
                 junit_case(f, &cf_tests[i]);
+        if (ex) {
+            fprintf(f, "    <testcase classname=\"keel.conform.%s\" "
+                       "name=\"(suite process exit)\" time=\"0\">"
+                       "<failure message=\"",
+                    cf_suites[s].name);
+            xml_escape(f, cf_suites[s].exit_failure);
+            fputs("\"/></testcase>\n", f);
+        }
         fprintf(f, "  </testsuite>\n");
     }
     fprintf(f, "</testsuites>\n");
@@ -454,6 +493,19 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
     if (!root) {
         snprintf(err, errsz, "cannot build the report (out of memory)");
         return -1;
+    }
+    {
+        json_t *sf = json_array();
+
+        for (int s = 0; s < cf_nsuites; s++)
+            if (cf_suites[s].exit_failure[0])
+                json_array_append_new(
+                    sf, json_pack("{s:s,s:s}", "suite", cf_suites[s].name,
+                                  "message", cf_suites[s].exit_failure));
+        json_object_set_new(root, "suite_failures", sf);
+        json_object_set_new(json_object_get(root, "summary"),
+                            "suite_failures",
+                            json_integer(cf_count_suite_failures()));
     }
     {
         char abi[32];

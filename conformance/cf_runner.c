@@ -682,6 +682,8 @@ static void print_suite_line(struct runner *rn, const struct cf_suite *s)
             fail++;
         }
     }
+    if (s->exit_failure[0])
+        fail++;
     rn->done_suites++;
     fprintf(rn->out, "[%3d/%d] %-24s %4d passed %4d failed %4d skipped",
             rn->done_suites, rn->total_suites, s->name, pass, fail, skip);
@@ -703,6 +705,9 @@ static void print_suite_line(struct runner *rn, const struct cf_suite *s)
                     t->id, t->ms, len ? ": " : "", len > 300 ? 300 : len, m,
                     len > 300 ? "..." : "");
     }
+    if (s->exit_failure[0])
+        fprintf(rn->out, "        FAIL %s (suite): %s\n", s->name,
+                s->exit_failure);
     fflush(rn->out);
 }
 
@@ -740,8 +745,11 @@ static bool reap(struct runner *rn, struct job *j)
         set_result(&cf_tests[s->tests[j->next]], CF_FAIL, 0, w, NULL);
         j->next++;
     } else if (j->killed || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        fprintf(stderr, "keel conform: suite %s: after its last test, %s\n",
-                s->name, why);
+        /* Every test reported, but the process did not end cleanly: a
+         * sanitizer's exit status, a crash or hang in teardown. That is a
+         * failure of the suite, not a pass. */
+        snprintf(s->exit_failure, sizeof(s->exit_failure),
+                 "after its last test, %.280s", why);
     }
     if (j->expired)
         fail_rest(j, why);

@@ -252,6 +252,7 @@ static int conform_main(struct cf_options *o, struct cf_config *cfg)
     cf_run_suites(cfg, o, probe, stdout);
     ri.seconds = cf_now() - t0;
     cf_count(&pass, &fail, &skip, &known, &notrun);
+    fail += cf_count_suite_failures();
     if (fail + notrun == 0 && o->nfilters == 0 && probe->loaded)
         ri.certified = cf_level_name(o->level);
     cf_print_summary(stdout, &ri);

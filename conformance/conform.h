@@ -34,6 +34,7 @@
 #define KEEL_CONFORM_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -180,6 +181,11 @@ struct cf_suite {
     int *tests;     /* indices into cf_tests, selected ones, in order */
     int ntests;
     double seconds;
+    /* Set when a test process of the suite ended abnormally (a signal, a
+     * nonzero status such as a sanitizer's, a kill) after its last test,
+     * where no test is left to carry the failure: the suite fails. Empty
+     * otherwise. */
+    char exit_failure[320];
 };
 
 extern struct cf_test *cf_tests;
@@ -323,13 +329,17 @@ keel_status cf_stream_wait(int32_t dev, keel_stream s, double seconds);
 bool cf_has_feature(int i, uint32_t feature);
 int cf_dev_index(int32_t dev);
 
-/* A gate: a host function that blocks its stream until opened (bounded). */
+/* A gate: a host function that blocks its stream until opened (bounded).
+ * The flags are shared between the test's thread and whichever thread the
+ * plugin runs host functions on, so they are atomics; limit_s is set
+ * before the launch and only read after. Clear a gate with cf_gate_init. */
 struct cf_gate {
-    volatile int open;
-    volatile int ran;
-    volatile int entered;
+    atomic_int open;
+    atomic_int ran;
+    atomic_int entered;
     double limit_s;
 };
+void cf_gate_init(struct cf_gate *g, double limit_s);
 void cf_gate_fn(void *gate);
 
 /* ---- runner (cf_runner.c) ------------------------------------------------ */
@@ -382,5 +392,8 @@ int cf_write_report(const char *path, const struct cf_run_info *ri,
                     char *err, size_t errsz);
 int cf_sha256_file(const char *path, char out[65]);
 void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun);
+/** Number of suites whose test process ended abnormally after its last
+ *  test (cf_suite.exit_failure); each fails the run. */
+int cf_count_suite_failures(void);
 
 #endif /* KEEL_CONFORM_H */

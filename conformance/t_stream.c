@@ -30,8 +30,7 @@ static bool gate_launch(int i, keel_stream s, struct cf_gate *g)
 {
     int32_t d = cf_env.dev[i];
 
-    memset((void *)g, 0, sizeof(*g));
-    g->limit_s = gate_limit(i);
+    cf_gate_init(g, gate_limit(i));
     if (!CF_OK(STR->launch_host_func(d, s, cf_gate_fn, g),
                "stream.launch_host_func(%d)", (int)d))
         return false;

@@ -15,6 +15,10 @@
  *   BP_EVENT_NEVER    a recorded event never completes
  *   BP_COLL_DROP      all_reduce drops the last rank's contribution
  *   BP_LYING_SIZE     the stream table claims ABI 1.1 with 16 bytes too many
+ *   BP_EXIT_AT_END    once tanh (float32) has run, finalize ends the process
+ *                     with status 66, as a sanitizer does at exit after it
+ *                     reported an error: every test passes, the suite's
+ *                     process does not end cleanly
  *
  * The CPU plugin shares its state with the copy the core loaded itself
  * (same file, same handle); that is fine for these tests.
@@ -327,6 +331,42 @@ static keel_status drop_all_reduce(keel_comm comm, keel_stream s,
 }
 #endif
 
+/* ---- a clean run that ends badly ------------------------------------------- */
+
+#ifdef BP_EXIT_AT_END
+static keel_kernel tanh_real;
+static volatile sig_atomic_t tanh_ran;
+
+static keel_status tanh_marking(void *data, const keel_kernel_args *a)
+{
+    (void)data;
+    tanh_ran = 1;
+    return tanh_real.fn(tanh_real.kernel_data, a);
+}
+
+static keel_status exit_lookup(int32_t device, const char *op, keel_dtype dt,
+                               keel_kernel *k)
+{
+    keel_status st = real->kernel->lookup(device, op, dt, k);
+
+    if (st == KEEL_STATUS_OK && op && !strcmp(op, "tanh") && dt == KEEL_F32) {
+        tanh_real = *k;
+        k->fn = tanh_marking;
+        k->kernel_data = NULL;
+    }
+    return st;
+}
+
+static keel_status exit_finalize(void)
+{
+    keel_status st = real->device->finalize();
+
+    if (tanh_ran)
+        _exit(66);
+    return st;
+}
+#endif
+
 /* ---- the entry point -------------------------------------------------------------- */
 
 static void install_defect(void)
@@ -350,6 +390,10 @@ static void install_defect(void)
 #ifdef BP_COLL_DROP
     col_ops.comm_init_rank = drop_init;
     col_ops.all_reduce = drop_all_reduce;
+#endif
+#ifdef BP_EXIT_AT_END
+    ker_ops.lookup = exit_lookup;
+    dev_ops.finalize = exit_finalize;
 #endif
 #ifdef BP_LYING_SIZE
     str_ops.header.struct_size = (uint32_t)sizeof(keel_stream_ops) + 16;
