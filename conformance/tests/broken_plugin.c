@@ -15,6 +15,14 @@
  *   BP_EVENT_NEVER    a recorded event never completes
  *   BP_COLL_DROP      all_reduce drops the last rank's contribution
  *   BP_LYING_SIZE     the stream table claims ABI 1.1 with 16 bytes too many
+ *   BP_MATMUL_TRANSPOSED  matmul (float32) reads an operand stored
+ *                     transposed (column-major matrix part, the core's
+ *                     transpose_x/transpose_y) as if it were row-major
+ *   BP_MATMUL_RETRANSPOSE matmul (float32) applies transpose_x/transpose_y
+ *                     again to operands the core already resolved
+ *   BP_DENSE_AS_CONTIGUOUS multiply (float32) treats any dense tensor as
+ *                     row-major, so a transposed view is read in the wrong
+ *                     order
  *   BP_EXIT_AT_END    once tanh (float32) has run, finalize ends the process
  *                     with status 66, as a sanitizer does at exit after it
  *                     reported an error: every test passes, the suite's
@@ -331,6 +339,104 @@ static keel_status drop_all_reduce(keel_comm comm, keel_stream s,
 }
 #endif
 
+/* ---- layout bugs: kernels that misread the core's descriptors ------------------- */
+
+#if defined(BP_MATMUL_TRANSPOSED) || defined(BP_MATMUL_RETRANSPOSE) ||        \
+    defined(BP_DENSE_AS_CONTIGUOUS)
+#if defined(BP_DENSE_AS_CONTIGUOUS)
+#define LAYOUT_OP "multiply"
+#else
+#define LAYOUT_OP "matmul"
+#endif
+static keel_kernel layout_real;
+
+static inline void row_major(keel_tensor_desc *d, int from)
+{
+    int64_t s = 1;
+
+    for (int k = d->ndim - 1; k >= from; k--) {
+        d->strides[k] = s;
+        s *= d->shape[k] > 0 ? d->shape[k] : 1;
+    }
+}
+
+static inline bool attr_true(const keel_kernel_args *a, const char *name)
+{
+    for (int32_t i = 0; i < a->num_attrs; i++)
+        if (a->attrs[i].name && !strcmp(a->attrs[i].name, name))
+            return a->attrs[i].v.i != 0;
+    return false;
+}
+
+static keel_status layout_bug(void *data, const keel_kernel_args *a)
+{
+    keel_tensor_desc in[8];
+    keel_kernel_args b = *a;
+
+    (void)data;
+    if (a->num_inputs > 8)
+        return KEEL_STATUS_NOT_SUPPORTED;
+    for (int32_t q = 0; q < a->num_inputs; q++)
+        in[q] = a->inputs[q];
+#if defined(BP_MATMUL_TRANSPOSED)
+    /* A column-major matrix part (strides [.., 1, rows]) read with
+     * row-major strides: the same bytes, the wrong element order. */
+    for (int32_t q = 0; q < a->num_inputs && q < 2; q++) {
+        keel_tensor_desc *d = &in[q];
+        int nd = d->ndim;
+        if (nd >= 2 && d->strides[nd - 2] == 1 && d->strides[nd - 1] != 1 &&
+            d->shape[nd - 2] > 1 && d->shape[nd - 1] > 1)
+            row_major(d, nd - 2);
+    }
+#elif defined(BP_MATMUL_RETRANSPOSE)
+    /* The flags applied once more to operands already resolved. */
+    for (int32_t q = 0; q < a->num_inputs && q < 2; q++) {
+        keel_tensor_desc *d = &in[q];
+        int nd = d->ndim;
+        if (nd >= 2 && attr_true(a, q == 0 ? "transpose_x" : "transpose_y")) {
+            int64_t t = d->shape[nd - 2];
+            d->shape[nd - 2] = d->shape[nd - 1];
+            d->shape[nd - 1] = t;
+            t = d->strides[nd - 2];
+            d->strides[nd - 2] = d->strides[nd - 1];
+            d->strides[nd - 1] = t;
+        }
+    }
+#else
+    /* "Dense means contiguous": no gap and no stride 0, so the kernel
+     * takes its flat path, which is wrong for a permuted layout. */
+    for (int32_t q = 0; q < a->num_inputs; q++) {
+        keel_tensor_desc *d = &in[q];
+        int64_t last = 0, n = 1;
+        bool positive = true;
+        for (int k = 0; k < d->ndim; k++) {
+            positive = positive && d->strides[k] > 0;
+            last += (d->shape[k] - 1) * d->strides[k];
+            n *= d->shape[k];
+        }
+        if (positive && n > 0 && last + 1 == n)
+            row_major(d, 0);
+    }
+#endif
+    b.inputs = in;
+    return layout_real.fn(layout_real.kernel_data, &b);
+}
+
+static keel_status layout_lookup(int32_t device, const char *op,
+                                 keel_dtype dt, keel_kernel *k)
+{
+    keel_status st = real->kernel->lookup(device, op, dt, k);
+
+    if (st == KEEL_STATUS_OK && op && !strcmp(op, LAYOUT_OP) &&
+        dt == KEEL_F32) {
+        layout_real = *k;
+        k->fn = layout_bug;
+        k->kernel_data = NULL;
+    }
+    return st;
+}
+#endif
+
 /* ---- a clean run that ends badly ------------------------------------------- */
 
 #ifdef BP_EXIT_AT_END
@@ -390,6 +496,10 @@ static void install_defect(void)
 #ifdef BP_COLL_DROP
     col_ops.comm_init_rank = drop_init;
     col_ops.all_reduce = drop_all_reduce;
+#endif
+#if defined(BP_MATMUL_TRANSPOSED) || defined(BP_MATMUL_RETRANSPOSE) ||        \
+    defined(BP_DENSE_AS_CONTIGUOUS)
+    ker_ops.lookup = layout_lookup;
 #endif
 #ifdef BP_EXIT_AT_END
     ker_ops.lookup = exit_lookup;
