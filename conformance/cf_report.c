@@ -10,6 +10,11 @@
 
 #include "conform.h"
 
+#define KEEL_STR_(x) #x
+#define KEEL_STR(x) KEEL_STR_(x)
+#define KEEL_ABI_STRING                                                      \
+    KEEL_STR(KEEL_ABI_VERSION_MAJOR) "." KEEL_STR(KEEL_ABI_VERSION_MINOR)
+
 void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun)
 {
     *pass = *fail = *skip = *known = *notrun = 0;
@@ -339,11 +344,45 @@ static json_t *names_of_bits(uint32_t mask, bool dtypes)
     return a;
 }
 
+static json_t *coll_caps_json(const struct cf_probe *p, int i)
+{
+    static const char *const colls[] = {"all_reduce",     "broadcast",
+                                        "reduce",         "all_gather",
+                                        "reduce_scatter", "all_to_all",
+                                        "send_recv"};
+    static const char *const ops[] = {"sum", "prod", "max", "min", "avg"};
+    const keel_collective_caps *c = &p->coll_caps[i];
+    json_t *a, *o;
+
+    if (p->coll_declared[i] != 1)
+        return json_pack("{s:b,s:s}", "declared", 0, "meaning",
+                         p->coll_declared[i] < 0
+                             ? p->coll_why[i]
+                             : "not declared (no ABI 1.2 collective.get_caps):"
+                               " every collective, dtype and op was tried; "
+                               "NOT_SUPPORTED was accepted");
+    o = json_pack("{s:b,s:o,s:I}", "declared", 1, "dtypes",
+                  names_of_bits(c->dtype_mask, true), "timeout_ms",
+                  (json_int_t)c->timeout_ms);
+    a = json_array();
+    for (unsigned b = 0; b < sizeof(colls) / sizeof(colls[0]); b++)
+        if (c->collectives & (1u << b))
+            json_array_append_new(a, json_string(colls[b]));
+    json_object_set_new(o, "collectives", a);
+    a = json_array();
+    for (unsigned b = 0; b < sizeof(ops) / sizeof(ops[0]); b++)
+        if (c->reduce_ops & (1u << b))
+            json_array_append_new(a, json_string(ops[b]));
+    json_object_set_new(o, "reduce_ops", a);
+    return o;
+}
+
 static json_t *device_json(const struct cf_probe *p, int i)
 {
     const keel_device_props *d = &p->props[i];
+    json_t *o;
 
-    return json_pack(
+    o = json_pack(
         "{s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:i,s:o,s:o,s:i,s:i,s:{s:I,s:I,"
         "s:I}}",
         "index", (int)p->dev[i], "name", d->name, "vendor", d->vendor, "arch",
@@ -356,6 +395,9 @@ static json_t *device_json(const struct cf_probe *p, int i)
         (int)d->stream_priorities, "memory", "total",
         (json_int_t)p->mem[i].total, "free", (json_int_t)p->mem[i].free,
         "used", (json_int_t)p->mem[i].used);
+    if (o)
+        json_object_set_new(o, "collective_caps", coll_caps_json(p, i));
+    return o;
 }
 
 static json_t *known_json(const struct cf_known_failure *k)
@@ -476,7 +518,7 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
         "s:s?,s:i},s:o,s:o,s:s,s:o,s:s,s:f,s:o,s:o,s:{s:i,s:i,s:i,s:i,s:i},"
         "s:{s:s?,s:b}}",
         "format", 1, "tool", "name", "keel conform", "keel_version",
-        keel_version(), "device_abi", "1.1", "op_catalog_version",
+        keel_version(), "device_abi", KEEL_ABI_STRING, "op_catalog_version",
         KEEL_OP_CATALOG_VERSION, "plugin", "path", p->path, "sha256",
         ri->sha256, "name", p->name, "version", p->version, "abi_version",
         "", "device_type", p->device_type, "description", p->description,

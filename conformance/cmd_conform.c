@@ -163,6 +163,18 @@ static void print_header(FILE *out, const struct cf_options *o,
             fprintf(out, "%s %d", i ? "," : "", (int)cfg->devices[i]);
         fprintf(out, " (from %s)", cfg->path ? cfg->path : "the configuration");
     }
+    if (p->ndev > 0 && (p->props[0].features & KEEL_FEATURE_COLLECTIVES)) {
+        const keel_collective_caps *c = &p->coll_caps[0];
+        if (p->coll_declared[0] == 1)
+            fprintf(out, "\n  collectives declared (device %d): mask %#x, "
+                         "dtypes %#x, reduce ops %#x, timeout %u ms",
+                    (int)p->dev[0], c->collectives, c->dtype_mask,
+                    c->reduce_ops, c->timeout_ms);
+        else
+            fprintf(out, "\n  collectives not declared (%s): all are tried",
+                    p->coll_declared[0] < 0 ? p->coll_why[0]
+                                            : "no collective.get_caps");
+    }
     fprintf(out, "\n  level    %s, %d tests in %d suites, %d job%s\n\n",
             cf_level_name(o->level), n, ns, o->jobs, o->jobs == 1 ? "" : "s");
     fflush(out);

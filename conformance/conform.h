@@ -237,6 +237,12 @@ struct cf_env {
     char place[CF_MAX_DEVICES][48]; /* canonical names ("cpu:1")        */
     bool have_ref;                  /* cpu:0 available as the reference */
     char ref_reason[256];
+    /* What the tested devices' collectives declare (ABI 1.2 get_caps):
+     * the intersection over the tested devices, the largest timeout.
+     * coll_declared false: nothing declared, everything is tried and
+     * NOT_SUPPORTED is accepted. */
+    bool coll_declared;
+    keel_collective_caps coll_caps;
 };
 
 extern struct cf_env cf_env;
@@ -327,6 +333,14 @@ keel_status cf_event_wait(int32_t dev, keel_event e, double seconds);
 keel_status cf_stream_wait(int32_t dev, keel_stream s, double seconds);
 
 bool cf_has_feature(int i, uint32_t feature);
+/** Query a device's collective declaration through `col` (NULL when the
+ *  table or get_caps is absent). Returns 1 declared, 0 not declared, -1
+ *  when get_caps failed (why says so). */
+int cf_coll_caps_query(const keel_collective_ops *col, int32_t dev,
+                       keel_collective_caps *caps, char *why, size_t whysz);
+/** The collective bound in ms the tests use: timeouts.collective_ms when
+ *  the configuration sets it, else the plugin's declared timeout_ms. */
+uint32_t cf_collective_timeout_ms(void);
 int cf_dev_index(int32_t dev);
 
 /* A gate: a host function that blocks its stream until opened (bounded).
@@ -360,6 +374,9 @@ struct cf_probe {
     int32_t dev[CF_MAX_DEVICES];
     keel_device_props props[CF_MAX_DEVICES];
     keel_memory_info mem[CF_MAX_DEVICES];
+    int coll_declared[CF_MAX_DEVICES];  /* cf_coll_caps_query's answer */
+    keel_collective_caps coll_caps[CF_MAX_DEVICES];
+    char coll_why[CF_MAX_DEVICES][160];
     bool have_ref;
 };
 

@@ -23,6 +23,13 @@
  *   BP_DENSE_AS_CONTIGUOUS multiply (float32) treats any dense tensor as
  *                     row-major, so a transposed view is read in the wrong
  *                     order
+ *   BP_COLL_PARTIAL   declares (ABI 1.2 get_caps) all_reduce and broadcast
+ *                     in float32 with sum only, and refuses everything
+ *                     else with NOT_SUPPORTED: a correct partial plugin
+ *   BP_COLL_UNDECLARED an ABI 1.1 collective table (no get_caps) whose
+ *                     send and recv return NOT_SUPPORTED: allowed
+ *   BP_COLL_LIES      declares every collective but send and recv return
+ *                     NOT_SUPPORTED: a broken declaration
  *   BP_EXIT_AT_END    once tanh (float32) has run, finalize ends the process
  *                     with status 66, as a sanitizer does at exit after it
  *                     reported an error: every test passes, the suite's
@@ -32,6 +39,7 @@
  * (same file, same handle); that is fine for these tests.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -437,6 +445,89 @@ static keel_status layout_lookup(int32_t device, const char *op,
 }
 #endif
 
+/* ---- collectives that support less ----------------------------------------------- */
+
+#if defined(BP_COLL_PARTIAL) || defined(BP_COLL_UNDECLARED) ||                \
+    defined(BP_COLL_LIES)
+static keel_status refuse(const char *what)
+{
+    (void)what;
+    return KEEL_STATUS_NOT_SUPPORTED;
+}
+
+static keel_status no_send(keel_comm comm, keel_stream s, keel_dptr buf,
+                           uint64_t count, keel_dtype dt, int32_t peer)
+{
+    (void)comm, (void)s, (void)buf, (void)count, (void)dt, (void)peer;
+    return refuse("send/recv");
+}
+#endif
+
+#ifdef BP_COLL_PARTIAL
+static bool partial_ok(keel_dtype dt, int op)
+{
+    return dt == KEEL_F32 && (op < 0 || op == KEEL_REDUCE_SUM);
+}
+
+static keel_status partial_caps(int32_t device, keel_collective_caps *caps)
+{
+    keel_status st = real->collective->get_caps(device, caps);
+
+    if (st == KEEL_STATUS_OK && caps->struct_size >= sizeof(*caps)) {
+        caps->collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST;
+        caps->dtype_mask = KEEL_DTYPE_BIT(KEEL_F32);
+        caps->reduce_ops = KEEL_REDUCE_OP_BIT(KEEL_REDUCE_SUM);
+    }
+    return st;
+}
+
+static keel_status partial_all_reduce(keel_comm comm, keel_stream s,
+                                      keel_dptr send, keel_dptr recv,
+                                      uint64_t count, keel_dtype dt,
+                                      keel_reduce_op op)
+{
+    if (!partial_ok(dt, (int)op))
+        return refuse("all_reduce");
+    return real->collective->all_reduce(comm, s, send, recv, count, dt, op);
+}
+
+static keel_status partial_broadcast(keel_comm comm, keel_stream s,
+                                     keel_dptr send, keel_dptr recv,
+                                     uint64_t count, keel_dtype dt,
+                                     int32_t root)
+{
+    if (!partial_ok(dt, -1))
+        return refuse("broadcast");
+    return real->collective->broadcast(comm, s, send, recv, count, dt, root);
+}
+
+static keel_status no_reduce(keel_comm comm, keel_stream s, keel_dptr send,
+                             keel_dptr recv, uint64_t count, keel_dtype dt,
+                             keel_reduce_op op, int32_t root)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    (void)op, (void)root;
+    return refuse("reduce");
+}
+
+static keel_status no_gather(keel_comm comm, keel_stream s, keel_dptr send,
+                             keel_dptr recv, uint64_t count, keel_dtype dt)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    return refuse("all_gather/all_to_all");
+}
+
+static keel_status no_reduce_scatter(keel_comm comm, keel_stream s,
+                                     keel_dptr send, keel_dptr recv,
+                                     uint64_t count, keel_dtype dt,
+                                     keel_reduce_op op)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    (void)op;
+    return refuse("reduce_scatter");
+}
+#endif
+
 /* ---- a clean run that ends badly ------------------------------------------- */
 
 #ifdef BP_EXIT_AT_END
@@ -500,6 +591,30 @@ static void install_defect(void)
 #if defined(BP_MATMUL_TRANSPOSED) || defined(BP_MATMUL_RETRANSPOSE) ||        \
     defined(BP_DENSE_AS_CONTIGUOUS)
     ker_ops.lookup = layout_lookup;
+#endif
+#ifdef BP_COLL_PARTIAL
+    col_ops.get_caps = partial_caps;
+    col_ops.all_reduce = partial_all_reduce;
+    col_ops.broadcast = partial_broadcast;
+    col_ops.reduce = no_reduce;
+    col_ops.all_gather = no_gather;
+    col_ops.all_to_all = no_gather;
+    col_ops.reduce_scatter = no_reduce_scatter;
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
+#endif
+#ifdef BP_COLL_UNDECLARED
+    /* An ABI 1.1 table: it ends before get_caps. */
+    col_ops.header.abi_minor = 1;
+    col_ops.header.struct_size =
+        (uint32_t)offsetof(keel_collective_ops, get_caps);
+    col_ops.get_caps = NULL;
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
+#endif
+#ifdef BP_COLL_LIES
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
 #endif
 #ifdef BP_EXIT_AT_END
     ker_ops.lookup = exit_lookup;

@@ -11,7 +11,7 @@
  * --failed: the report must mark TEST_ID "fail" (with --message, the
  * failure message of the first --failed test must contain TEXT; without
  * --failed, the message of the first --suite-failed entry must).
- * --passed: the report must mark TEST_ID "pass".
+ * --passed, --skipped: the report must mark TEST_ID "pass" or "skip".
  * --suite-failed: the report's suite_failures must name SUITE (its test
  * process ended abnormally after its last test).
  * --stderr: what keel conform wrote on stderr must contain TEXT (it is
@@ -52,9 +52,9 @@ static json_t *find_result(json_t *results, const char *id)
 int main(int argc, char **argv)
 {
     const char *keel = NULL, *report = NULL, *message = NULL;
-    const char *failed[16], *passed[16], *suite_failed = NULL;
+    const char *failed[16], *passed[16], *skipped[16], *suite_failed = NULL;
     const char *want_stderr = NULL;
-    int npassed = 0, errpipe[2] = {-1, -1};
+    int npassed = 0, nskipped = 0, errpipe[2] = {-1, -1};
     char *errbuf = NULL;
     size_t errlen = 0;
     int nfailed = 0, want_exit = -1, min_pass = -1, status, i, rc = 0;
@@ -84,6 +84,8 @@ int main(int argc, char **argv)
             message = v;
         else if (!strcmp(argv[i], "--passed") && npassed < 16)
             passed[npassed++] = v;
+        else if (!strcmp(argv[i], "--skipped") && nskipped < 16)
+            skipped[nskipped++] = v;
         else if (!strcmp(argv[i], "--suite-failed"))
             suite_failed = v;
         else if (!strcmp(argv[i], "--stderr"))
@@ -174,7 +176,8 @@ int main(int argc, char **argv)
                want_stderr);
     }
     free(errbuf);
-    if (nfailed == 0 && npassed == 0 && !suite_failed && !certified &&
+    if (nfailed == 0 && npassed == 0 && nskipped == 0 && !suite_failed &&
+        !certified &&
         min_pass < 0)
         return 0; /* only the exit status was asked for */
     root = json_load_file(report, 0, &jerr);
@@ -207,6 +210,19 @@ int main(int argc, char **argv)
         if (!res || strcmp(res, "pass"))
             rc = fail("test %s is '%s', expected 'pass'", passed[k],
                       res ? res : "absent");
+    }
+    for (int k = 0; k < nskipped; k++) {
+        json_t *r = find_result(results, skipped[k]);
+        const char *res = r ? json_string_value(json_object_get(r, "result"))
+                            : NULL;
+        const char *msg = r ? json_string_value(json_object_get(r, "message"))
+                            : NULL;
+        if (!res || strcmp(res, "skip"))
+            rc = fail("test %s is '%s', expected 'skip'", skipped[k],
+                      res ? res : "absent");
+        else
+            printf("conform-check: %s skipped as expected: %s\n", skipped[k],
+                   msg ? msg : "");
     }
     if (suite_failed) {
         json_t *sf = json_object_get(root, "suite_failures");
