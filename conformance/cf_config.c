@@ -243,6 +243,16 @@ static int unknown_key(struct parse *p, const yaml_node_t *k,
 static int unique_keys(struct parse *p, const yaml_node_t *map,
                        const char *section)
 {
+    /* No section has more than a dozen keys: a longer mapping holds an
+     * unknown or repeated key anyway, and is refused before the quadratic
+     * scan below. */
+    ptrdiff_t npairs = map->data.mapping.pairs.top -
+                       map->data.mapping.pairs.start;
+
+    if (npairs > 64)
+        return perr(p, map, "%s has %td keys; the schema has at most a "
+                            "dozen (see keel-conform.example.yaml)",
+                    section, npairs);
     for (yaml_node_pair_t *a = map->data.mapping.pairs.start;
          a < map->data.mapping.pairs.top; a++) {
         const yaml_node_t *ka = node(p, a->key);
