@@ -127,6 +127,8 @@ static const char *scalar(const yaml_node_t *n)
 
 static const char *kind_name(const yaml_node_t *n)
 {
+    if (!n)
+        return "nothing";
     switch (n->type) {
     case YAML_SCALAR_NODE:
         return "a scalar";
@@ -145,7 +147,7 @@ static int need_kind(struct parse *p, const yaml_node_t *n,
     static const char *const names[] = {"", "a scalar", "a list",
                                         "a mapping"};
 
-    if (n->type == type)
+    if (n && n->type == type)
         return 0;
     return perr(p, n, "%s must be %s, found %s", what, names[type],
                 kind_name(n));
@@ -235,6 +237,55 @@ static int unknown_key(struct parse *p, const yaml_node_t *k,
                 scalar(k) ? scalar(k) : "?", section, known);
 }
 
+/* YAML forbids a key twice in one mapping; a second `known_failures:` or
+ * `devices:` would otherwise silently replace (or, for lists, merge with)
+ * the first. Every mapping is checked before its keys are read. */
+static int unique_keys(struct parse *p, const yaml_node_t *map,
+                       const char *section)
+{
+    /* No section has more than a dozen keys: a longer mapping holds an
+     * unknown or repeated key anyway, and is refused before the quadratic
+     * scan below. */
+    ptrdiff_t npairs = map->data.mapping.pairs.top -
+                       map->data.mapping.pairs.start;
+
+    if (npairs > 64)
+        return perr(p, map, "%s has %td keys; the schema has at most a "
+                            "dozen (see keel-conform.example.yaml)",
+                    section, npairs);
+    for (yaml_node_pair_t *a = map->data.mapping.pairs.start;
+         a < map->data.mapping.pairs.top; a++) {
+        const yaml_node_t *ka = node(p, a->key);
+        const char *sa = scalar(ka);
+
+        if (!ka || !node(p, a->value))
+            return perr(p, ka ? ka : map, "malformed entry in %s", section);
+        if (!sa)
+            continue; /* reported as an unknown key by the caller */
+        for (yaml_node_pair_t *b = map->data.mapping.pairs.start; b < a; b++) {
+            const char *sb = scalar(node(p, b->key));
+
+            if (sb && !strcmp(sa, sb))
+                return perr(p, ka,
+                            "key '%s' appears twice in %s (first at line "
+                            "%lu); give each key once",
+                            sa, section,
+                            (unsigned long)node(p, b->key)->start_mark.line +
+                                1);
+        }
+    }
+    return 0;
+}
+
+/* need_kind for a mapping, then unique_keys. */
+static int need_mapping(struct parse *p, const yaml_node_t *n,
+                        const char *what)
+{
+    if (need_kind(p, n, YAML_MAPPING_NODE, what))
+        return -1;
+    return unique_keys(p, n, what);
+}
+
 static int dtype_of(const char *s)
 {
     keel_dtype dt;
@@ -284,7 +335,7 @@ static int parse_devices(struct parse *p, struct cf_config *cfg,
 static int parse_tolerances(struct parse *p, struct cf_config *cfg,
                             const yaml_node_t *v)
 {
-    if (need_kind(p, v, YAML_MAPPING_NODE, "tolerances"))
+    if (need_mapping(p, v, "tolerances"))
         return -1;
     for (yaml_node_pair_t *pr = v->data.mapping.pairs.start;
          pr < v->data.mapping.pairs.top; pr++) {
@@ -327,7 +378,7 @@ static int parse_dtype_list(struct parse *p, struct cf_config *cfg,
 static int parse_features(struct parse *p, struct cf_config *cfg,
                           const yaml_node_t *v)
 {
-    if (need_kind(p, v, YAML_MAPPING_NODE, "features"))
+    if (need_mapping(p, v, "features"))
         return -1;
     for (yaml_node_pair_t *pr = v->data.mapping.pairs.start;
          pr < v->data.mapping.pairs.top; pr++) {
@@ -366,7 +417,7 @@ static int parse_features(struct parse *p, struct cf_config *cfg,
 static int parse_timeouts(struct parse *p, struct cf_config *cfg,
                           const yaml_node_t *v)
 {
-    if (need_kind(p, v, YAML_MAPPING_NODE, "timeouts"))
+    if (need_mapping(p, v, "timeouts"))
         return -1;
     for (yaml_node_pair_t *pr = v->data.mapping.pairs.start;
          pr < v->data.mapping.pairs.top; pr++) {
@@ -396,7 +447,7 @@ static int parse_timeouts(struct parse *p, struct cf_config *cfg,
 static int parse_e2e(struct parse *p, struct cf_config *cfg,
                      const yaml_node_t *v)
 {
-    if (need_kind(p, v, YAML_MAPPING_NODE, "e2e"))
+    if (need_mapping(p, v, "e2e"))
         return -1;
     for (yaml_node_pair_t *pr = v->data.mapping.pairs.start;
          pr < v->data.mapping.pairs.top; pr++) {
@@ -419,7 +470,7 @@ static int parse_known_entry(struct parse *p, struct cf_known_failure *kf,
     static const char *const keys =
         "test, plugin, version, device, reason, issue";
 
-    if (need_kind(p, v, YAML_MAPPING_NODE, "a known_failures entry"))
+    if (need_mapping(p, v, "a known_failures entry"))
         return -1;
     kf->line = (int)v->start_mark.line + 1;
     for (yaml_node_pair_t *pr = v->data.mapping.pairs.start;
@@ -461,16 +512,26 @@ static int parse_known_entry(struct parse *p, struct cf_known_failure *kf,
 static int parse_known(struct parse *p, struct cf_config *cfg,
                        const yaml_node_t *v)
 {
-    size_t n;
+    struct cf_known_failure *grown;
+    size_t n, total;
 
     if (need_kind(p, v, YAML_SEQUENCE_NODE, "known_failures"))
         return -1;
     n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
     if (n == 0)
         return 0;
-    cfg->known = calloc(n, sizeof(*cfg->known));
-    if (!cfg->known)
+    /* Entries are appended to any already held, so the array always has
+     * room for nknown entries whatever the caller did before. */
+    if (n > (size_t)INT32_MAX - (size_t)cfg->nknown)
+        return perr(p, v, "too many known_failures entries");
+    total = (size_t)cfg->nknown + n;
+    if (total > SIZE_MAX / sizeof(*cfg->known))
+        return perr(p, v, "too many known_failures entries");
+    grown = realloc(cfg->known, total * sizeof(*cfg->known));
+    if (!grown)
         return perr(p, v, "out of memory");
+    cfg->known = grown;
+    memset(cfg->known + cfg->nknown, 0, n * sizeof(*cfg->known));
     for (yaml_node_item_t *it = v->data.sequence.items.start;
          it < v->data.sequence.items.top; it++) {
         struct cf_known_failure *kf = &cfg->known[cfg->nknown++];
@@ -488,7 +549,7 @@ static int parse_root(struct parse *p, struct cf_config *cfg,
         "devices, kernel_devices, seed, tolerances, features, timeouts, "
         "e2e, known_failures";
 
-    if (need_kind(p, root, YAML_MAPPING_NODE, "the configuration"))
+    if (need_mapping(p, root, "the configuration"))
         return -1;
     for (yaml_node_pair_t *pr = root->data.mapping.pairs.start;
          pr < root->data.mapping.pairs.top; pr++) {

@@ -458,15 +458,23 @@ int cf_dev_index(int32_t dev)
     return -1;
 }
 
+void cf_gate_init(struct cf_gate *g, double limit_s)
+{
+    atomic_init(&g->open, 0);
+    atomic_init(&g->ran, 0);
+    atomic_init(&g->entered, 0);
+    g->limit_s = limit_s;
+}
+
 void cf_gate_fn(void *arg)
 {
     struct cf_gate *g = arg;
     double end = cf_now() + g->limit_s;
 
-    g->entered = 1;
-    while (!g->open && cf_now() < end)
+    atomic_store(&g->entered, 1);
+    while (!atomic_load(&g->open) && cf_now() < end)
         cf_sleep_ms(0.2);
-    g->ran++;
+    atomic_fetch_add(&g->ran, 1);
 }
 
 /* ---- setup of a core-context child ----------------------------------------------- */
@@ -542,6 +550,58 @@ static int read_props(char *why, size_t whysz)
     return 0;
 }
 
+int cf_coll_caps_query(const keel_collective_ops *col, int32_t dev,
+                       keel_collective_caps *caps, char *why, size_t whysz)
+{
+    keel_status st;
+
+    memset(caps, 0, sizeof(*caps));
+    if (!col || !col->get_caps)
+        return 0;
+    caps->struct_size = sizeof(*caps);
+    st = col->get_caps(dev, caps);
+    if (st != KEEL_STATUS_OK) {
+        snprintf(why, whysz, "collective.get_caps(%d) returned %s",
+                 (int)dev, keel_status_name(st));
+        memset(caps, 0, sizeof(*caps));
+        return -1;
+    }
+    return 1;
+}
+
+uint32_t cf_collective_timeout_ms(void)
+{
+    if (cf_env.cfg->collective_timeout_ms)
+        return cf_env.cfg->collective_timeout_ms;
+    return cf_env.coll_declared ? cf_env.coll_caps.timeout_ms : 0;
+}
+
+/* The declaration the collective tests follow: every tested device must
+ * declare, and what is tested is what all of them declare. A failing
+ * get_caps counts as not declared here; collectives/caps reports it. */
+static void read_coll_caps(void)
+{
+    const keel_collective_ops *col = cf_env.api->collective;
+    keel_collective_caps all, c;
+    char why[160];
+
+    cf_env.coll_declared = false;
+    memset(&all, 0, sizeof(all));
+    all.collectives = all.dtype_mask = all.reduce_ops = ~0u;
+    for (int i = 0; i < cf_env.ndev; i++) {
+        if (cf_coll_caps_query(col, cf_env.dev[i], &c, why, sizeof(why)) != 1)
+            return;
+        all.collectives &= c.collectives;
+        all.dtype_mask &= c.dtype_mask;
+        all.reduce_ops &= c.reduce_ops;
+        if (c.timeout_ms > all.timeout_ms)
+            all.timeout_ms = c.timeout_ms;
+    }
+    all.struct_size = sizeof(all);
+    cf_env.coll_caps = all;
+    cf_env.coll_declared = cf_env.ndev > 0;
+}
+
 int cf_env_core_setup(const struct cf_config *cfg,
                       const struct cf_options *opt, const char *plugin_path,
                       char *why, size_t whysz)
@@ -577,6 +637,7 @@ int cf_env_core_setup(const struct cf_config *cfg,
     }
     if (select_devices(why, whysz) || read_props(why, whysz))
         return -1;
+    read_coll_caps();
     return find_reference();
 }
 

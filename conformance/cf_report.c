@@ -10,6 +10,11 @@
 
 #include "conform.h"
 
+#define KEEL_STR_(x) #x
+#define KEEL_STR(x) KEEL_STR_(x)
+#define KEEL_ABI_STRING                                                      \
+    KEEL_STR(KEEL_ABI_VERSION_MAJOR) "." KEEL_STR(KEEL_ABI_VERSION_MINOR)
+
 void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun)
 {
     *pass = *fail = *skip = *known = *notrun = 0;
@@ -36,6 +41,16 @@ void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun)
             (*notrun)++;
         }
     }
+}
+
+int cf_count_suite_failures(void)
+{
+    int n = 0;
+
+    for (int s = 0; s < cf_nsuites; s++)
+        if (cf_suites[s].exit_failure[0])
+            n++;
+    return n;
 }
 
 /* ---- summary --------------------------------------------------------------- */
@@ -85,7 +100,7 @@ static void print_indented(FILE *out, const char *id, const char *msg)
 
 void cf_print_summary(FILE *out, const struct cf_run_info *ri)
 {
-    int tot[5] = {0};
+    int tot[5] = {0}, nsf, ntf;
     double total_ms = 0;
     bool any_detail = false;
 
@@ -98,6 +113,8 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
         suite_counts(&cf_suites[s], c, &ms);
         if (c[0] + c[1] + c[2] + c[3] + c[4] == 0)
             continue;
+        if (cf_suites[s].exit_failure[0])
+            c[1]++; /* the suite's own failure (its process's exit) */
         fprintf(out, "  %-26s %6d %6d %6d %6d %8.2fs\n", cf_suites[s].name,
                 c[0], c[1] + c[4], c[2], c[3], cf_suites[s].seconds);
         for (int k = 0; k < 5; k++)
@@ -116,6 +133,17 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
         print_indented(out, t->id,
                        t->message && *t->message ? t->message : "not run");
     }
+    for (int s = 0; s < cf_nsuites; s++) {
+        char id[96];
+
+        if (!cf_suites[s].exit_failure[0])
+            continue;
+        if (!any_detail)
+            fprintf(out, "\nFailures\n");
+        any_detail = true;
+        snprintf(id, sizeof(id), "%s (suite)", cf_suites[s].name);
+        print_indented(out, id, cf_suites[s].exit_failure);
+    }
     any_detail = false;
     for (int i = 0; i < cf_ntests; i++) {
         const struct cf_test *t = &cf_tests[i];
@@ -130,14 +158,20 @@ void cf_print_summary(FILE *out, const struct cf_run_info *ri)
     }
     (void)total_ms;
     fprintf(out, "\n");
+    nsf = cf_count_suite_failures();
+    ntf = tot[1] + tot[4] - nsf;
     if (ri->certified)
         fprintf(out, "Result: PASS: plugin %s %s certified at level %s\n",
                 ri->probe->name, ri->probe->version, ri->certified);
-    else if (tot[1] + tot[4] == 0 && ri->opt->nfilters)
+    else if (ntf + nsf == 0 && ri->opt->nfilters)
         fprintf(out, "Result: PASS (filtered run: not a certification)\n");
+    else if (nsf == 0)
+        fprintf(out, "Result: FAIL: %d test%s failed\n", ntf,
+                ntf == 1 ? "" : "s");
     else
-        fprintf(out, "Result: FAIL: %d test%s failed\n", tot[1] + tot[4],
-                tot[1] + tot[4] == 1 ? "" : "s");
+        fprintf(out, "Result: FAIL: %d test%s failed, and the test process "
+                     "of %d suite%s ended abnormally\n",
+                ntf, ntf == 1 ? "" : "s", nsf, nsf == 1 ? "" : "s");
     fflush(out);
 }
 
@@ -221,23 +255,33 @@ int cf_write_junit(const char *path, const struct cf_run_info *ri, char *err,
     xml_escape(f, ri->probe->name);
     fprintf(f, "\" tests=\"%d\" failures=\"%d\" skipped=\"%d\" "
                "time=\"%.3f\">\n",
-            pass + fail + skip + known + notrun, fail + notrun, skip + known,
+            pass + fail + skip + known + notrun + cf_count_suite_failures(),
+            fail + notrun + cf_count_suite_failures(), skip + known,
             ri->seconds);
     for (int s = 0; s < cf_nsuites; s++) {
-        int c[5];
+        int c[5], ex;
         double ms;
 
         suite_counts(&cf_suites[s], c, &ms);
         if (c[0] + c[1] + c[2] + c[3] + c[4] == 0)
             continue;
+        ex = cf_suites[s].exit_failure[0] != '\0';
         fprintf(f, "  <testsuite name=\"%s\" tests=\"%d\" failures=\"%d\" "
                    "skipped=\"%d\" time=\"%.3f\">\n",
-                cf_suites[s].name, c[0] + c[1] + c[2] + c[3] + c[4],
-                c[1] + c[4], c[2] + c[3], cf_suites[s].seconds);
+                cf_suites[s].name, c[0] + c[1] + c[2] + c[3] + c[4] + ex,
+                c[1] + c[4] + ex, c[2] + c[3], cf_suites[s].seconds);
         for (int i = 0; i < cf_ntests; i++)
             if (cf_tests[i].selected &&
                 !strcmp(cf_tests[i].suite, cf_suites[s].name))
                 junit_case(f, &cf_tests[i]);
+        if (ex) {
+            fprintf(f, "    <testcase classname=\"keel.conform.%s\" "
+                       "name=\"(suite process exit)\" time=\"0\">"
+                       "<failure message=\"",
+                    cf_suites[s].name);
+            xml_escape(f, cf_suites[s].exit_failure);
+            fputs("\"/></testcase>\n", f);
+        }
         fprintf(f, "  </testsuite>\n");
     }
     fprintf(f, "</testsuites>\n");
@@ -300,11 +344,45 @@ static json_t *names_of_bits(uint32_t mask, bool dtypes)
     return a;
 }
 
+static json_t *coll_caps_json(const struct cf_probe *p, int i)
+{
+    static const char *const colls[] = {"all_reduce",     "broadcast",
+                                        "reduce",         "all_gather",
+                                        "reduce_scatter", "all_to_all",
+                                        "send_recv"};
+    static const char *const ops[] = {"sum", "prod", "max", "min", "avg"};
+    const keel_collective_caps *c = &p->coll_caps[i];
+    json_t *a, *o;
+
+    if (p->coll_declared[i] != 1)
+        return json_pack("{s:b,s:s}", "declared", 0, "meaning",
+                         p->coll_declared[i] < 0
+                             ? p->coll_why[i]
+                             : "not declared (no ABI 1.2 collective.get_caps):"
+                               " every collective, dtype and op was tried; "
+                               "NOT_SUPPORTED was accepted");
+    o = json_pack("{s:b,s:o,s:I}", "declared", 1, "dtypes",
+                  names_of_bits(c->dtype_mask, true), "timeout_ms",
+                  (json_int_t)c->timeout_ms);
+    a = json_array();
+    for (unsigned b = 0; b < sizeof(colls) / sizeof(colls[0]); b++)
+        if (c->collectives & (1u << b))
+            json_array_append_new(a, json_string(colls[b]));
+    json_object_set_new(o, "collectives", a);
+    a = json_array();
+    for (unsigned b = 0; b < sizeof(ops) / sizeof(ops[0]); b++)
+        if (c->reduce_ops & (1u << b))
+            json_array_append_new(a, json_string(ops[b]));
+    json_object_set_new(o, "reduce_ops", a);
+    return o;
+}
+
 static json_t *device_json(const struct cf_probe *p, int i)
 {
     const keel_device_props *d = &p->props[i];
+    json_t *o;
 
-    return json_pack(
+    o = json_pack(
         "{s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:i,s:o,s:o,s:i,s:i,s:{s:I,s:I,"
         "s:I}}",
         "index", (int)p->dev[i], "name", d->name, "vendor", d->vendor, "arch",
@@ -317,6 +395,9 @@ static json_t *device_json(const struct cf_probe *p, int i)
         (int)d->stream_priorities, "memory", "total",
         (json_int_t)p->mem[i].total, "free", (json_int_t)p->mem[i].free,
         "used", (json_int_t)p->mem[i].used);
+    if (o)
+        json_object_set_new(o, "collective_caps", coll_caps_json(p, i));
+    return o;
 }
 
 static json_t *known_json(const struct cf_known_failure *k)
@@ -437,7 +518,7 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
         "s:s?,s:i},s:o,s:o,s:s,s:o,s:s,s:f,s:o,s:o,s:{s:i,s:i,s:i,s:i,s:i},"
         "s:{s:s?,s:b}}",
         "format", 1, "tool", "name", "keel conform", "keel_version",
-        keel_version(), "device_abi", "1.1", "op_catalog_version",
+        keel_version(), "device_abi", KEEL_ABI_STRING, "op_catalog_version",
         KEEL_OP_CATALOG_VERSION, "plugin", "path", p->path, "sha256",
         ri->sha256, "name", p->name, "version", p->version, "abi_version",
         "", "device_type", p->device_type, "description", p->description,
@@ -454,6 +535,19 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
     if (!root) {
         snprintf(err, errsz, "cannot build the report (out of memory)");
         return -1;
+    }
+    {
+        json_t *sf = json_array();
+
+        for (int s = 0; s < cf_nsuites; s++)
+            if (cf_suites[s].exit_failure[0])
+                json_array_append_new(
+                    sf, json_pack("{s:s,s:s}", "suite", cf_suites[s].name,
+                                  "message", cf_suites[s].exit_failure));
+        json_object_set_new(root, "suite_failures", sf);
+        json_object_set_new(json_object_get(root, "summary"),
+                            "suite_failures",
+                            json_integer(cf_count_suite_failures()));
     }
     {
         char abi[32];

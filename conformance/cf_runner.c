@@ -294,7 +294,23 @@ static void probe_child(const struct cf_config *cfg,
         if (api->device->get_device_props(d, &p) != KEEL_STATUS_OK)
             memset(&p, 0, sizeof(p));
         api->memory->get_memory_info(d, &m);
-        json_array_append_new(devs, props_json(&p, &m, d));
+        {
+            json_t *dj = props_json(&p, &m, d);
+            keel_collective_caps cc;
+            char why[160] = "";
+            int r = cf_coll_caps_query(api->collective, d, &cc, why,
+                                       sizeof(why));
+
+            json_object_set_new(
+                dj, "coll_caps",
+                json_pack("{s:i,s:I,s:I,s:I,s:I,s:s}", "declared", r,
+                          "collectives", (json_int_t)cc.collectives,
+                          "dtype_mask",
+                          (json_int_t)cc.dtype_mask, "reduce_ops",
+                          (json_int_t)cc.reduce_ops, "timeout_ms",
+                          (json_int_t)cc.timeout_ms, "why", why));
+            json_array_append_new(devs, dj);
+        }
     }
     json_object_set_new(o, "devices", devs);
     json_object_set_new(o, "have_ref",
@@ -368,6 +384,24 @@ static void probe_parse(json_t *o, struct cf_probe *pr)
         pr->dev[pr->ndev] =
             (int32_t)json_integer_value(json_object_get(d, "index"));
         props_from_json(d, &pr->props[pr->ndev], &pr->mem[pr->ndev]);
+        {
+            json_t *cc = json_object_get(d, "coll_caps");
+            keel_collective_caps *c = &pr->coll_caps[pr->ndev];
+
+            memset(c, 0, sizeof(*c));
+            pr->coll_declared[pr->ndev] =
+                (int)json_integer_value(json_object_get(cc, "declared"));
+            c->collectives = (uint32_t)json_integer_value(
+                json_object_get(cc, "collectives"));
+            c->dtype_mask = (uint32_t)json_integer_value(
+                json_object_get(cc, "dtype_mask"));
+            c->reduce_ops = (uint32_t)json_integer_value(
+                json_object_get(cc, "reduce_ops"));
+            c->timeout_ms = (uint32_t)json_integer_value(
+                json_object_get(cc, "timeout_ms"));
+            copy_str(pr->coll_why[pr->ndev], sizeof(pr->coll_why[0]), cc,
+                     "why");
+        }
         pr->ndev++;
     }
 }
@@ -682,6 +716,8 @@ static void print_suite_line(struct runner *rn, const struct cf_suite *s)
             fail++;
         }
     }
+    if (s->exit_failure[0])
+        fail++;
     rn->done_suites++;
     fprintf(rn->out, "[%3d/%d] %-24s %4d passed %4d failed %4d skipped",
             rn->done_suites, rn->total_suites, s->name, pass, fail, skip);
@@ -703,6 +739,9 @@ static void print_suite_line(struct runner *rn, const struct cf_suite *s)
                     t->id, t->ms, len ? ": " : "", len > 300 ? 300 : len, m,
                     len > 300 ? "..." : "");
     }
+    if (s->exit_failure[0])
+        fprintf(rn->out, "        FAIL %s (suite): %s\n", s->name,
+                s->exit_failure);
     fflush(rn->out);
 }
 
@@ -740,8 +779,11 @@ static bool reap(struct runner *rn, struct job *j)
         set_result(&cf_tests[s->tests[j->next]], CF_FAIL, 0, w, NULL);
         j->next++;
     } else if (j->killed || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        fprintf(stderr, "keel conform: suite %s: after its last test, %s\n",
-                s->name, why);
+        /* Every test reported, but the process did not end cleanly: a
+         * sanitizer's exit status, a crash or hang in teardown. That is a
+         * failure of the suite, not a pass. */
+        snprintf(s->exit_failure, sizeof(s->exit_failure),
+                 "after its last test, %.280s", why);
     }
     if (j->expired)
         fail_rest(j, why);

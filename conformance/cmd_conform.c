@@ -163,6 +163,18 @@ static void print_header(FILE *out, const struct cf_options *o,
             fprintf(out, "%s %d", i ? "," : "", (int)cfg->devices[i]);
         fprintf(out, " (from %s)", cfg->path ? cfg->path : "the configuration");
     }
+    if (p->ndev > 0 && (p->props[0].features & KEEL_FEATURE_COLLECTIVES)) {
+        const keel_collective_caps *c = &p->coll_caps[0];
+        if (p->coll_declared[0] == 1)
+            fprintf(out, "\n  collectives declared (device %d): mask %#x, "
+                         "dtypes %#x, reduce ops %#x, timeout %u ms",
+                    (int)p->dev[0], c->collectives, c->dtype_mask,
+                    c->reduce_ops, c->timeout_ms);
+        else
+            fprintf(out, "\n  collectives not declared (%s): all are tried",
+                    p->coll_declared[0] < 0 ? p->coll_why[0]
+                                            : "no collective.get_caps");
+    }
     fprintf(out, "\n  level    %s, %d tests in %d suites, %d job%s\n\n",
             cf_level_name(o->level), n, ns, o->jobs, o->jobs == 1 ? "" : "s");
     fflush(out);
@@ -252,6 +264,7 @@ static int conform_main(struct cf_options *o, struct cf_config *cfg)
     cf_run_suites(cfg, o, probe, stdout);
     ri.seconds = cf_now() - t0;
     cf_count(&pass, &fail, &skip, &known, &notrun);
+    fail += cf_count_suite_failures();
     if (fail + notrun == 0 && o->nfilters == 0 && probe->loaded)
         ri.certified = cf_level_name(o->level);
     cf_print_summary(stdout, &ri);

@@ -34,6 +34,7 @@
 #define KEEL_CONFORM_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -180,6 +181,11 @@ struct cf_suite {
     int *tests;     /* indices into cf_tests, selected ones, in order */
     int ntests;
     double seconds;
+    /* Set when a test process of the suite ended abnormally (a signal, a
+     * nonzero status such as a sanitizer's, a kill) after its last test,
+     * where no test is left to carry the failure: the suite fails. Empty
+     * otherwise. */
+    char exit_failure[320];
 };
 
 extern struct cf_test *cf_tests;
@@ -231,6 +237,12 @@ struct cf_env {
     char place[CF_MAX_DEVICES][48]; /* canonical names ("cpu:1")        */
     bool have_ref;                  /* cpu:0 available as the reference */
     char ref_reason[256];
+    /* What the tested devices' collectives declare (ABI 1.2 get_caps):
+     * the intersection over the tested devices, the largest timeout.
+     * coll_declared false: nothing declared, everything is tried and
+     * NOT_SUPPORTED is accepted. */
+    bool coll_declared;
+    keel_collective_caps coll_caps;
 };
 
 extern struct cf_env cf_env;
@@ -321,15 +333,27 @@ keel_status cf_event_wait(int32_t dev, keel_event e, double seconds);
 keel_status cf_stream_wait(int32_t dev, keel_stream s, double seconds);
 
 bool cf_has_feature(int i, uint32_t feature);
+/** Query a device's collective declaration through `col` (NULL when the
+ *  table or get_caps is absent). Returns 1 declared, 0 not declared, -1
+ *  when get_caps failed (why says so). */
+int cf_coll_caps_query(const keel_collective_ops *col, int32_t dev,
+                       keel_collective_caps *caps, char *why, size_t whysz);
+/** The collective bound in ms the tests use: timeouts.collective_ms when
+ *  the configuration sets it, else the plugin's declared timeout_ms. */
+uint32_t cf_collective_timeout_ms(void);
 int cf_dev_index(int32_t dev);
 
-/* A gate: a host function that blocks its stream until opened (bounded). */
+/* A gate: a host function that blocks its stream until opened (bounded).
+ * The flags are shared between the test's thread and whichever thread the
+ * plugin runs host functions on, so they are atomics; limit_s is set
+ * before the launch and only read after. Clear a gate with cf_gate_init. */
 struct cf_gate {
-    volatile int open;
-    volatile int ran;
-    volatile int entered;
+    atomic_int open;
+    atomic_int ran;
+    atomic_int entered;
     double limit_s;
 };
+void cf_gate_init(struct cf_gate *g, double limit_s);
 void cf_gate_fn(void *gate);
 
 /* ---- runner (cf_runner.c) ------------------------------------------------ */
@@ -350,6 +374,9 @@ struct cf_probe {
     int32_t dev[CF_MAX_DEVICES];
     keel_device_props props[CF_MAX_DEVICES];
     keel_memory_info mem[CF_MAX_DEVICES];
+    int coll_declared[CF_MAX_DEVICES];  /* cf_coll_caps_query's answer */
+    keel_collective_caps coll_caps[CF_MAX_DEVICES];
+    char coll_why[CF_MAX_DEVICES][160];
     bool have_ref;
 };
 
@@ -382,5 +409,8 @@ int cf_write_report(const char *path, const struct cf_run_info *ri,
                     char *err, size_t errsz);
 int cf_sha256_file(const char *path, char out[65]);
 void cf_count(int *pass, int *fail, int *skip, int *known, int *notrun);
+/** Number of suites whose test process ended abnormally after its last
+ *  test (cf_suite.exit_failure); each fails the run. */
+int cf_count_suite_failures(void);
 
 #endif /* KEEL_CONFORM_H */

@@ -85,8 +85,20 @@ static const struct recipe recipes[] = {
     {"std",
      {"T[4,6,5] | axis=1", "T[4,6,5] | axis=0,2;keepdim=1;unbiased=0"}},
     /* linear algebra */
+    /* matmul: the layouts the core hands a kernel (core/src/shape_linalg.c,
+     * docs/device-abi.md): a transposed operand arrives as swapped strides
+     * of the stored tensor, batch dims broadcast with stride 0, a 1-D
+     * operand as a matrix with a stride-0 dim and the output's rank
+     * reduced. The flags are passed too and must not be applied again. */
     {"matmul",
-     {"T[3,16,24](-1,1) T[3,24,20](-1,1)", "T[17,33](-1,1) T[33,9](-1,1)"}},
+     {"T[3,16,24](-1,1) T[3,24,20](-1,1)", "T[17,33](-1,1) T[33,9](-1,1)",
+      "T[3,24,16](-1,1) T[3,24,20](-1,1) | transpose_x=1",
+      "T[17,33](-1,1) T[9,33](-1,1) | transpose_y=1",
+      "T[2,24,16](-1,1) T[2,20,24](-1,1) | transpose_x=1;transpose_y=1",
+      "T[2,1,16,24](-1,1) T[3,24,20](-1,1)",
+      "T[5,24,16](-1,1) T[20,24](-1,1) | transpose_x=1;transpose_y=1",
+      "T[33](-1,1) T[33,9](-1,1)", "T[3,16,24](-1,1) T[24](-1,1)",
+      "T[40](-1,1) T[40](-1,1)"}},
     {"linear",
      {"T[8,24](-1,1) T[24,12](-1,1) T[12]", "T[2,5,24](-1,1) T[24,12](-1,1)"}},
     /* convolution and pooling */

@@ -28,7 +28,7 @@
 
 #include <keel/device_api.h>
 
-#define KR_MAX_CASES 4
+#define KR_MAX_CASES 10
 #define KR_MAX_IN 8
 #define KR_MAX_ATTR 12
 

@@ -45,6 +45,50 @@ static bool have_collectives(void)
     return true;
 }
 
+static const uint32_t kind_bits[] = {
+    KEEL_COLL_ALL_REDUCE, KEEL_COLL_BROADCAST,      KEEL_COLL_REDUCE,
+    KEEL_COLL_ALL_GATHER, KEEL_COLL_REDUCE_SCATTER, KEEL_COLL_ALL_TO_ALL};
+
+/* Whether a collective is to be tested: with a declaration (ABI 1.2
+ * get_caps), exactly what is declared; without one, everything. */
+static bool declared_kind(uint32_t bit)
+{
+    return !cf_env.coll_declared || (cf_env.coll_caps.collectives & bit);
+}
+
+static bool declared_combo(int dt, int op)
+{
+    if (!cf_env.coll_declared)
+        return true;
+    return (cf_env.coll_caps.dtype_mask & KEEL_DTYPE_BIT(dt)) &&
+           (op < 0 || (cf_env.coll_caps.reduce_ops & KEEL_REDUCE_OP_BIT(op)));
+}
+
+/* Skip a test that needs all_reduce(float32, sum) when it is not declared. */
+static bool need_all_reduce_f32_sum(void)
+{
+    if (declared_kind(KEEL_COLL_ALL_REDUCE) &&
+        declared_combo(KEEL_F32, KEEL_REDUCE_SUM))
+        return true;
+    cf_skip("not declared: collective.get_caps does not list all_reduce "
+            "with float32 and sum, which this test uses");
+    return false;
+}
+
+/* NOT_SUPPORTED from a call: allowed when nothing is declared (a note),
+ * a failure when the declaration covers the call. */
+static void unsupported(const char *what)
+{
+    if (cf_env.coll_declared)
+        CF_FAIL("%s returned NOT_SUPPORTED, but collective.get_caps "
+                "declares it",
+                what);
+    else
+        cf_note("%s: NOT_SUPPORTED (allowed: the plugin declares no "
+                "collective capabilities, ABI 1.2 collective.get_caps)",
+                what);
+}
+
 static bool coll_init(struct coll *c)
 {
     keel_comm_id id;
@@ -271,14 +315,16 @@ static void release(struct cbuf *b, int r)
     free(b->sendv);
 }
 
+enum run_result { RUN_FAILED = 0, RUN_OK = 1, RUN_UNSUPPORTED = 2 };
+
 /* Run one collective on every rank and check every element. */
-static bool run_one(struct coll *c, enum ckind k, int dt, int op,
-                    uint64_t count, int root, bool inplace)
+static enum run_result run_one(struct coll *c, enum ckind k, int dt, int op,
+                               uint64_t count, int root, bool inplace)
 {
     struct cbuf b[CF_MAX_DEVICES];
     int n = c->n;
     size_t es = cf_dtype_size(dt);
-    bool ok = true, prepared = true;
+    bool ok = true, prepared = true, declined = false;
     char what[160];
     keel_status st;
 
@@ -303,8 +349,12 @@ static bool run_one(struct coll *c, enum ckind k, int dt, int op,
     for (int r = 0; r < n; r++) {
         st = issue(c, r, k, &b[r], count, dt, op, root);
         if (st == KEEL_STATUS_NOT_SUPPORTED) {
-            cf_note("%s: NOT_SUPPORTED", what);
+            unsupported(what);
             COL->group_end();
+            for (int q = 0; q < n; q++)
+                cf_env.api->stream->stream_synchronize(cf_env.dev[q],
+                                                       c->s[q]);
+            declined = !cf_env.coll_declared;
             ok = false;
             goto out;
         }
@@ -341,7 +391,7 @@ static bool run_one(struct coll *c, enum ckind k, int dt, int op,
 out:
     for (int r = 0; r < n; r++)
         release(&b[r], r);
-    return ok;
+    return declined ? RUN_UNSUPPORTED : ok ? RUN_OK : RUN_FAILED;
 }
 
 /* ---- the matrix -------------------------------------------------------------------- */
@@ -351,10 +401,15 @@ static void matrix(enum ckind k)
     struct coll c;
     bool full = cf_env.level >= CF_LEVEL_FULL;
     uint64_t counts[4];
-    int ncounts;
+    int ncounts, ran = 0, declined = 0;
 
     if (!have_collectives())
         return;
+    if (!declared_kind(kind_bits[k])) {
+        cf_skip("not declared: collective.get_caps does not list %s",
+                kind_names[k]);
+        return;
+    }
     if (!coll_init(&c))
         goto out;
     counts[0] = (uint64_t)c.n * 3 + 1;
@@ -370,22 +425,40 @@ static void matrix(enum ckind k)
         if (dt == KEEL_BOOL && reducing(k))
             continue;
         for (int op = 0; op < (reducing(k) ? KEEL_REDUCE_OP_COUNT_ : 1); op++) {
+            enum run_result rr = RUN_OK;
+
             if (!full && op != KEEL_REDUCE_SUM)
                 continue;
             if (op == KEEL_REDUCE_AVG && !cf_dtype_is_float(dt))
                 continue;
-            for (int ci = 0; ci < ncounts; ci++) {
+            if (!declared_combo(dt, reducing(k) ? op : -1))
+                continue;
+            for (int ci = 0; ci < ncounts && rr == RUN_OK; ci++) {
                 int roots = k == C_BROADCAST || k == C_REDUCE ? 2 : 1;
-                for (int rt = 0; rt < roots; rt++)
-                    if (!run_one(&c, k, dt, op, counts[ci], rt ? c.n - 1 : 0,
-                                 false))
-                        goto out;
+                for (int rt = 0; rt < roots && rr == RUN_OK; rt++)
+                    rr = run_one(&c, k, dt, op, counts[ci],
+                                 rt ? c.n - 1 : 0, false);
             }
-            if (k == C_ALL_REDUCE &&
-                !run_one(&c, k, dt, op, counts[0], 0, true))
+            if (rr == RUN_OK && k == C_ALL_REDUCE)
+                rr = run_one(&c, k, dt, op, counts[0], 0, true);
+            if (rr == RUN_FAILED)
                 goto out;
+            /* Undeclared and refused: go on with the next combination. */
+            if (rr == RUN_UNSUPPORTED)
+                declined++;
+            else
+                ran++;
         }
     }
+    if (ran == 0 && declined > 0)
+        cf_skip("%s returned NOT_SUPPORTED for every dtype and op tried "
+                "(allowed without a declaration; declare what works with "
+                "collective.get_caps, ABI 1.2)",
+                kind_names[k]);
+    else if (ran == 0 && cf_env.coll_declared)
+        cf_skip("not declared: collective.get_caps lists no dtype and op "
+                "this level tests for %s",
+                kind_names[k]);
 out:
     coll_fini(&c);
 }
@@ -482,6 +555,12 @@ static void t_send_recv_ring(void)
 
     if (!CF_CHECK(h, "out of host memory") || !have_collectives())
         goto out_free;
+    if (!declared_kind(KEEL_COLL_SEND_RECV) ||
+        !declared_combo(KEEL_F32, -1)) {
+        cf_skip("not declared: collective.get_caps does not list send/recv "
+                "with float32");
+        goto out_free;
+    }
     if (!coll_init(&c))
         goto out;
     if (c.n < 2) {
@@ -501,10 +580,29 @@ static void t_send_recv_ring(void)
             goto out;
         for (int r = 0; r < c.n; r++) {
             int next = (r + 1) % c.n, prev = (r + c.n - 1) % c.n;
-            CF_OK(COL->send(c.comm[r], c.s[r], sb[r], COUNT, KEEL_F32, next),
-                  "send rank %d -> %d", r, next);
-            CF_OK(COL->recv(c.comm[r], c.s[r], rb[r], COUNT, KEEL_F32, prev),
-                  "recv rank %d <- %d", r, prev);
+            keel_status st;
+            char what[64];
+
+            st = COL->send(c.comm[r], c.s[r], sb[r], COUNT, KEEL_F32, next);
+            if (st == KEEL_STATUS_OK)
+                st = COL->recv(c.comm[r], c.s[r], rb[r], COUNT, KEEL_F32,
+                               prev);
+            if (st == KEEL_STATUS_NOT_SUPPORTED) {
+                /* The ABI allows it; without a declaration it is a skip. */
+                snprintf(what, sizeof(what), "send/recv (float32) on rank %d",
+                         r);
+                COL->group_end();
+                for (int q = 0; q < c.n; q++)
+                    cf_env.api->stream->stream_synchronize(cf_env.dev[q],
+                                                           c.s[q]);
+                unsupported(what);
+                if (!cf_env.coll_declared)
+                    cf_skip("send/recv returned NOT_SUPPORTED (allowed; "
+                            "the plugin declares no collective "
+                            "capabilities, ABI 1.2 collective.get_caps)");
+                goto out;
+            }
+            CF_OK(st, "send/recv rank %d -> %d, <- %d", r, next, prev);
         }
         CF_OK(COL->group_end(), "group_end after send/recv");
         for (int r = 0; r < c.n; r++) {
@@ -535,7 +633,7 @@ static void t_group_nesting(void)
 {
     struct coll c;
 
-    if (!have_collectives())
+    if (!have_collectives() || !need_all_reduce_f32_sum())
         return;
     if (!coll_init(&c))
         goto out;
@@ -558,16 +656,25 @@ static void t_errors(void)
     keel_status st;
     int32_t d = cf_env.dev[0];
 
-    if (!have_collectives())
+    if (!have_collectives() || !need_all_reduce_f32_sum())
         return;
     if (!coll_init(&c) || !cf_alloc(d, 256, &p))
         goto out;
-    CF_EXPECT(COL->broadcast(c.comm[0], c.s[0], p, p, 4, KEEL_F32, c.n),
-              KEEL_STATUS_INVALID_ARGUMENT, "broadcast with root %d of %d",
-              c.n, c.n);
-    CF_EXPECT(COL->reduce(c.comm[0], c.s[0], p, p, 4, KEEL_F32,
-                          KEEL_REDUCE_SUM, -1),
-              KEEL_STATUS_INVALID_ARGUMENT, "reduce with root -1");
+    /* An undeclared collective may refuse before it looks at the root. */
+    st = COL->broadcast(c.comm[0], c.s[0], p, p, 4, KEEL_F32, c.n);
+    CF_CHECK(st == KEEL_STATUS_INVALID_ARGUMENT ||
+                 (st == KEEL_STATUS_NOT_SUPPORTED &&
+                  (!cf_env.coll_declared ||
+                   !declared_kind(KEEL_COLL_BROADCAST))),
+             "broadcast with root %d of %d returned %s", c.n, c.n,
+             keel_status_name(st));
+    st = COL->reduce(c.comm[0], c.s[0], p, p, 4, KEEL_F32, KEEL_REDUCE_SUM,
+                     -1);
+    CF_CHECK(st == KEEL_STATUS_INVALID_ARGUMENT ||
+                 (st == KEEL_STATUS_NOT_SUPPORTED &&
+                  (!cf_env.coll_declared ||
+                   !declared_kind(KEEL_COLL_REDUCE))),
+             "reduce with root -1 returned %s", keel_status_name(st));
     st = COL->all_reduce(c.comm[0], c.s[0], p, p, 4, (keel_dtype)99,
                          KEEL_REDUCE_SUM);
     CF_CHECK(one_of(st, KEEL_STATUS_INVALID_ARGUMENT,
@@ -594,17 +701,18 @@ out:
 
 static void t_timeout(void)
 {
-    uint32_t bound = cf_env.cfg->collective_timeout_ms;
+    uint32_t bound = cf_collective_timeout_ms();
     struct coll c;
     keel_dptr p = 0;
     keel_status st;
     double t0, dt;
 
-    if (!have_collectives())
+    if (!have_collectives() || !need_all_reduce_f32_sum())
         return;
     if (!bound) {
-        cf_skip("timeouts.collective_ms is 0: the plugin does not bound "
-                "collective waits");
+        cf_skip("no bound on collective waits: the plugin declares "
+                "timeout_ms 0 or nothing (collective.get_caps) and "
+                "timeouts.collective_ms is not set");
         return;
     }
     if (cf_env.ndev < 2) {
@@ -669,7 +777,7 @@ static void t_threads_per_rank(void)
     keel_comm_id id;
     int n = cf_env.ndev, started = 0;
 
-    if (!have_collectives() ||
+    if (!have_collectives() || !need_all_reduce_f32_sum() ||
         !CF_OK(COL->get_unique_id(&id), "get_unique_id"))
         return;
     for (int r = 0; r < n; r++) {
@@ -695,7 +803,58 @@ static void t_threads_per_rank(void)
     }
 }
 
+/* The declaration itself (ABI 1.2): answers for every tested device,
+ * errors for bad arguments, and claims nothing the devices lack. */
+static void t_caps(void)
+{
+    keel_collective_caps c;
+    char why[160];
+    int r;
+
+    if (!have_collectives())
+        return;
+    if (!COL->get_caps) {
+        cf_skip("not declared: the plugin has no collective.get_caps (ABI "
+                "1.2); every collective, dtype and reduce op is tried and "
+                "NOT_SUPPORTED is accepted");
+        return;
+    }
+    for (int i = 0; i < cf_env.ndev; i++) {
+        int32_t d = cf_env.dev[i];
+
+        r = cf_coll_caps_query(COL, d, &c, why, sizeof(why));
+        if (!CF_CHECK(r == 1, "%s", why))
+            continue;
+        CF_CHECK(c.struct_size >= 4 && c.struct_size <= sizeof(c),
+                 "get_caps(%d) wrote back struct_size %u (asked for %zu)",
+                 (int)d, c.struct_size, sizeof(c));
+        CF_CHECK(c.collectives != 0,
+                 "device %d has KEEL_FEATURE_COLLECTIVES and a collective "
+                 "group but get_caps declares no collective",
+                 (int)d);
+        CF_CHECK((c.dtype_mask & ~cf_env.props[i].dtype_mask) == 0,
+                 "get_caps(%d) declares dtypes (mask %#x) the device's "
+                 "dtype_mask %#x lacks",
+                 (int)d, c.dtype_mask, cf_env.props[i].dtype_mask);
+        CF_CHECK((c.reduce_ops >> KEEL_REDUCE_OP_COUNT_) == 0,
+                 "get_caps(%d) declares unknown reduce ops (mask %#x)",
+                 (int)d, c.reduce_ops);
+        CF_CHECK((c.collectives & ~0x7fu) == 0,
+                 "get_caps(%d) declares unknown collectives (mask %#x)",
+                 (int)d, c.collectives);
+    }
+    c.struct_size = sizeof(c);
+    CF_EXPECT(COL->get_caps(cf_env.device_count, &c),
+              KEEL_STATUS_INVALID_DEVICE, "collective.get_caps(%d)",
+              (int)cf_env.device_count);
+    CF_EXPECT(COL->get_caps(cf_env.dev[0], NULL),
+              KEEL_STATUS_INVALID_ARGUMENT, "collective.get_caps(caps NULL)");
+}
+
 const struct cf_test_spec cf_collective_tests[] = {
+    {"collectives", "caps", CF_LEVEL_SMOKE, t_caps,
+     "the ABI 1.2 declaration of collectives, dtypes, reduce ops and "
+     "timeout; the other collective tests test exactly what it declares"},
     {"collectives", "unique_id", CF_LEVEL_SMOKE, t_unique_id,
      "ids differ; NULL rejected"},
     {"collectives", "comm_init", CF_LEVEL_SMOKE, t_comm_init,

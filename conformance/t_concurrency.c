@@ -299,11 +299,15 @@ static void t_threads_events(void)
         goto out;
     started = true;
     for (int k = 0; k < ROUNDS; k++) {
+        int ready;
+
+        /* h.ready is the producer's: read it only under the lock. */
         pthread_mutex_lock(&h.lock);
         while (h.ready <= k && !h.stop)
             pthread_cond_wait(&h.cond, &h.lock);
+        ready = h.ready;
         pthread_mutex_unlock(&h.lock);
-        if (h.ready <= k)
+        if (ready <= k)
             break;
         CF_OK(STR->stream_wait_event(h.dev, s, h.ev[k]),
               "stream_wait_event on an event recorded by another thread");

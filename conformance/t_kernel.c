@@ -643,25 +643,53 @@ static size_t guard_bytes(int i)
     return a > KT_GUARD ? a : KT_GUARD;
 }
 
-/* Allocate and upload a tensor (contiguous, or with every stride doubled
- * when strided); guards carry a pattern, gaps are all-ones bytes. */
-static bool buf_make(int i, const struct kt_tensor *t, bool strided,
+/* How a test lays its inputs out in device memory. */
+enum kt_layout {
+    KT_CONTIGUOUS = 0,
+    KT_STRIDED,    /* every stride doubled; the gaps are poisoned          */
+    KT_TRANSPOSED, /* last two dims swapped in memory: a transposed view,
+                    * dense but not row-major (strides [.., 1, rows])     */
+    KT_NLAYOUTS
+};
+
+static const char *layout_name(int layout)
+{
+    switch (layout) {
+    case KT_STRIDED:
+        return "inputs strided (step 2)";
+    case KT_TRANSPOSED:
+        return "inputs as transposed views (last two dims swapped in "
+               "memory)";
+    default:
+        return "contiguous";
+    }
+}
+
+/* Allocate and upload a tensor laid out as `layout` says; guards carry a
+ * pattern, gaps are all-ones bytes. */
+static bool buf_make(int i, const struct kt_tensor *t, int layout,
                      uint32_t seed, struct kt_buf *b)
 {
     int32_t d = cf_env.dev[i];
     size_t es = cf_dtype_size(t->dtype), g = guard_bytes(i);
     int64_t stride = 1;
+    int nd = t->ndim;
 
     memset(b, 0, sizeof(*b));
     b->desc.dtype = (keel_dtype)t->dtype;
-    b->desc.ndim = t->ndim;
-    for (int k = t->ndim - 1; k >= 0; k--) {
-        int64_t s = strided ? 2 * stride : stride;
+    b->desc.ndim = nd;
+    if (layout == KT_TRANSPOSED && nd < 2)
+        layout = KT_CONTIGUOUS;
+    for (int k = nd - 1; k >= 0; k--) {
+        /* memory order: dims 0..nd-3, then nd-1, then nd-2 (innermost) */
+        int m = layout == KT_TRANSPOSED && k >= nd - 2 ? 2 * nd - 3 - k : k;
+        int64_t s = layout == KT_STRIDED ? 2 * stride : stride;
         b->desc.shape[k] = t->shape[k];
-        b->desc.strides[k] = s;
-        stride *= t->shape[k] > 0 ? t->shape[k] : 1;
+        b->desc.strides[m] = s;
+        stride *= t->shape[m] > 0 ? t->shape[m] : 1;
     }
-    b->extent = t->numel ? (strided ? 2 * t->numel : t->numel) : 0;
+    b->extent = t->numel ? (layout == KT_STRIDED ? 2 * t->numel : t->numel)
+                         : 0;
     b->bytes = 2 * g + (size_t)b->extent * es;
     b->image = malloc(b->bytes);
     if (!CF_CHECK(b->image, "out of host memory"))
@@ -761,6 +789,89 @@ static void broadcast_descs(int kind, int nin, struct kt_buf *in)
     }
 }
 
+/* The value of integer/bool attribute `name`, or `def`. */
+static int64_t attr_int(const struct kt_attrs *at, const char *name,
+                        int64_t def)
+{
+    for (int i = 0; i < at->n; i++)
+        if (!strcmp(at->a[i].name, name) &&
+            (at->a[i].type == KEEL_ATTR_INT || at->a[i].type == KEEL_ATTR_BOOL))
+            return at->a[i].v.i;
+    return def;
+}
+
+/* matmul's inputs as the core resolves them (core/src/shape_linalg.c):
+ * x [B.., M, K] and y [B.., K, N] with one batch shape (stride 0 where an
+ * operand is broadcast), transposes as swapped strides of the stored
+ * tensor, a 1-D x as [1, K] with row stride 0 and a 1-D y as [K, 1] with
+ * column stride 0. Returns false when the shapes do not fit (a bad recipe). */
+static bool matmul_resolve(const struct kt_attrs *at, struct kt_buf *in)
+{
+    bool tr[2] = {attr_int(at, "transpose_x", 0) != 0,
+                  attr_int(at, "transpose_y", 0) != 0};
+    int64_t rows[2], cols[2], rs[2], cs[2], bshape[KEEL_MAX_DIMS];
+    int nbatch[2], nb;
+
+    for (int q = 0; q < 2; q++) {
+        const keel_tensor_desc *d = &in[q].desc;
+        int nd = d->ndim;
+
+        if (nd < 1)
+            return false;
+        if (nd == 1) {
+            rows[q] = q == 0 ? 1 : d->shape[0];
+            cols[q] = q == 0 ? d->shape[0] : 1;
+            rs[q] = q == 0 ? 0 : d->strides[0];
+            cs[q] = q == 0 ? d->strides[0] : 0;
+            nbatch[q] = 0;
+            continue;
+        }
+        rows[q] = d->shape[nd - 2];
+        cols[q] = d->shape[nd - 1];
+        rs[q] = d->strides[nd - 2];
+        cs[q] = d->strides[nd - 1];
+        if (tr[q]) {
+            int64_t t = rows[q];
+            rows[q] = cols[q];
+            cols[q] = t;
+            t = rs[q];
+            rs[q] = cs[q];
+            cs[q] = t;
+        }
+        nbatch[q] = nd - 2;
+    }
+    if (cols[0] != rows[1])
+        return false;
+    nb = nbatch[0] > nbatch[1] ? nbatch[0] : nbatch[1];
+    if (nb + 2 > KEEL_MAX_DIMS)
+        return false;
+    for (int k = 0; k < nb; k++) {
+        int64_t u = 1, v = 1;
+        int i = k - (nb - nbatch[0]), j = k - (nb - nbatch[1]);
+        if (i >= 0)
+            u = in[0].desc.shape[i];
+        if (j >= 0)
+            v = in[1].desc.shape[j];
+        if (u != v && u != 1 && v != 1)
+            return false;
+        bshape[k] = u == 1 ? v : u;
+    }
+    for (int q = 0; q < 2; q++) {
+        keel_tensor_desc o = in[q].desc, *d = &in[q].desc;
+        for (int k = 0; k < nb; k++) {
+            int j = k - (nb - nbatch[q]);
+            d->shape[k] = bshape[k];
+            d->strides[k] = (j < 0 || o.shape[j] == 1) ? 0 : o.strides[j];
+        }
+        d->shape[nb] = rows[q];
+        d->strides[nb] = rs[q];
+        d->shape[nb + 1] = cols[q];
+        d->strides[nb + 1] = cs[q];
+        d->ndim = nb + 2;
+    }
+    return true;
+}
+
 struct kt_run {
     int op, dt, icase;
     int i;                   /* device slot                         */
@@ -771,7 +882,7 @@ struct kt_run {
     const struct kt_attrs *at;      /* attributes of the tested run    */
     const struct kt_attrs *at_ref;  /* ... of the reference run        */
     uint32_t mutated;
-    bool strided;
+    int layout;              /* enum kt_layout                      */
     char what[512];          /* "op(inputs | attrs) case k, layout"  */
 };
 
@@ -885,6 +996,44 @@ static void check_outputs(struct kt_run *r, const struct kt_buf *out,
     }
 }
 
+/* kernels/args_lifetime: every argument the kernel got (descriptors,
+ * attributes and their names and lists, the args struct) is overwritten as
+ * soon as the launch returns, before the stream is synchronized. */
+static bool kt_scribble;
+
+struct kt_scratch {
+    keel_attr a[KR_MAX_ATTR];
+    char names[KR_MAX_ATTR][32];
+    int64_t ints[KR_MAX_ATTR][8];
+    double floats[KR_MAX_ATTR][8];
+    char strs[KR_MAX_ATTR][96];
+};
+
+/* A deep copy of the attributes, so that scribbling over it leaves the
+ * test's own copy intact. */
+static void scratch_attrs(struct kt_scratch *sc, const struct kt_attrs *at)
+{
+    for (int i = 0; i < at->n && i < KR_MAX_ATTR; i++) {
+        keel_attr *a = &sc->a[i];
+
+        *a = at->a[i];
+        snprintf(sc->names[i], sizeof(sc->names[i]), "%s", at->a[i].name);
+        a->name = sc->names[i];
+        if (a->type == KEEL_ATTR_STRING) {
+            snprintf(sc->strs[i], sizeof(sc->strs[i]), "%s", at->a[i].v.s);
+            a->v.s = sc->strs[i];
+        } else if (a->type == KEEL_ATTR_INTS) {
+            memcpy(sc->ints[i], at->a[i].v.ints.data,
+                   sizeof(int64_t) * (size_t)at->a[i].v.ints.count);
+            a->v.ints.data = sc->ints[i];
+        } else if (a->type == KEEL_ATTR_FLOATS) {
+            memcpy(sc->floats[i], at->a[i].v.floats.data,
+                   sizeof(double) * (size_t)at->a[i].v.floats.count);
+            a->v.floats.data = sc->floats[i];
+        }
+    }
+}
+
 /* Launch the kernel and check everything. Returns the kernel's status. */
 static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
                               const struct kt_result *ref, double tol)
@@ -900,13 +1049,18 @@ static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
     memset(in, 0, sizeof(in));
     memset(out, 0, sizeof(out));
     for (int k = 0; k < nin; k++)
-        if (!buf_make(r->i, &r->in[k], r->strided && r->in[k].ndim > 0,
+        if (!buf_make(r->i, &r->in[k],
+                      r->in[k].ndim > 0 ? r->layout : KT_CONTIGUOUS,
                       (uint32_t)(1000 + 2 * k), &in[k]))
             goto out;
     for (int o = 0; o < nout; o++)
         if (!out_make(r->i, &meta->out[o], (uint32_t)(2000 + 2 * o), &out[o]))
             goto out;
     broadcast_descs(kr_broadcast_kind(r->op), nin, in);
+    if (r->op == KEEL_OP_MATMUL && nin == 2 && !matmul_resolve(r->at, in)) {
+        CF_FAIL("%s: bad recipe: the operands do not multiply", r->what);
+        goto out;
+    }
     for (int k = 0; k < nin; k++)
         idesc[k] = in[k].desc;
     for (int o = 0; o < nout; o++)
@@ -922,7 +1076,20 @@ static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
         .attrs = r->at->a,
         .num_attrs = r->at->n,
     };
-    st = r->kernel.fn(r->kernel.kernel_data, &args);
+    if (kt_scribble) {
+        struct kt_scratch sc;
+
+        memset(&sc, 0, sizeof(sc));
+        scratch_attrs(&sc, r->at);
+        args.attrs = sc.a;
+        st = r->kernel.fn(r->kernel.kernel_data, &args);
+        memset(&sc, 0xab, sizeof(sc));
+        memset(idesc, 0xab, sizeof(idesc));
+        memset(odesc, 0xab, sizeof(odesc));
+        memset(&args, 0xab, sizeof(args));
+    } else {
+        st = r->kernel.fn(r->kernel.kernel_data, &args);
+    }
     if (st != KEEL_STATUS_OK)
         goto out;
     if (!CF_OK(cf_env.api->stream->stream_synchronize(d, r->stream),
@@ -960,10 +1127,12 @@ static void describe_case(struct kt_run *r, const struct kt_tensor *in,
                               bar ? " " : "", bar ? bar : "",
                               extra[0] ? " " : "", extra);
     if (n < sizeof(r->what))
-        snprintf(r->what + n, sizeof(r->what) - n, ", case %d, %s, device %d",
-                 r->icase + 1,
-                 r->strided ? "inputs strided (step 2)" : "contiguous",
-                 (int)cf_env.dev[r->i]);
+        snprintf(r->what + n, sizeof(r->what) - n,
+                 ", case %d, %s, device %d%s", r->icase + 1,
+                 layout_name(r->layout), (int)cf_env.dev[r->i],
+                 kt_scribble ? ", every argument overwritten as soon as the "
+                               "launch returned"
+                             : "");
 }
 
 /* Output dtypes and shapes for the tested dtype: a run on cpu:0 in that
@@ -1094,13 +1263,18 @@ static void run_cases(int op, int dt, int i, keel_kernel k, keel_stream s,
         r.at = &at;
         r.at_ref = &at_ref;
         r.mutated = kr_mutated_inputs(op, &c);
-        for (int layout = 0; layout < 2; layout++) {
-            bool any_nd = false;
+        for (int layout = 0; layout < KT_NLAYOUTS; layout++) {
+            int maxnd = 0;
             for (int q = 0; q < c.nin; q++)
-                any_nd = any_nd || c.in[q].ndim > 0;
-            if (layout == 1 && (kc != 0 || !any_nd))
+                maxnd = c.in[q].ndim > maxnd ? c.in[q].ndim : maxnd;
+            /* The first case also runs with strided inputs and, where an
+             * input is a matrix or more, with transposed views. */
+            if (layout != KT_CONTIGUOUS && kc != 0)
                 break;
-            r.strided = layout == 1;
+            if ((layout == KT_STRIDED && maxnd < 1) ||
+                (layout == KT_TRANSPOSED && maxnd < 2))
+                continue;
+            r.layout = layout;
             if (is_cast) {
                 for (int tgt = 0; tgt < KEEL_DTYPE_COUNT_; tgt++) {
                     char extra[48];
@@ -1367,6 +1541,60 @@ out:
 
 /* Arguments, descriptors and attributes are valid only during the call:
  * scribbling over them afterwards must not change what the kernel does. */
+/* Without leaky_relu (float32): the same promise checked on any kernel the
+ * plugin provides, through its recipes, the commonest ops first. */
+static void args_lifetime_any(void)
+{
+    static const keel_op_id first[] = {KEEL_OP_ADD, KEEL_OP_MULTIPLY,
+                                       KEEL_OP_RELU, KEEL_OP_MATMUL,
+                                       KEEL_OP_EXP, KEEL_OP_SUM};
+    int n = (int)(sizeof(first) / sizeof(first[0]));
+    uint32_t devmask = cf_env.props[0].dtype_mask;
+
+    if (!cf_env.have_ref) {
+        cf_skip("leaky_relu (float32) is not provided, and without the "
+                "reference (%s) no other kernel can be checked",
+                cf_env.ref_reason);
+        return;
+    }
+    for (int q = 0; q < n + KEEL_OP_COUNT; q++) {
+        int op = q < n ? (int)first[q] : q - n;
+        uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask & devmask;
+        int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
+        struct kt_tally t;
+        keel_kernel k;
+        keel_stream s = NULL;
+        bool missing;
+
+        for (int d = 0; dt < 0 && d < KEEL_DTYPE_COUNT_; d++)
+            if (mask & KEEL_DTYPE_BIT(d))
+                dt = d;
+        if (dt < 0 || kr_case_count(op) == 0 ||
+            keel_op_get_info((keel_op_id)op)->num_inputs == 0)
+            continue;
+        if (!kernel_for(0, op, dt, &k, &missing)) {
+            if (missing)
+                continue;
+            return; /* lookup failed: already reported */
+        }
+        if (!cf_stream_new(cf_env.dev[0], &s))
+            return;
+        memset(&t, 0, sizeof(t));
+        kt_scribble = true;
+        run_cases(op, dt, 0, k, s, &t);
+        kt_scribble = false;
+        cf_stream_del(cf_env.dev[0], s);
+        if (t.ran > 0) {
+            cf_note("leaky_relu (float32) is not provided; checked with %s "
+                    "(%s)",
+                    keel_op_get_info((keel_op_id)op)->name, cf_dtype_name(dt));
+            return;
+        }
+    }
+    cf_skip("not provided: the plugin has no kernel the suite can check "
+            "(kernel.lookup returned NOT_FOUND for every op with inputs)");
+}
+
 static void t_args_lifetime(void)
 {
     enum { N = 1 << 18 };
@@ -1386,7 +1614,7 @@ static void t_args_lifetime(void)
     }
     if (!kernel_for(0, op, KEEL_F32, &k, &missing)) {
         if (missing)
-            cf_skip("leaky_relu (float32) is not provided");
+            args_lifetime_any();
         goto out;
     }
     for (int i = 0; i < N; i++)

@@ -642,8 +642,8 @@ static void t_sync_waits(void)
             continue;
         }
         CF_OK(MEM->memset(d, a, 0, N), "memset");
-        memset(&g, 0, sizeof(g));
-        g.limit_s = cf_has_feature(i, KEEL_FEATURE_ASYNC_COPY) ? 10 : 0.05;
+        cf_gate_init(&g, cf_has_feature(i, KEEL_FEATURE_ASYNC_COPY) ? 10
+                                                                     : 0.05);
         if (cf_has_feature(i, KEEL_FEATURE_HOST_CALLBACK) &&
             cf_env.api->stream->launch_host_func &&
             CF_OK(cf_env.api->stream->launch_host_func(d, s, cf_gate_fn, &g),

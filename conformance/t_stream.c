@@ -30,8 +30,7 @@ static bool gate_launch(int i, keel_stream s, struct cf_gate *g)
 {
     int32_t d = cf_env.dev[i];
 
-    memset((void *)g, 0, sizeof(*g));
-    g->limit_s = gate_limit(i);
+    cf_gate_init(g, gate_limit(i));
     if (!CF_OK(STR->launch_host_func(d, s, cf_gate_fn, g),
                "stream.launch_host_func(%d)", (int)d))
         return false;
@@ -765,7 +764,95 @@ out:
     cf_stream_del(d1, s1);
 }
 
+/* KEEL_FEATURE_ASYNC_COPY exactly as device_api.h defines it: with a host
+ * function holding a stream, the enqueuing calls return at once, queries
+ * answer NOT_READY, and the held function runs without help from the
+ * caller (on a plugin thread). */
+static void t_async_promise(void)
+{
+    enum { N = 1 << 20 };
+    unsigned char *x = malloc(N);
+    int claimed = 0;
+
+    if (!CF_CHECK(x, "out of host memory"))
+        return;
+    memset(x, 0x5a, N);
+    for (int i = 0; i < cf_env.ndev; i++) {
+        int32_t d = cf_env.dev[i];
+        struct cf_gate g;
+        keel_stream s = NULL;
+        keel_event e = NULL;
+        keel_dptr a = 0;
+        double t0, t_launch, t_enq, t_enter;
+        keel_status q, eq;
+
+        if (!cf_has_feature(i, KEEL_FEATURE_ASYNC_COPY))
+            continue;
+        claimed++;
+        if (!have_callbacks(i)) {
+            cf_note("device %d: without host callbacks the promise of "
+                    "KEEL_FEATURE_ASYNC_COPY cannot be observed",
+                    (int)d);
+            continue;
+        }
+        cf_gate_init(&g, 10.0);
+        if (!cf_stream_new(d, &s) || !cf_alloc(d, N, &a) ||
+            !CF_OK(STR->event_create(d, &e), "event_create"))
+            goto next;
+        t0 = cf_now();
+        if (!CF_OK(STR->launch_host_func(d, s, cf_gate_fn, &g),
+                   "launch_host_func"))
+            goto next;
+        t_launch = cf_now() - t0;
+        CF_CHECK(atomic_load(&g.ran) == 0 && t_launch < 5.0,
+                 "device %d claims KEEL_FEATURE_ASYNC_COPY but "
+                 "launch_host_func waited %.2f s for its host function",
+                 (int)d, t_launch);
+        t0 = cf_now();
+        CF_OK(MEM->copy_h2d_async(d, s, a, x, N), "copy_h2d_async");
+        CF_OK(MEM->memset_async(d, s, a, 0, 16), "memset_async");
+        CF_OK(STR->event_record(d, e, s), "event_record");
+        t_enq = cf_now() - t0;
+        q = STR->stream_query(d, s);
+        eq = STR->event_query(d, e);
+        CF_CHECK(atomic_load(&g.ran) == 0 && t_enq < 5.0,
+                 "device %d claims KEEL_FEATURE_ASYNC_COPY but enqueuing "
+                 "behind a running host function took %.2f s",
+                 (int)d, t_enq);
+        CF_CHECK(q == KEEL_STATUS_NOT_READY && eq == KEEL_STATUS_NOT_READY,
+                 "device %d: with its stream held by a host function, "
+                 "stream_query is %s and event_query %s (expected "
+                 "NOT_READY for both)",
+                 (int)d, keel_status_name(q), keel_status_name(eq));
+        t0 = cf_now();
+        while (!atomic_load(&g.entered) && cf_now() - t0 < 5.0)
+            cf_sleep_ms(1);
+        t_enter = cf_now() - t0;
+        CF_CHECK(atomic_load(&g.entered),
+                 "device %d claims KEEL_FEATURE_ASYNC_COPY but its host "
+                 "function had not started %.1f s after launch_host_func "
+                 "returned: asynchronous work must progress without the "
+                 "caller",
+                 (int)d, t_enter);
+    next:
+        atomic_store(&g.open, 1);
+        if (s)
+            cf_sync(d, s);
+        if (e)
+            STR->event_destroy(d, e);
+        cf_free(d, a);
+        cf_stream_del(d, s);
+    }
+    free(x);
+    if (claimed == 0)
+        cf_skip("no tested device sets KEEL_FEATURE_ASYNC_COPY");
+}
+
 const struct cf_test_spec cf_stream_tests[] = {
+    {"streams", "async_promise", CF_LEVEL_SMOKE, t_async_promise,
+     "KEEL_FEATURE_ASYNC_COPY as defined: enqueuing behind a running host "
+     "function returns at once, queries say NOT_READY, the work progresses "
+     "on its own"},
     {"streams", "create_destroy", CF_LEVEL_SMOKE, t_create_destroy,
      "streams of every priority; default stream; bad arguments"},
     {"streams", "many_streams", CF_LEVEL_SMOKE, t_many_streams,

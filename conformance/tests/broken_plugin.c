@@ -15,11 +15,34 @@
  *   BP_EVENT_NEVER    a recorded event never completes
  *   BP_COLL_DROP      all_reduce drops the last rank's contribution
  *   BP_LYING_SIZE     the stream table claims ABI 1.1 with 16 bytes too many
+ *   BP_MATMUL_TRANSPOSED  matmul (float32) reads an operand stored
+ *                     transposed (column-major matrix part, the core's
+ *                     transpose_x/transpose_y) as if it were row-major
+ *   BP_MATMUL_RETRANSPOSE matmul (float32) applies transpose_x/transpose_y
+ *                     again to operands the core already resolved
+ *   BP_DENSE_AS_CONTIGUOUS multiply (float32) treats any dense tensor as
+ *                     row-major, so a transposed view is read in the wrong
+ *                     order
+ *   BP_COLL_PARTIAL   declares (ABI 1.2 get_caps) all_reduce and broadcast
+ *                     in float32 with sum only, and refuses everything
+ *                     else with NOT_SUPPORTED: a correct partial plugin
+ *   BP_COLL_UNDECLARED an ABI 1.1 collective table (no get_caps) whose
+ *                     send and recv return NOT_SUPPORTED: allowed
+ *   BP_COLL_LIES      declares every collective but send and recv return
+ *                     NOT_SUPPORTED: a broken declaration
+ *   BP_LATE_ARGS      provides only add, multiply, relu and matmul (float32),
+ *                     like a new port; add reads its descriptors only when
+ *                     the stream reaches it, after the launch returned
+ *   BP_EXIT_AT_END    once tanh (float32) has run, finalize ends the process
+ *                     with status 66, as a sanitizer does at exit after it
+ *                     reported an error: every test passes, the suite's
+ *                     process does not end cleanly
  *
  * The CPU plugin shares its state with the copy the core loaded itself
  * (same file, same handle); that is fine for these tests.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -327,6 +350,286 @@ static keel_status drop_all_reduce(keel_comm comm, keel_stream s,
 }
 #endif
 
+/* ---- layout bugs: kernels that misread the core's descriptors ------------------- */
+
+#if defined(BP_MATMUL_TRANSPOSED) || defined(BP_MATMUL_RETRANSPOSE) ||        \
+    defined(BP_DENSE_AS_CONTIGUOUS)
+#if defined(BP_DENSE_AS_CONTIGUOUS)
+#define LAYOUT_OP "multiply"
+#else
+#define LAYOUT_OP "matmul"
+#endif
+static keel_kernel layout_real;
+
+static inline void row_major(keel_tensor_desc *d, int from)
+{
+    int64_t s = 1;
+
+    for (int k = d->ndim - 1; k >= from; k--) {
+        d->strides[k] = s;
+        s *= d->shape[k] > 0 ? d->shape[k] : 1;
+    }
+}
+
+static inline bool attr_true(const keel_kernel_args *a, const char *name)
+{
+    for (int32_t i = 0; i < a->num_attrs; i++)
+        if (a->attrs[i].name && !strcmp(a->attrs[i].name, name))
+            return a->attrs[i].v.i != 0;
+    return false;
+}
+
+static keel_status layout_bug(void *data, const keel_kernel_args *a)
+{
+    keel_tensor_desc in[8];
+    keel_kernel_args b = *a;
+
+    (void)data;
+    if (a->num_inputs > 8)
+        return KEEL_STATUS_NOT_SUPPORTED;
+    for (int32_t q = 0; q < a->num_inputs; q++)
+        in[q] = a->inputs[q];
+#if defined(BP_MATMUL_TRANSPOSED)
+    /* A column-major matrix part (strides [.., 1, rows]) read with
+     * row-major strides: the same bytes, the wrong element order. */
+    for (int32_t q = 0; q < a->num_inputs && q < 2; q++) {
+        keel_tensor_desc *d = &in[q];
+        int nd = d->ndim;
+        if (nd >= 2 && d->strides[nd - 2] == 1 && d->strides[nd - 1] != 1 &&
+            d->shape[nd - 2] > 1 && d->shape[nd - 1] > 1)
+            row_major(d, nd - 2);
+    }
+#elif defined(BP_MATMUL_RETRANSPOSE)
+    /* The flags applied once more to operands already resolved. */
+    for (int32_t q = 0; q < a->num_inputs && q < 2; q++) {
+        keel_tensor_desc *d = &in[q];
+        int nd = d->ndim;
+        if (nd >= 2 && attr_true(a, q == 0 ? "transpose_x" : "transpose_y")) {
+            int64_t t = d->shape[nd - 2];
+            d->shape[nd - 2] = d->shape[nd - 1];
+            d->shape[nd - 1] = t;
+            t = d->strides[nd - 2];
+            d->strides[nd - 2] = d->strides[nd - 1];
+            d->strides[nd - 1] = t;
+        }
+    }
+#else
+    /* "Dense means contiguous": no gap and no stride 0, so the kernel
+     * takes its flat path, which is wrong for a permuted layout. */
+    for (int32_t q = 0; q < a->num_inputs; q++) {
+        keel_tensor_desc *d = &in[q];
+        int64_t last = 0, n = 1;
+        bool positive = true;
+        for (int k = 0; k < d->ndim; k++) {
+            positive = positive && d->strides[k] > 0;
+            last += (d->shape[k] - 1) * d->strides[k];
+            n *= d->shape[k];
+        }
+        if (positive && n > 0 && last + 1 == n)
+            row_major(d, 0);
+    }
+#endif
+    b.inputs = in;
+    return layout_real.fn(layout_real.kernel_data, &b);
+}
+
+static keel_status layout_lookup(int32_t device, const char *op,
+                                 keel_dtype dt, keel_kernel *k)
+{
+    keel_status st = real->kernel->lookup(device, op, dt, k);
+
+    if (st == KEEL_STATUS_OK && op && !strcmp(op, LAYOUT_OP) &&
+        dt == KEEL_F32) {
+        layout_real = *k;
+        k->fn = layout_bug;
+        k->kernel_data = NULL;
+    }
+    return st;
+}
+#endif
+
+/* ---- collectives that support less ----------------------------------------------- */
+
+#if defined(BP_COLL_PARTIAL) || defined(BP_COLL_UNDECLARED) ||                \
+    defined(BP_COLL_LIES)
+static keel_status refuse(const char *what)
+{
+    (void)what;
+    return KEEL_STATUS_NOT_SUPPORTED;
+}
+
+static keel_status no_send(keel_comm comm, keel_stream s, keel_dptr buf,
+                           uint64_t count, keel_dtype dt, int32_t peer)
+{
+    (void)comm, (void)s, (void)buf, (void)count, (void)dt, (void)peer;
+    return refuse("send/recv");
+}
+#endif
+
+#ifdef BP_COLL_PARTIAL
+static bool partial_ok(keel_dtype dt, int op)
+{
+    return dt == KEEL_F32 && (op < 0 || op == KEEL_REDUCE_SUM);
+}
+
+static keel_status partial_caps(int32_t device, keel_collective_caps *caps)
+{
+    keel_status st = real->collective->get_caps(device, caps);
+
+    if (st == KEEL_STATUS_OK && caps->struct_size >= sizeof(*caps)) {
+        caps->collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST;
+        caps->dtype_mask = KEEL_DTYPE_BIT(KEEL_F32);
+        caps->reduce_ops = KEEL_REDUCE_OP_BIT(KEEL_REDUCE_SUM);
+    }
+    return st;
+}
+
+static keel_status partial_all_reduce(keel_comm comm, keel_stream s,
+                                      keel_dptr send, keel_dptr recv,
+                                      uint64_t count, keel_dtype dt,
+                                      keel_reduce_op op)
+{
+    if (!partial_ok(dt, (int)op))
+        return refuse("all_reduce");
+    return real->collective->all_reduce(comm, s, send, recv, count, dt, op);
+}
+
+static keel_status partial_broadcast(keel_comm comm, keel_stream s,
+                                     keel_dptr send, keel_dptr recv,
+                                     uint64_t count, keel_dtype dt,
+                                     int32_t root)
+{
+    if (!partial_ok(dt, -1))
+        return refuse("broadcast");
+    return real->collective->broadcast(comm, s, send, recv, count, dt, root);
+}
+
+static keel_status no_reduce(keel_comm comm, keel_stream s, keel_dptr send,
+                             keel_dptr recv, uint64_t count, keel_dtype dt,
+                             keel_reduce_op op, int32_t root)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    (void)op, (void)root;
+    return refuse("reduce");
+}
+
+static keel_status no_gather(keel_comm comm, keel_stream s, keel_dptr send,
+                             keel_dptr recv, uint64_t count, keel_dtype dt)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    return refuse("all_gather/all_to_all");
+}
+
+static keel_status no_reduce_scatter(keel_comm comm, keel_stream s,
+                                     keel_dptr send, keel_dptr recv,
+                                     uint64_t count, keel_dtype dt,
+                                     keel_reduce_op op)
+{
+    (void)comm, (void)s, (void)send, (void)recv, (void)count, (void)dt;
+    (void)op;
+    return refuse("reduce_scatter");
+}
+#endif
+
+/* ---- a partial plugin whose add reads its arguments late ---------------------------- */
+
+#ifdef BP_LATE_ARGS
+struct late {
+    keel_kernel real;
+    const keel_kernel_args *args; /* the caller's: read when the work runs */
+};
+
+static keel_kernel late_add_real;
+
+static void late_run(void *arg)
+{
+    struct late *l = arg;
+    const keel_kernel_args *a = l->args;
+    keel_kernel_args b;
+
+    usleep(50 * 1000); /* run well after the launch has returned */
+    /* What the caller left there by now; skip what no longer looks like
+     * a float32 add (the output then keeps its old contents). */
+    if (a->num_inputs == 2 && a->num_outputs == 1 &&
+        a->inputs[0].dtype == KEEL_F32 && a->outputs[0].dtype == KEEL_F32) {
+        b = *a;
+        b.stream = NULL;
+        l->real.fn(l->real.kernel_data, &b);
+    }
+    free(l);
+}
+
+static keel_status late_add(void *data, const keel_kernel_args *a)
+{
+    struct late *l = malloc(sizeof(*l));
+    keel_status st;
+
+    (void)data;
+    if (!l)
+        return KEEL_STATUS_OUT_OF_MEMORY;
+    l->real = late_add_real;
+    l->args = a;
+    st = real->stream->launch_host_func(a->device, a->stream, late_run, l);
+    if (st != KEEL_STATUS_OK)
+        free(l);
+    return st;
+}
+
+static keel_status partial_lookup(int32_t device, const char *op,
+                                  keel_dtype dt, keel_kernel *k)
+{
+    keel_status st;
+
+    if (!op || dt != KEEL_F32 ||
+        (strcmp(op, "add") && strcmp(op, "multiply") && strcmp(op, "relu") &&
+         strcmp(op, "matmul")))
+        return k ? KEEL_STATUS_NOT_FOUND : KEEL_STATUS_INVALID_ARGUMENT;
+    st = real->kernel->lookup(device, op, dt, k);
+    if (st == KEEL_STATUS_OK && !strcmp(op, "add")) {
+        late_add_real = *k;
+        k->fn = late_add;
+        k->kernel_data = NULL;
+    }
+    return st;
+}
+#endif
+
+/* ---- a clean run that ends badly ------------------------------------------- */
+
+#ifdef BP_EXIT_AT_END
+static keel_kernel tanh_real;
+static volatile sig_atomic_t tanh_ran;
+
+static keel_status tanh_marking(void *data, const keel_kernel_args *a)
+{
+    (void)data;
+    tanh_ran = 1;
+    return tanh_real.fn(tanh_real.kernel_data, a);
+}
+
+static keel_status exit_lookup(int32_t device, const char *op, keel_dtype dt,
+                               keel_kernel *k)
+{
+    keel_status st = real->kernel->lookup(device, op, dt, k);
+
+    if (st == KEEL_STATUS_OK && op && !strcmp(op, "tanh") && dt == KEEL_F32) {
+        tanh_real = *k;
+        k->fn = tanh_marking;
+        k->kernel_data = NULL;
+    }
+    return st;
+}
+
+static keel_status exit_finalize(void)
+{
+    keel_status st = real->device->finalize();
+
+    if (tanh_ran)
+        _exit(66);
+    return st;
+}
+#endif
+
 /* ---- the entry point -------------------------------------------------------------- */
 
 static void install_defect(void)
@@ -350,6 +653,41 @@ static void install_defect(void)
 #ifdef BP_COLL_DROP
     col_ops.comm_init_rank = drop_init;
     col_ops.all_reduce = drop_all_reduce;
+#endif
+#if defined(BP_MATMUL_TRANSPOSED) || defined(BP_MATMUL_RETRANSPOSE) ||        \
+    defined(BP_DENSE_AS_CONTIGUOUS)
+    ker_ops.lookup = layout_lookup;
+#endif
+#ifdef BP_COLL_PARTIAL
+    col_ops.get_caps = partial_caps;
+    col_ops.all_reduce = partial_all_reduce;
+    col_ops.broadcast = partial_broadcast;
+    col_ops.reduce = no_reduce;
+    col_ops.all_gather = no_gather;
+    col_ops.all_to_all = no_gather;
+    col_ops.reduce_scatter = no_reduce_scatter;
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
+#endif
+#ifdef BP_COLL_UNDECLARED
+    /* An ABI 1.1 table: it ends before get_caps. */
+    col_ops.header.abi_minor = 1;
+    col_ops.header.struct_size =
+        (uint32_t)offsetof(keel_collective_ops, get_caps);
+    col_ops.get_caps = NULL;
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
+#endif
+#ifdef BP_COLL_LIES
+    col_ops.send = no_send;
+    col_ops.recv = no_send;
+#endif
+#ifdef BP_LATE_ARGS
+    ker_ops.lookup = partial_lookup;
+#endif
+#ifdef BP_EXIT_AT_END
+    ker_ops.lookup = exit_lookup;
+    dev_ops.finalize = exit_finalize;
 #endif
 #ifdef BP_LYING_SIZE
     str_ops.header.struct_size = (uint32_t)sizeof(keel_stream_ops) + 16;

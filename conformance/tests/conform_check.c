@@ -4,10 +4,18 @@
  *
  *   conform-check --keel PATH --report FILE --exit N
  *                 [--failed TEST_ID]... [--message TEXT]
- *                 [--certified] [--min-pass N] -- CONFORM ARGS...
+ *                 [--passed TEST_ID]... [--suite-failed SUITE]
+ *                 [--stderr TEXT] [--certified] [--min-pass N]
+ *                 -- CONFORM ARGS...
  *
  * --failed: the report must mark TEST_ID "fail" (with --message, the
- * failure message of the first --failed test must contain TEXT).
+ * failure message of the first --failed test must contain TEXT; without
+ * --failed, the message of the first --suite-failed entry must).
+ * --passed, --skipped: the report must mark TEST_ID "pass" or "skip".
+ * --suite-failed: the report's suite_failures must name SUITE (its test
+ * process ended abnormally after its last test).
+ * --stderr: what keel conform wrote on stderr must contain TEXT (it is
+ * passed through as well).
  * --certified: every selected test passed or was skipped and the report
  * certifies the level. --min-pass: at least N tests passed. --only-if VAR:
  * unless the environment variable VAR is 1, exit 77 (meson: skipped).
@@ -44,7 +52,11 @@ static json_t *find_result(json_t *results, const char *id)
 int main(int argc, char **argv)
 {
     const char *keel = NULL, *report = NULL, *message = NULL;
-    const char *failed[16];
+    const char *failed[16], *passed[16], *skipped[16], *suite_failed = NULL;
+    const char *want_stderr = NULL;
+    int npassed = 0, nskipped = 0, errpipe[2] = {-1, -1};
+    char *errbuf = NULL;
+    size_t errlen = 0;
     int nfailed = 0, want_exit = -1, min_pass = -1, status, i, rc = 0;
     bool certified = false;
     char **args;
@@ -70,6 +82,14 @@ int main(int argc, char **argv)
             failed[nfailed++] = v;
         else if (!strcmp(argv[i], "--message"))
             message = v;
+        else if (!strcmp(argv[i], "--passed") && npassed < 16)
+            passed[npassed++] = v;
+        else if (!strcmp(argv[i], "--skipped") && nskipped < 16)
+            skipped[nskipped++] = v;
+        else if (!strcmp(argv[i], "--suite-failed"))
+            suite_failed = v;
+        else if (!strcmp(argv[i], "--stderr"))
+            want_stderr = v;
         else if (!strcmp(argv[i], "--min-pass"))
             min_pass = atoi(v);
         else if (!strcmp(argv[i], "--only-if")) {
@@ -97,14 +117,47 @@ int main(int argc, char **argv)
     for (int k = i + 1; k < argc; k++)
         args[4 + k - i - 1] = argv[k];
     remove(report);
+    if (want_stderr && pipe(errpipe))
+        return fail("pipe: %s", strerror(errno), NULL);
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
+        if (want_stderr) {
+            dup2(errpipe[1], STDERR_FILENO);
+            close(errpipe[0]);
+            close(errpipe[1]);
+        }
         execv(keel, args);
         fprintf(stderr, "conform-check: exec %s: %s\n", keel, strerror(errno));
         _exit(127);
     }
     free(args);
+    if (want_stderr && pid > 0) {
+        size_t cap = 0;
+        ssize_t n;
+
+        close(errpipe[1]);
+        for (;;) {
+            if (errlen + 4096 + 1 > cap) {
+                char *nb = realloc(errbuf, cap + 65536);
+                if (!nb)
+                    break;
+                errbuf = nb;
+                cap += 65536;
+            }
+            n = read(errpipe[0], errbuf + errlen, cap - errlen - 1);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            errlen += (size_t)n;
+        }
+        close(errpipe[0]);
+        if (errbuf) {
+            errbuf[errlen] = '\0';
+            fputs(errbuf, stderr);
+        }
+    }
     if (pid < 0 || waitpid(pid, &status, 0) < 0)
         return fail("cannot run %s", keel, NULL);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != want_exit) {
@@ -115,7 +168,17 @@ int main(int argc, char **argv)
         snprintf(want, sizeof(want), "%d", want_exit);
         return fail("keel conform exited with %s, expected %s", got, want);
     }
-    if (nfailed == 0 && !certified && min_pass < 0)
+    if (want_stderr) {
+        if (!errbuf || !strstr(errbuf, want_stderr))
+            return fail("keel conform's stderr lacks \"%s\"", want_stderr,
+                        NULL);
+        printf("conform-check: stderr names \"%s\" as expected\n",
+               want_stderr);
+    }
+    free(errbuf);
+    if (nfailed == 0 && npassed == 0 && nskipped == 0 && !suite_failed &&
+        !certified &&
+        min_pass < 0)
         return 0; /* only the exit status was asked for */
     root = json_load_file(report, 0, &jerr);
     if (!root)
@@ -139,6 +202,52 @@ int main(int argc, char **argv)
                msg ? msg : "");
         if (k == 0 && message && (!msg || !strstr(msg, message)))
             rc = fail("the message of %s lacks \"%s\"", failed[k], message);
+    }
+    for (int k = 0; k < npassed; k++) {
+        json_t *r = find_result(results, passed[k]);
+        const char *res = r ? json_string_value(json_object_get(r, "result"))
+                            : NULL;
+        if (!res || strcmp(res, "pass"))
+            rc = fail("test %s is '%s', expected 'pass'", passed[k],
+                      res ? res : "absent");
+    }
+    for (int k = 0; k < nskipped; k++) {
+        json_t *r = find_result(results, skipped[k]);
+        const char *res = r ? json_string_value(json_object_get(r, "result"))
+                            : NULL;
+        const char *msg = r ? json_string_value(json_object_get(r, "message"))
+                            : NULL;
+        if (!res || strcmp(res, "skip"))
+            rc = fail("test %s is '%s', expected 'skip'", skipped[k],
+                      res ? res : "absent");
+        else
+            printf("conform-check: %s skipped as expected: %s\n", skipped[k],
+                   msg ? msg : "");
+    }
+    if (suite_failed) {
+        json_t *sf = json_object_get(root, "suite_failures");
+        const char *msg = NULL;
+
+        for (size_t k = 0; k < json_array_size(sf); k++) {
+            json_t *e = json_array_get(sf, k);
+            const char *name = json_string_value(json_object_get(e, "suite"));
+            if (name && !strcmp(name, suite_failed)) {
+                msg = json_string_value(json_object_get(e, "message"));
+                if (!msg)
+                    msg = "";
+                break;
+            }
+        }
+        if (!msg) {
+            rc = fail("the report's suite_failures lacks suite %s",
+                      suite_failed, NULL);
+        } else {
+            printf("conform-check: suite %s failed as expected: %s\n",
+                   suite_failed, msg);
+            if (nfailed == 0 && message && !strstr(msg, message))
+                rc = fail("the suite failure of %s lacks \"%s\"",
+                          suite_failed, message);
+        }
     }
     if (certified &&
         !json_is_true(json_object_get(json_object_get(root, "certification"),

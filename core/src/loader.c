@@ -65,20 +65,28 @@ struct table_rule {
 
 static const struct table_rule rule_plugin = {
     "plugin_api",
-    {offsetof(keel_plugin_api, profiler), sizeof(keel_plugin_api)}};
+    {offsetof(keel_plugin_api, profiler), sizeof(keel_plugin_api),
+     sizeof(keel_plugin_api)}};
 static const struct table_rule rule_device = {
-    "device", {sizeof(keel_device_ops), sizeof(keel_device_ops)}};
+    "device", {sizeof(keel_device_ops), sizeof(keel_device_ops),
+               sizeof(keel_device_ops)}};
 static const struct table_rule rule_memory = {
     "memory",
-    {offsetof(keel_memory_ops, copy_peer_async), sizeof(keel_memory_ops)}};
+    {offsetof(keel_memory_ops, copy_peer_async), sizeof(keel_memory_ops),
+     sizeof(keel_memory_ops)}};
 static const struct table_rule rule_stream = {
-    "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops)}};
+    "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops),
+               sizeof(keel_stream_ops)}};
 static const struct table_rule rule_kernel = {
-    "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops)}};
+    "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
+               sizeof(keel_kernel_ops)}};
 static const struct table_rule rule_collective = {
-    "collective", {sizeof(keel_collective_ops), sizeof(keel_collective_ops)}};
+    "collective", {offsetof(keel_collective_ops, get_caps),
+                   offsetof(keel_collective_ops, get_caps),
+                   sizeof(keel_collective_ops)}};
 static const struct table_rule rule_profiler = {
-    "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops)}};
+    "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
+                 sizeof(keel_profiler_ops)}};
 
 /* ---- skip bookkeeping ---------------------------------------------------- */
 

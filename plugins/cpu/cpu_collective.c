@@ -1397,6 +1397,39 @@ static keel_status cpu_recv(keel_comm comm, keel_stream stream, keel_dptr buf,
 	return cpu_coll_issue(comm, stream, &a);
 }
 
+/* Every collective, every dtype (bool for the data-moving ones only) and
+ * every reduce op; waits bounded by KEEL_CPU_COLL_TIMEOUT_MS. */
+static keel_status cpu_coll_get_caps(int32_t device, keel_collective_caps *caps)
+{
+	keel_collective_caps full;
+	int32_t ndev = cpu_g.initialized ? cpu_g.ndevs
+			 : cpu_g.cfg_valid ? cpu_g.cfg.ndevices : 0;
+	uint32_t n;
+
+	if (!caps || caps->struct_size < sizeof(uint32_t))
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "collective.get_caps: caps is NULL or its struct_size is below 4");
+	if (device < 0 || device >= ndev)
+		return cpu_err(KEEL_STATUS_INVALID_DEVICE,
+			       "collective.get_caps: device %d does not exist (the cpu plugin has %d)",
+			       (int)device, (int)ndev);
+	memset(&full, 0, sizeof(full));
+	full.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |
+			   KEEL_COLL_REDUCE | KEEL_COLL_ALL_GATHER |
+			   KEEL_COLL_REDUCE_SCATTER | KEEL_COLL_ALL_TO_ALL |
+			   KEEL_COLL_SEND_RECV;
+	for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++)
+		full.dtype_mask |= KEEL_DTYPE_BIT(dt);
+	for (int op = 0; op < KEEL_REDUCE_OP_COUNT_; op++)
+		full.reduce_ops |= KEEL_REDUCE_OP_BIT(op);
+	full.timeout_ms = cpu_g.cfg.coll_timeout_ms;
+	n = caps->struct_size < sizeof(full) ? caps->struct_size
+					     : (uint32_t)sizeof(full);
+	full.struct_size = n;
+	memcpy(caps, &full, n);
+	return KEEL_STATUS_OK;
+}
+
 const keel_collective_ops cpu_collective_ops = {
 	.header = KEEL_TABLE_HEADER(keel_collective_ops),
 	.get_unique_id = cpu_get_unique_id,
@@ -1413,4 +1446,5 @@ const keel_collective_ops cpu_collective_ops = {
 	.recv = cpu_recv,
 	.group_start = cpu_group_start,
 	.group_end = cpu_group_end,
+	.get_caps = cpu_coll_get_caps,
 };

@@ -22,8 +22,9 @@
  * different major version is refused. See docs/device-abi.md.
  *
  * History: 1.0 the base tables; 1.1 appended keel_memory_ops.copy_peer_async
- * and keel_plugin_api.profiler. Members are marked with the minor that added
- * them when it is not 0.
+ * and keel_plugin_api.profiler; 1.2 appended keel_collective_ops.get_caps
+ * (what a device's collectives support, keel_collective_caps). Members are
+ * marked with the minor that added them when it is not 0.
  *
  * The calls are grouped in sub-tables, each with its own header so that a
  * group can grow independently and an optional group can be omitted whole:
@@ -86,7 +87,7 @@ extern "C" {
 /** ABI major version: a change here breaks compatibility. */
 #define KEEL_ABI_VERSION_MAJOR 1
 /** ABI minor version: a change here only appends. */
-#define KEEL_ABI_VERSION_MINOR 1
+#define KEEL_ABI_VERSION_MINOR 2
 
 /** The one symbol every plugin exports. */
 #define KEEL_PLUGIN_ENTRY_SYMBOL "keel_plugin_get_api"
@@ -222,9 +223,25 @@ typedef struct keel_host_api {
 /* Device group (required)                                                   */
 /* ------------------------------------------------------------------------ */
 
-/** Feature bits in keel_device_props.features (append-only). */
+/**
+ * Feature bits in keel_device_props.features (append-only).
+ *
+ * KEEL_FEATURE_ASYNC_COPY is a promise about the host thread, not about
+ * speed: every call the rules above call asynchronous (the *_async memory
+ * calls, memset_async, kernel launches, event_record, stream_wait_event and
+ * launch_host_func) returns to its caller without waiting for the work it
+ * enqueues, or for earlier work on that stream, to run. Concretely, with a
+ * host function still running on a stream (it runs on a plugin thread,
+ * never on the thread that enqueued it), the enqueuing calls for that
+ * stream return, and stream_query/event_query for work behind it answer
+ * NOT_READY, at once. Without the bit the plugin may run asynchronous work
+ * eagerly, inside the call that enqueues it (so a host function that waits
+ * for its caller would wait forever); callers must then not block a stream
+ * on the host. The bit says nothing about synchronous calls, which always
+ * wait (memory.copy_* first wait for all work on the device).
+ */
 enum {
-    KEEL_FEATURE_ASYNC_COPY = 1u << 0,     /* copies overlap host work    */
+    KEEL_FEATURE_ASYNC_COPY = 1u << 0,     /* async calls never wait: above */
     KEEL_FEATURE_PINNED_HOST = 1u << 1,    /* memory.host_alloc provided  */
     KEEL_FEATURE_UNIFIED_MEMORY = 1u << 2, /* memory.unified_alloc works  */
     KEEL_FEATURE_PEER_ACCESS = 1u << 3,    /* memory.copy_peer works      */
@@ -588,6 +605,46 @@ typedef enum keel_reduce_op {
     KEEL_REDUCE_OP_COUNT_
 } keel_reduce_op;
 
+/** Collectives, as bits of keel_collective_caps.collectives. */
+enum {
+    KEEL_COLL_ALL_REDUCE = 1u << 0,
+    KEEL_COLL_BROADCAST = 1u << 1,
+    KEEL_COLL_REDUCE = 1u << 2,
+    KEEL_COLL_ALL_GATHER = 1u << 3,
+    KEEL_COLL_REDUCE_SCATTER = 1u << 4,
+    KEEL_COLL_ALL_TO_ALL = 1u << 5,
+    KEEL_COLL_SEND_RECV = 1u << 6 /* send and recv, inside groups too */
+};
+
+/** Bit of a reduce op in keel_collective_caps.reduce_ops. */
+#define KEEL_REDUCE_OP_BIT(op) (1u << (uint32_t)(op))
+
+/**
+ * What the collectives of one device support (ABI 1.2, collective.get_caps).
+ * A combination inside the declaration must work: returning NOT_SUPPORTED
+ * for it is a bug. Outside it the plugin returns NOT_SUPPORTED (or
+ * INVALID_ARGUMENT for values no plugin accepts). A plugin without get_caps
+ * declares nothing: callers must assume that any collective, dtype or op may
+ * return NOT_SUPPORTED, and find out by calling.
+ */
+typedef struct keel_collective_caps {
+    /** Set by the caller to sizeof(keel_collective_caps); the plugin fills
+     *  at most that many bytes and writes back how many it filled. */
+    uint32_t struct_size;
+    /** KEEL_COLL_* bits of the collectives provided. */
+    uint32_t collectives;
+    /** KEEL_DTYPE_BIT of the dtypes every provided collective accepts. The
+     *  reducing ones (all_reduce, reduce, reduce_scatter) accept each of
+     *  them except bool, and KEEL_REDUCE_AVG only for floating dtypes. */
+    uint32_t dtype_mask;
+    /** KEEL_REDUCE_OP_BIT of the reduce ops the reducing collectives accept. */
+    uint32_t reduce_ops;
+    /** A collective or comm_init_rank waiting for a rank that never arrives
+     *  returns TIMEOUT after about this many milliseconds; 0: waits are not
+     *  bounded (they block until the rank arrives). */
+    uint32_t timeout_ms;
+} keel_collective_caps;
+
 /** Opaque bootstrap token shared by all ranks of one communicator. */
 typedef struct keel_comm_id {
     uint8_t bytes[KEEL_COMM_ID_BYTES];
@@ -653,6 +710,15 @@ typedef struct keel_collective_ops {
     /** Bracket calls issued by one thread for several ranks. Nestable. */
     keel_status (*group_start)(void);
     keel_status (*group_end)(void);
+    /* ---- ABI 1.2 ---- */
+    /**
+     * Describe what `device`'s collectives support (keel_collective_caps).
+     * Synchronous, callable before init. Optional: absent (NULL, or past
+     * the table's struct_size) means "not declared". Returns OK,
+     * INVALID_DEVICE, INVALID_ARGUMENT (caps NULL or its struct_size
+     * smaller than 4).
+     */
+    keel_status (*get_caps)(int32_t device, keel_collective_caps *caps);
 } keel_collective_ops;
 
 /* ------------------------------------------------------------------------ */
