@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Small-op overhead side by side: keel_add vs torch.add on 4-element float32
-tensors (PyTorch 1.13 CPU eager from Debian's python3-torch), in one run.
+tensors (PyTorch CPU eager from the project's .venv, installed there by
+`KEEL_WITH_TORCH=1 bash tools/deps.sh`), in one run.
 
-    /usr/bin/python3 bench/compare_torch.py [BUILD_DIR]
+    .venv/bin/python bench/compare_torch.py [BUILD_DIR]
 
 Both are measured as whole loops of `out = add(x, y)` with the result freed,
 median of 7 repeats; the ratio is keel / torch (lower is better).

@@ -16,7 +16,7 @@
  *
  *   for t in 1 2; do KEEL_CPU_THREADS=$t OPENBLAS_NUM_THREADS=$t \
  *     KEEL_PLUGIN_PATH=build/plugins/cpu build/bench/conv_bench; \
- *     /usr/bin/python3 bench/conv_torch.py $t; done
+ *     .venv/bin/python bench/conv_torch.py $t; done
  */
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,17 +1,19 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """LeNet's two conv layers, forward + backward, batch 64, in PyTorch on the
 CPU: the reference for bench/conv_bench.c. As in training, conv1's backward
 computes dweight and dbias only (its input needs no gradient); conv2's
 computes dx, dweight and dbias.
 
-    /usr/bin/python3 bench/conv_torch.py [threads] [iterations=30]
+    .venv/bin/python bench/conv_torch.py [threads] [iterations=30]
+
+(PyTorch from the project's .venv: `KEEL_WITH_TORCH=1 bash tools/deps.sh`.)
 
 Both layers and the phases are timed as in conv_bench.c (median ms).
 Run both at 1 and 2 threads:
 
     for t in 1 2; do KEEL_CPU_THREADS=$t OPENBLAS_NUM_THREADS=$t \
       KEEL_PLUGIN_PATH=build/plugins/cpu build/bench/conv_bench; \
-      /usr/bin/python3 bench/conv_torch.py $t; done
+      .venv/bin/python bench/conv_torch.py $t; done
 """
 import statistics
 import sys

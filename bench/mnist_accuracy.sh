@@ -13,7 +13,8 @@
 # (one core each on a 2-core machine); speed is not measured here (see
 # mnist_throughput.sh). Prints every run's accuracy after each epoch, then
 # per epoch the mean, min and max over seeds of both. TORCH_PYTHON
-# (default /usr/bin/python3, Debian's python3-torch) chooses the
+# (default: the project's .venv/bin/python, where
+# KEEL_WITH_TORCH=1 bash tools/deps.sh installs PyTorch) chooses the
 # interpreter.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,15 +24,15 @@ while getopts "b:e:s:o:h" opt; do
   case $opt in
     b) build=$OPTARG ;; e) epochs=$OPTARG ;; s) seeds=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,18p' "$0"; exit 2 ;;
   esac
 done
 case $build in /*) ;; *) build=$root/$build ;; esac
 keel_bin=$build/examples/mnist/keel-mnist
 [ -x "$keel_bin" ] || { echo "mnist_accuracy: $keel_bin not built" >&2; exit 1; }
-torch_py=${TORCH_PYTHON:-/usr/bin/python3}
+torch_py=${TORCH_PYTHON:-$root/.venv/bin/python}
 "$torch_py" -c 'import torch' 2>/dev/null ||
-  { echo "mnist_accuracy: torch does not import with $torch_py" >&2; exit 1; }
+  { echo "mnist_accuracy: torch does not import with $torch_py (run: KEEL_WITH_TORCH=1 bash tools/deps.sh)" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 for s in $seeds; do

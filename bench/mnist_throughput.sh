@@ -13,9 +13,10 @@
 #   -t  thread counts ("1 2")              -o  JSON results file
 #   -x  also run keel with this environment variable set, reported as
 #       keel+VAR=VALUE (e.g. -x OPENBLAS_CORETYPE=SkylakeX)
-#   TORCH_PYTHON (default /usr/bin/python3, Debian's python3-torch) and
-#   PADDLE_PYTHON (default python3, with paddlepaddle==3.3.1) choose the
-#   interpreters; a framework that does not import is reported as absent.
+#   TORCH_PYTHON and PADDLE_PYTHON choose the interpreters (default for
+#   both: the project's .venv/bin/python; tools/deps.sh installs Paddle
+#   there, KEEL_WITH_TORCH=1 bash tools/deps.sh adds PyTorch); a framework
+#   that does not import is reported as absent.
 #
 # Each run goes through /usr/bin/time -v: images/s is the training loop of
 # the last epoch as each program prints it, max RSS is the whole process.
@@ -38,8 +39,8 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 keel_bin=$build/examples/mnist/keel-mnist
 [ -x "$keel_bin" ] || { echo "mnist_throughput: $keel_bin not built (ninja -C $build)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "mnist_throughput: needs /usr/bin/time (Debian: time)" >&2; exit 1; }
-torch_py=${TORCH_PYTHON:-/usr/bin/python3}
-paddle_py=${PADDLE_PYTHON:-python3}
+torch_py=${TORCH_PYTHON:-$root/.venv/bin/python}
+paddle_py=${PADDLE_PYTHON:-$root/.venv/bin/python}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 have=(keel)

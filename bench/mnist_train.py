@@ -3,7 +3,7 @@
 optimizer and loop as examples/mnist (keel-mnist): the anchors of
 bench/mnist_throughput.sh.
 
-    python3 bench/mnist_train.py torch|paddle [--threads N] [--epochs N]
+    .venv/bin/python bench/mnist_train.py torch|paddle [--threads N] [--epochs N]
                                  [--data DIR] [--limit N]
 
 conv 1->6 k5 pad 2, relu, max-pool 2, conv 6->16 k5, relu, max-pool 2,

@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Install the Debian packages keel needs, when they are missing.
-# Sourced by main.sh and test.sh; safe to run on its own.
+# Install what keel's build and tests need, when it is missing:
+#   - the Debian packages below (apt-get);
+#   - the project's Python environment, .venv/ at the top of the source
+#     tree (a venv of Debian's /usr/bin/python3): paddlepaddle and numpy,
+#     the reference the parity suite compares keel with, and PyTorch for
+#     the side-by-side benchmarks only when asked (KEEL_WITH_TORCH=1; the
+#     PyPI wheel pulls several GB).
+# Sourced by main.sh and test.sh; safe to run on its own:
+#     bash tools/deps.sh                    # Debian packages + .venv
+#     KEEL_WITH_TORCH=1 bash tools/deps.sh  # ... and PyTorch in .venv
+# Tests never install anything: they use .venv/bin/python, and the parity
+# suite reports SKIP (and tools/test.sh fails) when it cannot import Paddle.
 set -euo pipefail
 
 KEEL_DEBIAN_PACKAGES=(
@@ -8,9 +18,17 @@ KEEL_DEBIAN_PACKAGES=(
   libopenblas-dev libyaml-dev libcunit1-dev libbenchmark-dev
   libjansson-dev libssl-dev zlib1g-dev
   valgrind dataset-fashion-mnist
+  python3 python3-venv
 )
 
-keel_install_deps() {
+KEEL_SOURCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KEEL_VENV="$KEEL_SOURCE_ROOT/.venv"
+KEEL_PADDLE_VERSION=3.3.1
+# What the parity suite imports. numpy is unpinned: pip resolves it
+# together with paddlepaddle's own requirement on it.
+KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy)
+
+keel_install_debian() {
   local missing=() p
   for p in "${KEEL_DEBIAN_PACKAGES[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
@@ -29,6 +47,63 @@ keel_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# True when the venv's python imports every module named.
+keel_venv_has() {
+  [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" -c "import $1" >/dev/null 2>&1
+}
+
+keel_venv_paddle_ok() {
+  [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" - "$KEEL_PADDLE_VERSION" <<'EOF' >/dev/null 2>&1
+import sys
+import numpy, paddle
+sys.exit(0 if paddle.__version__ == sys.argv[1] else 1)
+EOF
+}
+
+# Create .venv (once) and install the Python anchors into it. A failure is
+# reported and returned, never hidden: the parity suite then SKIPs and
+# tools/test.sh fails with the command to run.
+keel_install_python() {
+  if [ ! -x "$KEEL_VENV/bin/python" ]; then
+    echo "keel: creating the Python environment $KEEL_VENV (/usr/bin/python3 -m venv)"
+    # Debian's interpreter on purpose: 'python3' on PATH may be a pyenv
+    # shim or another installation.
+    /usr/bin/python3 -m venv "$KEEL_VENV" || {
+      echo "keel: ERROR: /usr/bin/python3 -m venv $KEEL_VENV failed (is python3-venv installed?)" >&2
+      rm -rf "$KEEL_VENV"
+      return 1
+    }
+  fi
+  if ! keel_venv_paddle_ok; then
+    echo "keel: installing ${KEEL_PYTHON_PACKAGES[*]} into $KEEL_VENV (a first install downloads about 200 MB)"
+    "$KEEL_VENV/bin/python" -m pip install --quiet "${KEEL_PYTHON_PACKAGES[@]}" || {
+      echo "keel: ERROR: pip could not install ${KEEL_PYTHON_PACKAGES[*]} into $KEEL_VENV;" \
+           "the parity suite will SKIP until 'bash tools/deps.sh' succeeds" >&2
+      return 1
+    }
+    keel_venv_paddle_ok || {
+      echo "keel: ERROR: $KEEL_VENV/bin/python still cannot import paddle $KEEL_PADDLE_VERSION" >&2
+      return 1
+    }
+  fi
+  if [ "${KEEL_WITH_TORCH:-0}" = "1" ] && ! keel_venv_has torch; then
+    echo "keel: KEEL_WITH_TORCH=1: installing torch into $KEEL_VENV (several GB)"
+    "$KEEL_VENV/bin/python" -m pip install --quiet torch || {
+      echo "keel: ERROR: pip could not install torch into $KEEL_VENV" >&2
+      return 1
+    }
+  fi
+}
+
+# Everything: Debian packages, then the Python environment. A Python
+# failure does not stop the caller (the build and most tests do not need
+# it); the parity suite's SKIP makes it visible again.
+keel_install_deps() {
+  keel_install_debian
+  keel_install_python || echo "keel: WARNING: the Python environment is incomplete (see above)" >&2
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-  keel_install_deps
+  keel_install_debian
+  keel_install_python
 fi

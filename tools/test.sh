@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, then builds and runs every
+# The whole test suite: installs what is missing (Debian packages and the
+# Python environment .venv/, see tools/deps.sh), then builds and runs every
 # CUnit suite twice, once plain and once under AddressSanitizer +
 # UndefinedBehaviorSanitizer. `tools/test.sh --valgrind` adds a third pass
 # with every test under valgrind (slower; not part of the default run).
+# Every SKIP is listed after the plain pass; a SKIP of the parity suite
+# fails the run (KEEL_ALLOW_PARITY_SKIP=1: a warning instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/deps.sh
@@ -18,10 +21,34 @@ done
 
 jobs=$(nproc)
 
+# Every test meson reported as SKIP in BUILD, with the reason each printed;
+# exit status 1 when one of them belongs to the parity suite.
+report_skips() {
+  /usr/bin/python3 - "$1/meson-logs/testlog.json" <<'EOF'
+import json, sys
+parity = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["result"] != "SKIP":
+        continue
+    suites = t["name"].split(" / ")[0].split(":", 1)[-1].split("+")
+    parity += "parity" in suites
+    why = [l for l in t["stdout"].splitlines()
+           if l.strip() and set(l.strip()) != {"!"}][-4:]
+    print(f"SKIPPED (not a pass): {t['name']}: "
+          f"{why[0].strip() if why else 'no reason printed'}")
+    for l in why[1:]:
+        print(f"    {l.strip()}")
+sys.exit(1 if parity else 0)
+EOF
+}
+
+parity_skipped=0
 echo "== plain build"
 [ -f build/build.ninja ] || meson setup build
 ninja -C build
 meson test -C build --print-errorlogs --num-processes "$jobs"
+report_skips build || parity_skipped=1
 
 echo "== ASan + UBSan build"
 # The CUDA kernels (nvcc, minutes to compile) are built and checked once,
@@ -44,5 +71,15 @@ if [ "$valgrind" -eq 1 ]; then
   meson test -C build --print-errorlogs --num-processes "$jobs" \
     --timeout-multiplier 10 \
     --wrapper 'valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --track-origins=yes --quiet'
+fi
+if [ "$parity_skipped" -eq 1 ]; then
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  echo "tools/test.sh: FAILED: the parity suite (keel against PaddlePaddle) was"
+  echo "SKIPPED, not run. Its Python environment is missing or incomplete: run"
+  echo "'bash tools/deps.sh' (it creates .venv/ and installs paddlepaddle and"
+  echo "numpy into it), then tools/test.sh again."
+  echo "KEEL_ALLOW_PARITY_SKIP=1 makes this a warning (for machines without PyPI)."
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  [ "${KEEL_ALLOW_PARITY_SKIP:-0}" = "1" ] || exit 1
 fi
 echo "== all test passes finished"

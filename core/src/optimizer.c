@@ -476,10 +476,20 @@ static double pow_mul(double pow, double beta, keel_dtype dt)
     return pow * beta;
 }
 
-/* beta rounded to dtype dt. */
+/* beta rounded to dtype dt: the starting beta power, as Paddle keeps it in
+ * the parameter's dtype. The float32 rounding goes through a volatile
+ * float, which every compiler must store and reload: GCC 12 at -O2
+ * vectorised the plain (double)(float)beta of both powers into one copy of
+ * the doubles and lost the rounding, making the first Adam step 6.5e-6
+ * (relative) larger than Paddle's. */
 static double pow_init(double beta, keel_dtype dt)
 {
-    return dt == KEEL_F32 ? (double)(float)beta : beta;
+    volatile float rounded;
+
+    if (dt != KEEL_F32)
+        return beta;
+    rounded = (float)beta;
+    return (double)rounded;
 }
 
 static keel_status ensure_state(keel_optimizer *opt, struct opt_param *p)

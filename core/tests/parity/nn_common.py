@@ -175,12 +175,9 @@ def _step(layer, step, values):
 
 
 def paddle_result(config):
-    try:
-        layer = build(config["layer"])
-        load_state(layer, config.get("state"))
-        values = []
-        for step in config["steps"]:
-            _step(layer, step, values)
-    except (ValueError, RuntimeError, TypeError) as e:
-        return {"error": str(e)}
+    layer = build(config["layer"])
+    load_state(layer, config.get("state"))
+    values = []
+    for step in config["steps"]:
+        _step(layer, step, values)
     return {"values": values}

@@ -9,10 +9,11 @@ steps (ReduceOnPlateau is fed METRICS, one per step). A step that raises in
 Paddle, or fails in keel, is null. "args" holds Paddle's keyword
 arguments; what is left out takes Paddle's default on both sides.
 
-Configurations that Paddle rejects are listed too (REJECTED): both sides
-must refuse to build them.
+Configurations that Paddle rejects are listed too (REJECTED, and one
+marked "expect_error" among the others): both sides must refuse them.
+Paddle refuses by raising; any error elsewhere fails the configuration.
 
-    python3 parity_lr.py path/to/parity_lr     (or through meson:
+    .venv/bin/python parity_lr.py path/to/parity_lr     (or through meson:
     meson test -C build --suite parity)
 """
 
@@ -173,8 +174,11 @@ def _configs():
     add("OneCycleLR", "phase_pct 1 (zero-length fall)",
         max_learning_rate=0.1, total_steps=200, phase_pct=1.0)
     add("OneCycleLR", "total_steps 1", max_learning_rate=0.1, total_steps=1)
+    # Paddle fails here with a ZeroDivisionError (the rise has no steps)
+    # and keel refuses it with INVALID_ARGUMENT: both must reject it.
     add("OneCycleLR", "total_steps 2, zero-length rise",
         max_learning_rate=0.1, total_steps=2, phase_pct=0.5)
+    c[-1]["expect_error"] = True
     add("OneCycleLR", "divide_factor 1", max_learning_rate=0.5,
         total_steps=301, divide_factor=1.0, end_learning_rate=0.5,
         phase_pct=0.25)
@@ -284,10 +288,7 @@ def _build(spec):
 
 def paddle_result(config):
     """Run one configuration in Paddle, in the driver's format."""
-    try:
-        s = _build(config)
-    except Exception as e:  # Paddle raises several kinds
-        return {"error": f"{type(e).__name__}: {e}"}
+    s = _build(config)  # raises when Paddle refuses the arguments
     metrics = config.get("metrics")
     values = [_number(s())]
     for k in range(1, config["steps"] + 1):
@@ -297,7 +298,10 @@ def paddle_result(config):
             else:
                 s.step()
             values.append(_number(s()))
-        except Exception:
+        except (ValueError, ZeroDivisionError):
+            # Paddle's OneCycleLR refuses steps past total_steps
+            # (ValueError) and divides by a zero-length phase: a failed
+            # step, which keel must report as failed too (null).
             values.append(None)
     return {"values": values}
 

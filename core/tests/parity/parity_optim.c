@@ -7,8 +7,10 @@
  *                 "grads": [[[...] per param] per step]}, ...]}
  *
  * on stdin, runs each with keel's optimizer on float32 parameters on
- * cpu:0, and writes {"results": [{"name", "values": [final weights]} or
- * {"name", "error"}]} on stdout.
+ * cpu:0, and writes {"results": [{"name", "values": [...]} or {"name",
+ * "error"}]} on stdout, where values holds every parameter's weights
+ * after every step (step-major, parameters in order), so that the Python
+ * side can compare each step's update as well as the weights.
  */
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +53,27 @@ static keel_status load_vec(json_t *arr, float *out, int64_t *n)
     *n = (int64_t)json_array_size(arr);
     json_array_foreach(arr, i, v)
         out[i] = (float)json_number_value(v);
+    return KEEL_STATUS_OK;
+}
+
+/* Append the weights of t[0..n) to values. */
+static keel_status append_weights(keel_tensor **t, size_t n, json_t *values)
+{
+    float buf[MAXN];
+
+    for (size_t i = 0; i < n; i++) {
+        int64_t numel = keel_tensor_numel(t[i]);
+        keel_status st;
+
+        if (numel > MAXN)
+            return KEEL_STATUS_INVALID_ARGUMENT;
+        st = keel_tensor_to_host(t[i], buf, (size_t)numel * sizeof(float));
+        if (st)
+            return st;
+        for (int64_t j = 0; j < numel; j++)
+            if (json_array_append_new(values, json_real(buf[j])))
+                return KEEL_STATUS_OUT_OF_MEMORY;
+    }
     return KEEL_STATUS_OK;
 }
 
@@ -128,6 +151,11 @@ static json_t *run_config(json_t *cfg)
     st = keel_optimizer_create(kind, np, np_n, &o, &opt);
     if (st)
         goto keel_error;
+    values = json_array();
+    if (!values) {
+        st = KEEL_STATUS_OUT_OF_MEMORY;
+        goto keel_error;
+    }
     json_array_foreach(grads, k, step) {
         for (i = 0; i < np_n; i++) {
             keel_tensor *g = NULL;
@@ -144,17 +172,10 @@ static json_t *run_config(json_t *cfg)
         st = keel_optimizer_step(opt);
         if (!st)
             st = keel_optimizer_clear_grad(opt);
+        if (!st)
+            st = append_weights(t, np_n, values);
         if (st)
             goto keel_error;
-    }
-    values = json_array();
-    for (i = 0; values && i < np_n; i++) {
-        n = keel_tensor_numel(t[i]);
-        st = keel_tensor_to_host(t[i], buf, (size_t)n * sizeof(float));
-        if (st)
-            goto keel_error;
-        for (int64_t j = 0; j < n; j++)
-            json_array_append_new(values, json_real(buf[j]));
     }
     json_object_set_new(result, "values", values);
     values = NULL;

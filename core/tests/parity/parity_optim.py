@@ -3,21 +3,40 @@
 
 Each configuration gives two float32 parameters ("w" [4] and "b" [3]) the
 same initial values and, for STEPS steps, the same gradients on both sides
-(Paddle gets them as the gradient of sum(p * g), which is exactly g), and
-compares the weights after the last step (7 values, relative 1e-6).
+(Paddle gets them as the gradient of sum(p * g), which is exactly g). Both
+sides report the weights after every step (STEPS x 7 values, step-major),
+and compare() checks two things per step:
+
+  - the weights, within TOLERANCE (1e-6) of Paddle's, relative to the
+    larger of |p| and |p_0| + the sum of Paddle's |updates| so far (a
+    weight that updates have brought near zero carries the rounding of
+    the larger numbers it was summed from);
+  - the update, d = p_k - p_(k-1) from each side's own weights, within
+    UPDATE_TOLERANCE (1e-6) of Paddle's update, plus one float32 rounding
+    of the weight (ulp(p) / 2 for each of p_k and p_(k-1)): the most the
+    update can move when both frameworks compute it alike.
+
+The weights alone hide an update error as large as 1e-5 when |p| is a
+hundred times the step; the update test does not. The "zero_start"
+configurations begin at 0, where the first update is the weight itself,
+so even a first-step error of a few 1e-6 (a starting beta power not
+rounded to float32) fails.
+
 "args" holds Paddle's keyword arguments for the optimizer; "clip" an
 optional paddle.nn.ClipGradBy* and "no_decay" the parameter names that
 AdamW's apply_decay_param_fun excludes.
 
-    python3 parity_optim.py path/to/parity_optim
+    .venv/bin/python parity_optim.py path/to/parity_optim
 """
 
 import math
 import os
+import struct
 import sys
 
 STEPS = 20
 TOLERANCE = 1e-6
+UPDATE_TOLERANCE = 1e-6
 
 PARAMS = [
     {"name": "w", "init": [0.5, -1.25, 2.0, 0.8]},
@@ -36,9 +55,14 @@ def _grads(scale):
     return out
 
 
-def _cfg(name, optimizer, clip=None, no_decay=None, scale=1.0, **args):
+ZERO_PARAMS = [{"name": p["name"], "init": [0.0] * len(p["init"])}
+               for p in PARAMS]
+
+
+def _cfg(name, optimizer, clip=None, no_decay=None, scale=1.0,
+         params=PARAMS, **args):
     c = {"group": optimizer, "name": f"{optimizer}:{name}",
-         "optimizer": optimizer, "args": args, "params": PARAMS,
+         "optimizer": optimizer, "args": args, "params": params,
          "grads": _grads(scale)}
     if clip:
         c["clip"] = clip
@@ -62,10 +86,80 @@ CONFIGS = [
          epsilon=1e-6, weight_decay=0.1),
     _cfg("clip_global", "Adam", learning_rate=0.01, scale=3.0,
          clip={"kind": "global_norm", "clip_norm": 1.0}),
+    _cfg("zero_start", "Adam", learning_rate=0.01, params=ZERO_PARAMS),
     _cfg("plain", "AdamW", learning_rate=0.01),
     _cfg("no_bias_decay", "AdamW", learning_rate=0.01, weight_decay=0.2,
          no_decay=["b"]),
+    _cfg("zero_start", "AdamW", learning_rate=0.01, params=ZERO_PARAMS),
+    _cfg("zero_start_betas", "AdamW", learning_rate=0.01, beta1=0.8,
+         beta2=0.95, params=ZERO_PARAMS),
+    _cfg("zero_start", "Momentum", learning_rate=0.02, params=ZERO_PARAMS),
 ]
+
+
+def _f32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _ulp32(x):
+    """The spacing of float32 numbers at x."""
+    if x == 0.0:
+        return 2.0 ** -149
+    e = math.frexp(abs(x))[1]
+    return 2.0 ** max(e - 24, -149)
+
+
+def compare(config, ours, theirs, tol):
+    """Weights and per-step updates; see the module's text. The largest
+    difference reported is the larger of the weights' relative difference
+    (to their scale) and the updates' relative difference beyond the
+    rounding allowance, so a value over the tolerance always means a
+    mismatch."""
+    name = config["name"]
+    init = [_f32(v) for p in config["params"] for v in p["init"]]
+    width = len(init)
+    steps = len(config["grads"])
+    if len(ours) != len(theirs):
+        return 0, 0.0, f"{name}: keel gave {len(ours)} values, Paddle " \
+                       f"{len(theirs)}"
+    if len(ours) != width * steps:
+        return 0, 0.0, (f"{name}: {len(ours)} values, expected "
+                        f"{width} weights x {steps} steps")
+    for i, (x, y) in enumerate(zip(ours, theirs)):
+        if not isinstance(x, float) or not isinstance(y, float) or \
+                not math.isfinite(x) or not math.isfinite(y):
+            return 0, 0.0, (f"{name}: value {i}: keel {x!r}, Paddle {y!r}: "
+                            f"finite numbers expected")
+    worst = 0.0
+    prev_a, prev_b = init, init
+    scale = [abs(v) for v in init]
+    for k in range(steps):
+        a = ours[k * width:(k + 1) * width]
+        b = theirs[k * width:(k + 1) * width]
+        for j in range(width):
+            da, db = a[j] - prev_a[j], b[j] - prev_b[j]
+            scale[j] += abs(db)
+            ref = max(abs(b[j]), scale[j])
+            wrel = abs(a[j] - b[j]) / ref if ref else abs(a[j] - b[j])
+            worst = max(worst, wrel)
+            if wrel > tol:
+                return len(ours), worst, (
+                    f"{name}: step {k + 1}, weight {j}: keel {a[j]!r}, "
+                    f"Paddle {b[j]!r} (difference {wrel:.3g} of the "
+                    f"weight's scale {ref:.3g}; tolerance {tol:g})")
+            slack = (_ulp32(b[j]) + _ulp32(prev_b[j])) / 2
+            excess = max(0.0, abs(da - db) - slack)
+            rel = excess / abs(db) if db else (math.inf if excess else 0.0)
+            worst = max(worst, rel)
+            if rel > UPDATE_TOLERANCE:
+                return len(ours), worst, (
+                    f"{name}: step {k + 1}, weight {j}: update keel "
+                    f"{da!r}, Paddle {db!r} (relative difference "
+                    f"{abs(da - db) / abs(db) if db else math.inf:.3g}, "
+                    f"{rel:.3g} beyond one float32 rounding of the weight; "
+                    f"tolerance {UPDATE_TOLERANCE:g})")
+        prev_a, prev_b = a, b
+    return len(ours), worst, None
 
 
 _RUNS = [0]
@@ -103,11 +197,9 @@ def paddle_result(config):
         excluded = set(config["no_decay"])
         args["apply_decay_param_fun"] = (
             lambda n: n[:-len(suffix)] not in excluded)
-    try:
-        opt = getattr(paddle.optimizer, config["optimizer"])(
-            parameters=params, **args)
-    except Exception as e:
-        return {"error": f"{type(e).__name__}: {e}"}
+    opt = getattr(paddle.optimizer, config["optimizer"])(
+        parameters=params, **args)
+    values = []
     for step in config["grads"]:
         loss = None
         for t, g in zip(params, step):
@@ -116,9 +208,8 @@ def paddle_result(config):
         loss.backward()
         opt.step()
         opt.clear_grad()
-    values = []
-    for t in params:
-        values.extend(float(v) for v in t.numpy().tolist())
+        for t in params:
+            values.extend(float(v) for v in t.numpy().tolist())
     return {"values": values}
 
 

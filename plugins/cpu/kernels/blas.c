@@ -30,6 +30,17 @@
  * warning says how to get the faster kernels. The environment is touched
  * only during plugin init, which the core runs before handing out devices;
  * KEEL_CPU_BLAS_CORETYPE=keep switches the correction off.
+ *
+ * THE USER'S CHOICE is checked before the library is loaded: OpenBLAS
+ * takes OPENBLAS_CORETYPE as given, and kernels for instructions the CPU
+ * lacks die with SIGILL at the first GEMM. The plugin knows the
+ * instructions each x86 kernel set needs (core_needs below) and asks
+ * CPUID for them. A kernel set the CPU can run is honoured (logged at
+ * info level); one it cannot run is left out of that one load, with a
+ * warning naming the missing instructions, so that OpenBLAS detects the
+ * CPU itself (and the correction above may apply); a name the table does
+ * not know is passed on unchecked, and the log says so. The user's value
+ * is put back in the environment as it was.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -91,6 +102,140 @@ static const char *cpu_best_core(void)
 #endif
 }
 
+/* ---- what an OpenBLAS kernel set needs from the CPU ----------------------- */
+
+enum {
+    NEED_SSE3 = 1u << 0,
+    NEED_SSSE3 = 1u << 1,
+    NEED_SSE41 = 1u << 2,
+    NEED_SSE42 = 1u << 3,
+    NEED_AVX = 1u << 4,
+    NEED_AVX2 = 1u << 5,
+    NEED_FMA = 1u << 6,
+    NEED_FMA4 = 1u << 7,
+    NEED_AVX512 = 1u << 8, /* F, CD, BW, DQ and VL */
+    NEED_BF16 = 1u << 9,   /* AVX512_BF16 */
+    NEED_AMX = 1u << 10,   /* AMX-BF16 with the OS's tile state */
+};
+
+static const char *const need_names[] = {
+    "SSE3", "SSSE3", "SSE4.1", "SSE4.2", "AVX", "AVX2", "FMA", "FMA4",
+    "AVX-512 (F/CD/BW/DQ/VL)", "AVX512_BF16", "AMX-BF16",
+};
+
+/* OpenBLAS's x86 kernel sets (the names OPENBLAS_CORETYPE takes) and the
+ * instructions their kernels use. */
+static const struct {
+    const char *core;
+    unsigned need;
+} core_needs[] = {
+    {"Katmai", 0},
+    {"Coppermine", 0},
+    {"Northwood", 0},
+    {"Banias", 0},
+    {"Opteron", 0},
+    {"Prescott", NEED_SSE3},
+    {"Opteron_SSE3", NEED_SSE3},
+    {"Barcelona", NEED_SSE3},
+    {"Nano", NEED_SSE3},
+    {"Atom", NEED_SSSE3},
+    {"Core2", NEED_SSSE3},
+    {"Penryn", NEED_SSE41},
+    {"Dunnington", NEED_SSE41},
+    {"Nehalem", NEED_SSE42},
+    {"SandyBridge", NEED_AVX},
+    {"Bulldozer", NEED_AVX | NEED_FMA4},
+    {"Piledriver", NEED_AVX | NEED_FMA | NEED_FMA4},
+    {"Steamroller", NEED_AVX | NEED_FMA | NEED_FMA4},
+    {"Excavator", NEED_AVX2 | NEED_FMA | NEED_FMA4},
+    {"Haswell", NEED_AVX2 | NEED_FMA},
+    {"Zen", NEED_AVX2 | NEED_FMA},
+    {"SkylakeX", NEED_AVX2 | NEED_FMA | NEED_AVX512},
+    {"Cooperlake", NEED_AVX2 | NEED_FMA | NEED_AVX512 | NEED_BF16},
+    {"SapphireRapids",
+     NEED_AVX2 | NEED_FMA | NEED_AVX512 | NEED_BF16 | NEED_AMX},
+};
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* AMX-BF16 (CPUID.7.0:EDX[22]) with the tile state enabled by the OS
+ * (XCR0 bits 17 and 18). */
+static bool cpu_has_amx_bf16(void)
+{
+    unsigned a, b, c, d, lo, hi;
+
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+        return false;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & (3u << 17)) == (3u << 17);
+}
+
+/* The NEED_ bits this CPU provides (CPUID, and for the wide registers the
+ * operating system's consent, as __builtin_cpu_supports checks it). */
+static unsigned cpu_provides(void)
+{
+    unsigned have = 0;
+
+    __builtin_cpu_init();
+    have |= __builtin_cpu_supports("sse3") ? NEED_SSE3 : 0;
+    have |= __builtin_cpu_supports("ssse3") ? NEED_SSSE3 : 0;
+    have |= __builtin_cpu_supports("sse4.1") ? NEED_SSE41 : 0;
+    have |= __builtin_cpu_supports("sse4.2") ? NEED_SSE42 : 0;
+    have |= __builtin_cpu_supports("avx") ? NEED_AVX : 0;
+    have |= __builtin_cpu_supports("avx2") ? NEED_AVX2 : 0;
+    have |= __builtin_cpu_supports("fma") ? NEED_FMA : 0;
+    have |= __builtin_cpu_supports("fma4") ? NEED_FMA4 : 0;
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        have |= NEED_AVX512;
+    have |= __builtin_cpu_supports("avx512bf16") ? NEED_BF16 : 0;
+    have |= cpu_has_amx_bf16() ? NEED_AMX : 0;
+    return have;
+}
+#define CPU_CAN_CHECK_CORES 1
+#else
+static unsigned cpu_provides(void)
+{
+    return 0;
+}
+#define CPU_CAN_CHECK_CORES 0
+#endif
+
+enum core_fit { CORE_UNKNOWN, CORE_RUNS, CORE_LACKS };
+
+/* Whether this CPU can run OpenBLAS kernel set `core`; for CORE_LACKS,
+ * `missing` receives the instructions it lacks. */
+static enum core_fit core_fits(const char *core, char *missing, size_t cap)
+{
+    unsigned need = 0, lack;
+    bool known = false;
+    size_t len = 0;
+
+    missing[0] = '\0';
+    for (size_t i = 0; i < sizeof(core_needs) / sizeof(core_needs[0]); i++)
+        if (!strcasecmp(core, core_needs[i].core)) {
+            need = core_needs[i].need;
+            known = true;
+        }
+    if (!known || !CPU_CAN_CHECK_CORES)
+        return CORE_UNKNOWN;
+    lack = need & ~cpu_provides();
+    if (!lack)
+        return CORE_RUNS;
+    for (size_t i = 0; i < sizeof(need_names) / sizeof(need_names[0]); i++)
+        if (lack & (1u << i) && len < cap)
+            len += (size_t)snprintf(missing + len, cap - len, "%s%s",
+                                    len ? ", " : "", need_names[i]);
+    return CORE_LACKS;
+}
+
 /* Looks `name` up in `h` and stores it into the function pointer at fp
  * (NULL when absent): POSIX guarantees a data pointer from dlsym fits. */
 static bool sym(void *h, const char *name, void *fp)
@@ -129,17 +274,81 @@ static void *open_lib(const char *name, char *msg, size_t cap)
 /* Loads `name` and, when OpenBLAS took a kernel set below what the CPU
  * can do (see the top of the file), loads it again with the right one.
  * *note receives what was done, for the log. */
+static void *open_blas_checked(const char *name, const char *user,
+                               bool pre, char *msg, size_t cap, char *note,
+                               size_t ncap);
+
+/* Checks the user's OPENBLAS_CORETYPE against the CPU (see the top of the
+ * file), then loads `name` through open_blas_checked, with the user's
+ * choice left out of that load when the CPU cannot run it, and puts the
+ * user's value back afterwards. */
 static void *open_blas(const char *name, char *msg, size_t cap, char *note,
                        size_t ncap)
 {
-    const char *user = cpu_getenv("OPENBLAS_CORETYPE");
-    const char *keep = cpu_getenv("KEEL_CPU_BLAS_CORETYPE");
+    const char *env = cpu_getenv("OPENBLAS_CORETYPE");
     void *pre = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
-    const char *best = cpu_best_core(), *core;
+    char user[64] = "", missing[128];
+    bool dropped = false;
     void *h;
 
     if (pre)
         dlclose(pre);
+    if (env && *env)
+        snprintf(user, sizeof(user), "%s", env);
+    if (user[0]) {
+        switch (core_fits(user, missing, sizeof(missing))) {
+        case CORE_RUNS:
+            cpu_log(KEEL_LOG_INFO,
+                    "cpu plugin: OPENBLAS_CORETYPE=%s: this CPU has the "
+                    "instructions those kernels need; honoured", user);
+            break;
+        case CORE_UNKNOWN:
+            cpu_log(KEEL_LOG_INFO,
+                    "cpu plugin: OPENBLAS_CORETYPE=%s: not a kernel set the "
+                    "plugin can check against this CPU; passed on to "
+                    "OpenBLAS unchecked", user);
+            break;
+        case CORE_LACKS:
+            if (pre) {
+                cpu_log(KEEL_LOG_WARN,
+                        "cpu plugin: OPENBLAS_CORETYPE=%s asks for kernels "
+                        "that need %s, which this CPU lacks, and %s was "
+                        "loaded with it before the plugin: GEMMs may die "
+                        "with an illegal instruction; unset it",
+                        user, missing, name);
+                break;
+            }
+            cpu_log(KEEL_LOG_WARN,
+                    "cpu plugin: OPENBLAS_CORETYPE=%s ignored: those kernels "
+                    "need %s, which this CPU lacks (CPUID); %s chooses its "
+                    "kernels itself", user, missing, name);
+            if (unsetenv("OPENBLAS_CORETYPE") == 0)
+                dropped = true;
+            break;
+        }
+    }
+    h = open_blas_checked(name, dropped || !user[0] ? NULL : user, pre != NULL,
+                          msg, cap, note, ncap);
+    if (user[0] && setenv("OPENBLAS_CORETYPE", user, 1) != 0)
+        cpu_log(KEEL_LOG_WARN, "cpu plugin: could not restore "
+                "OPENBLAS_CORETYPE=%s in the environment", user);
+    if (dropped) {
+        size_t len = strlen(note);
+
+        snprintf(note + len, ncap - len, "%sOPENBLAS_CORETYPE=%s ignored "
+                 "(needs %s)", len ? "; " : "", user, missing);
+    }
+    return h;
+}
+
+static void *open_blas_checked(const char *name, const char *user,
+                               bool pre, char *msg, size_t cap, char *note,
+                               size_t ncap)
+{
+    const char *keep = cpu_getenv("KEEL_CPU_BLAS_CORETYPE");
+    const char *best = cpu_best_core(), *core;
+    void *h;
+
     h = open_lib(name, msg, cap);
     if (!h || !(core = corename(h)) || !best ||
         core_isa(core) != ISA_OLD || core_isa(best) == ISA_OLD)

@@ -1920,12 +1920,13 @@ static void test_coll_errors(void)
 /* Suite: lifecycle (runs last; re-initialises the runtime)                 */
 /* ------------------------------------------------------------------------ */
 
-#define N_SAVED_ENV 8
+/* OPENBLAS_CORETYPE is not among them: no test changes it here. */
+#define N_SAVED_ENV 7
 static char *g_saved_env[N_SAVED_ENV];
 static const char *const g_env_names[N_SAVED_ENV] = {
 	"KEEL_CPU_DEVICES", "KEEL_CPU_MEM_LIMIT", "KEEL_CPU_ASYNC",
 	"KEEL_CPU_DISCRETE", "KEEL_CPU_COLL_TIMEOUT_MS", "KEEL_CPU_BLAS",
-	"OPENBLAS_CORETYPE", "KEEL_CPU_BLAS_CORETYPE",
+	"KEEL_CPU_BLAS_CORETYPE",
 };
 
 static int lifecycle_suite_init(void)
@@ -2123,38 +2124,220 @@ static void read_trace(const char *path, char *out, size_t cap)
 	remove(path);
 }
 
-/* The kernel set the plugin must end up with on this CPU when the BLAS
- * first picks Prescott (plugins/cpu/kernels/blas.c), or NULL. */
-static const char *expected_core(void)
+/* ---- BLAS loading ------------------------------------------------------- */
+
+/* The CPU's feature flags as the kernel reports them (/proc/cpuinfo), a
+ * source independent of the plugin's CPUID code. Empty when unknown. */
+static void cpu_flags(char *out, size_t cap)
 {
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-		return NULL;
-	if (__builtin_cpu_supports("avx512f") &&
-	    __builtin_cpu_supports("avx512cd") &&
-	    __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512dq") &&
-	    __builtin_cpu_supports("avx512vl"))
-		return __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
-							    : "SkylakeX";
-	return "Haswell";
-#else
-	return NULL;
-#endif
+	char line[8192];
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	out[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "flags", 5) && strchr(line, ':')) {
+			snprintf(out, cap, " %s", strchr(line, ':') + 1);
+			out[strcspn(out, "\n")] = ' ';
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
 }
+
+static bool has_flag(const char *flags, const char *flag)
+{
+	char word[64];
+
+	snprintf(word, sizeof(word), " %s ", flag);
+	return strstr(flags, word) != NULL;
+}
+
+static bool has_avx512(const char *f)
+{
+	return has_flag(f, "avx512f") && has_flag(f, "avx512cd") &&
+	       has_flag(f, "avx512bw") && has_flag(f, "avx512dq") &&
+	       has_flag(f, "avx512vl");
+}
+
+/* The kernel set the plugin must end up with on this CPU when the BLAS
+ * first picks Prescott, from docs/cpu-plugin.md's table and the kernel's
+ * flags: Cooperlake with AVX-512 and AVX512_BF16, SkylakeX with AVX-512,
+ * Haswell with AVX2 and FMA, else none (NULL). */
+static const char *expected_core(const char *f)
+{
+	if (!has_flag(f, "avx2") || !has_flag(f, "fma"))
+		return NULL;
+	if (has_avx512(f))
+		return has_flag(f, "avx512_bf16") ? "Cooperlake" : "SkylakeX";
+	return "Haswell";
+}
+
+/* An OpenBLAS kernel set this CPU cannot run, by the kernel's flags, or
+ * NULL when it runs all the ones tried. */
+static const char *core_this_cpu_lacks(const char *f)
+{
+	if (!has_flag(f, "avx2") || !has_flag(f, "fma"))
+		return "Haswell";
+	if (!has_avx512(f))
+		return "SkylakeX";
+	if (!has_flag(f, "avx512_bf16"))
+		return "Cooperlake";
+	if (!has_flag(f, "amx_bf16"))
+		return "SapphireRapids";
+	return NULL;
+}
+
+/* What one start of the plugin in a child process did with the fake BLAS
+ * (fake_blas.c): the kernel sets it loaded the library with, the child's
+ * OPENBLAS_CORETYPE after init, and its log. */
+struct blas_run {
+	char trace[256];
+	char env_after[64];
+	char log[8192];
+	int devices;
+};
+
+extern char **environ;
+
+/* Child side (argv[1] == "--blas-child"): start keel, report. */
+static int blas_child(void)
+{
+	const char *v;
+	int n;
+
+	if (keel_init() != KEEL_STATUS_OK)
+		return 3;
+	n = keel_device_count("cpu");
+	v = getenv("OPENBLAS_CORETYPE");
+	printf("devices=%d\nenv=%s\n", n, v ? v : "(unset)");
+	fflush(stdout);
+	keel_shutdown();
+	return 0;
+}
+
+/* Runs this program with --blas-child and the test's environment, in
+ * which OPENBLAS_CORETYPE is `core` (NULL: absent) and
+ * KEEL_CPU_BLAS_CORETYPE is `keep` (NULL: absent). The test process's own
+ * environment is never changed: only the child's copy differs. */
+static bool run_blas_child(const char *fake, const char *trace,
+			   const char *core, const char *keep,
+			   struct blas_run *out)
+{
+	char **env, self[4096], *p, buf[1024];
+	char e_core[128], e_keep[128], e_blas[4200], e_trace[300];
+	int pipefd[2], status = 0, n = 0, i;
+	size_t len = 0;
+	ssize_t got;
+	pid_t pid;
+
+	memset(out, 0, sizeof(*out));
+	out->devices = -1;
+	got = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (got <= 0)
+		return false;
+	self[got] = '\0';
+	for (i = 0; environ[i]; i++)
+		n++;
+	env = calloc((size_t)n + 8, sizeof(*env));
+	if (!env)
+		return false;
+	n = 0;
+	for (i = 0; environ[i]; i++)
+		if (strncmp(environ[i], "OPENBLAS_CORETYPE=", 18) &&
+		    strncmp(environ[i], "KEEL_CPU_BLAS_CORETYPE=", 23) &&
+		    strncmp(environ[i], "KEEL_CPU_BLAS=", 14) &&
+		    strncmp(environ[i], "FAKE_BLAS_TRACE=", 16) &&
+		    strncmp(environ[i], "KEEL_LOG_LEVEL=", 15))
+			env[n++] = environ[i];
+	snprintf(e_blas, sizeof(e_blas), "KEEL_CPU_BLAS=%s", fake);
+	snprintf(e_trace, sizeof(e_trace), "FAKE_BLAS_TRACE=%s", trace);
+	env[n++] = e_blas;
+	env[n++] = e_trace;
+	env[n++] = "KEEL_LOG_LEVEL=info";
+	if (core) {
+		snprintf(e_core, sizeof(e_core), "OPENBLAS_CORETYPE=%s", core);
+		env[n++] = e_core;
+	}
+	if (keep) {
+		snprintf(e_keep, sizeof(e_keep), "KEEL_CPU_BLAS_CORETYPE=%s",
+			 keep);
+		env[n++] = e_keep;
+	}
+	env[n] = NULL;
+	remove(trace);
+	if (pipe(pipefd)) {
+		free(env);
+		return false;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execve(self, (char *[]){ self, "--blas-child", NULL }, env);
+		_exit(127);
+	}
+	free(env);
+	close(pipefd[1]);
+	if (pid < 0) {
+		close(pipefd[0]);
+		return false;
+	}
+	while ((got = read(pipefd[0], buf, sizeof(buf))) > 0) {
+		size_t room = sizeof(out->log) - 1 - len;
+		size_t take = (size_t)got < room ? (size_t)got : room;
+
+		memcpy(out->log + len, buf, take);
+		len += take;
+	}
+	out->log[len] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	if ((p = strstr(out->log, "devices=")))
+		out->devices = atoi(p + 8);
+	if ((p = strstr(out->log, "\nenv=")))
+		sscanf(p + 5, "%63[^\n]", out->env_after);
+	read_trace(trace, out->trace, sizeof(out->trace));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "\n  blas child exited %d:\n%s", status,
+			out->log);
+		return false;
+	}
+	return true;
+}
+
+#define BLAS_EXPECT(what, cond)                                              \
+	do {                                                                 \
+		CU_ASSERT_TRUE(cond);                                        \
+		if (!(cond))                                                 \
+			fprintf(stderr, "\n  %s: trace '%s', env '%s', log:\n%s", \
+				what, r.trace, r.env_after, r.log);          \
+	} while (0)
 
 /* KEEL_CPU_BLAS: a library that cannot be loaded or lacks CBLAS leaves the
  * plugin unloaded with the reason; a DYNAMIC_ARCH BLAS that chose a kernel
  * set below the CPU is loaded again with the right one, unless the user
- * chose (OPENBLAS_CORETYPE) or said keep. */
+ * chose (OPENBLAS_CORETYPE) or said keep; a user's choice the CPU cannot
+ * run is left out of the load with a warning that names it. The cases
+ * with an OPENBLAS_CORETYPE run in child processes: this process never
+ * changes the variable, which some machines set on purpose. */
 static void test_blas_loader(void)
 {
 	const char *fake = getenv("KEEL_TEST_FAKE_BLAS");
-	const char *best = expected_core();
-	char trace[256], want[128], got[256];
+	const char *user = getenv("OPENBLAS_CORETYPE");
+	char flags[8192], trace[256], want[128], user_before[128];
+	const char *best, *lacking;
 	keel_plugin_info info;
+	struct blas_run r;
 
+	snprintf(user_before, sizeof(user_before), "%s", user ? user : "");
+	cpu_flags(flags, sizeof(flags));
+	CU_ASSERT_TRUE_FATAL(flags[0] != '\0');
+	best = expected_core(flags);
+	lacking = core_this_cpu_lacks(flags);
 	snprintf(trace, sizeof(trace), "/tmp/keel-fake-blas-%d.trace",
 		 (int)getpid());
 	setenv("KEEL_CPU_BLAS", "/nonexistent/libnoblas.so", 1);
@@ -2170,32 +2353,71 @@ static void test_blas_loader(void)
 	CU_ASSERT_EQUAL(keel_device_count("cpu"), 0);
 	CU_ASSERT_TRUE_FATAL(find_cpu_plugin(&info));
 	CU_ASSERT_TRUE(info.reason && strstr(info.reason, "lacks cblas_sgemm"));
-
+	restore_env();
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fake);
-	setenv("KEEL_CPU_BLAS", fake, 1);
-	setenv("FAKE_BLAS_TRACE", trace, 1);
-	unsetenv("OPENBLAS_CORETYPE");
-	OK_FATAL(reinit());
-	CU_ASSERT_EQUAL(keel_device_count("cpu"), NDEV);
-	read_trace(trace, got, sizeof(got));
+
+	/* no choice: OpenBLAS's Prescott is corrected to the CPU's best */
+	CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, NULL, NULL, &r));
 	snprintf(want, sizeof(want), best ? "-,%s" : "-", best);
-	CU_ASSERT_STRING_EQUAL(got, want);
-	/* the environment is as it was */
-	CU_ASSERT_PTR_NULL(getenv("OPENBLAS_CORETYPE"));
+	BLAS_EXPECT("no OPENBLAS_CORETYPE", !strcmp(r.trace, want));
+	BLAS_EXPECT("no OPENBLAS_CORETYPE: env", !strcmp(r.env_after, "(unset)"));
+	CU_ASSERT_EQUAL(r.devices, NDEV);
+	BLAS_EXPECT("the chosen kernels are logged",
+		    strstr(r.log, best ? best : "Prescott") != NULL);
 
-	setenv("OPENBLAS_CORETYPE", "Prescott", 1);
-	OK_FATAL(reinit());
-	CU_ASSERT_EQUAL(keel_device_count("cpu"), NDEV);
-	read_trace(trace, got, sizeof(got));
-	CU_ASSERT_STRING_EQUAL(got, "Prescott");
-	unsetenv("OPENBLAS_CORETYPE");
+	/* a choice the CPU can run is honoured, and said so */
+	CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, "Prescott", NULL, &r));
+	BLAS_EXPECT("Prescott", !strcmp(r.trace, "Prescott"));
+	BLAS_EXPECT("Prescott: env", !strcmp(r.env_after, "Prescott"));
+	BLAS_EXPECT("Prescott: log",
+		    strstr(r.log, "OPENBLAS_CORETYPE=Prescott") &&
+		    strstr(r.log, "honoured"));
+	if (best) {
+		CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, best, NULL,
+						    &r));
+		BLAS_EXPECT("best", !strcmp(r.trace, best));
+	}
 
-	setenv("KEEL_CPU_BLAS_CORETYPE", "keep", 1);
-	OK_FATAL(reinit());
-	read_trace(trace, got, sizeof(got));
-	CU_ASSERT_STRING_EQUAL(got, "-");
+	/* a choice the CPU cannot run: not passed to the library, a
+	 * warning names the missing instructions, the variable is back */
+	if (lacking) {
+		CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, lacking, NULL,
+						    &r));
+		BLAS_EXPECT("lacking: loaded without it",
+			    !strcmp(r.trace, want));
+		BLAS_EXPECT("lacking: env restored",
+			    !strcmp(r.env_after, lacking));
+		BLAS_EXPECT("lacking: warning",
+			    strstr(r.log, "keel warn") &&
+			    strstr(r.log, "ignored") && strstr(r.log, lacking) &&
+			    strstr(r.log, "lacks"));
+		CU_ASSERT_EQUAL(r.devices, NDEV);
+		/* the same, spelled in lower case */
+		snprintf(want, sizeof(want), "%s", lacking);
+		for (char *c = want; *c; c++)
+			*c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+		CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, want, NULL,
+						    &r));
+		BLAS_EXPECT("lacking, lower case: not loaded with it",
+			    strstr(r.trace, want) == NULL);
+	} else {
+		printf("\n  (this CPU runs every kernel set the test knows: "
+		       "the unsupported-choice case was not exercised)");
+	}
 
-	unsetenv("FAKE_BLAS_TRACE");
+	/* a name the plugin cannot check is passed on, and said so */
+	CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, "FutureCore", NULL,
+					    &r));
+	BLAS_EXPECT("unknown", !strcmp(r.trace, "FutureCore"));
+	BLAS_EXPECT("unknown: log", strstr(r.log, "unchecked") != NULL);
+
+	/* keep: OpenBLAS's own choice stays */
+	CU_ASSERT_TRUE_FATAL(run_blas_child(fake, trace, NULL, "keep", &r));
+	BLAS_EXPECT("keep", !strcmp(r.trace, "-"));
+
+	/* this process's OPENBLAS_CORETYPE is as it was */
+	user = getenv("OPENBLAS_CORETYPE");
+	CU_ASSERT_STRING_EQUAL(user ? user : "", user_before);
 	restore_env();
 	OK_FATAL(reinit());
 	CU_ASSERT_EQUAL_FATAL(resolve_places(), 0);
@@ -2307,10 +2529,12 @@ static const struct test_entry lifecycle_tests[] = {
 	{ "finalize releases everything", test_finalize_releases_everything },
 };
 
-int main(void)
+int main(int argc, char **argv)
 {
 	unsigned failures;
 
+	if (argc == 2 && !strcmp(argv[1], "--blas-child"))
+		return blas_child();
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	if (ADD_SUITE("memory", common_suite_init, NULL, memory_tests) ||
