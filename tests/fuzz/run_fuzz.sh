@@ -12,6 +12,7 @@
 # Extra arguments for libFuzzer can be given in KEEL_FUZZ_ARGS.
 set -eu
 fuzzer=$1 seeds=$2 regressions=$3
+case $fuzzer in */*) ;; *) fuzzer=./$fuzzer ;; esac  # meson passes a bare name
 secs=${KEEL_FUZZ_SECONDS:-20}
 per_input=${KEEL_FUZZ_TIMEOUT:-10}
 name=$(basename "$fuzzer")
@@ -23,7 +24,10 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export ASAN_OPTIONS UBSAN_OPTIONS
 
+# libFuzzer's default exit status for a finding is 77, which meson reads
+# as SKIP: every finding must be a failure.
 common="-timeout=$per_input -rss_limit_mb=2048 -malloc_limit_mb=2048"
+common="$common -error_exitcode=1 -timeout_exitcode=1"
 
 if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then
   echo "== $name: replaying $(ls -A "$regressions" | wc -l) regression inputs"
