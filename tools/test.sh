@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (Debian packages and the
 # Python environment .venv/, see tools/deps.sh), then builds and runs every
-# CUnit suite twice, once plain and once under AddressSanitizer +
-# UndefinedBehaviorSanitizer. `tools/test.sh --valgrind` adds a third pass
-# with every test under valgrind (slower; not part of the default run).
+# CUnit suite in three passes:
+#   1. plain gcc build (build/), with the allocation-failure walk;
+#   2. gcc, AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/);
+#   3. clang, ASan + UBSan, with the libFuzzer targets (build-clang/): the
+#      suites again, then every fuzz target replays its regression inputs
+#      and fuzzes for KEEL_FUZZ_SECONDS (default 20) from its seed corpus.
+# Options (docs/testing.md):
+#   --valgrind    adds a pass with every test under valgrind (slower)
+#   --tsan        adds a ThreadSanitizer pass (build-tsan/) over the core,
+#                 CPU plugin and conformance suites (inline and
+#                 KEEL_CPU_ASYNC=1)
+#   --fuzz-long   fuzzes each target for KEEL_FUZZ_LONG_SECONDS (default
+#                 600) instead of the short bounded run
+#   --no-clang    skips pass 3
 # Every SKIP is listed after the plain pass; a SKIP of the parity suite
 # fails the run (KEEL_ALLOW_PARITY_SKIP=1: a warning instead).
 set -euo pipefail
@@ -11,11 +22,15 @@ cd "$(dirname "$0")/.."
 source tools/deps.sh
 keel_install_deps
 
-valgrind=0
+valgrind=0 tsan=0 clang=1 fuzz_long=0
 for arg in "$@"; do
   case "$arg" in
     --valgrind) valgrind=1 ;;
-    *) echo "usage: tools/test.sh [--valgrind]" >&2; exit 2 ;;
+    --tsan) tsan=1 ;;
+    --fuzz-long) fuzz_long=1 ;;
+    --no-clang) clang=0 ;;
+    *) echo "usage: tools/test.sh [--valgrind] [--tsan] [--fuzz-long]" \
+            "[--no-clang]" >&2; exit 2 ;;
   esac
 done
 
@@ -70,8 +85,43 @@ if [ "$valgrind" -eq 1 ]; then
   echo "== valgrind"
   meson test -C build --print-errorlogs --num-processes "$jobs" \
     --timeout-multiplier 10 \
+    --no-suite allocfail \
     --wrapper 'valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --track-origins=yes --quiet'
 fi
+if [ "$clang" -eq 1 ]; then
+  echo "== clang build: ASan + UBSan, libFuzzer targets"
+  if [ ! -f build-clang/build.ninja ]; then
+    CC=clang meson setup build-clang -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dplugin_cuda_kernels=disabled -Dfuzz=true
+  fi
+  ninja -C build-clang
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-clang --print-errorlogs --num-processes "$jobs" \
+      --no-suite parity --no-suite fuzz
+  if [ "$fuzz_long" -eq 1 ]; then
+    export KEEL_FUZZ_SECONDS="${KEEL_FUZZ_LONG_SECONDS:-600}"
+  fi
+  echo "== fuzz targets, ${KEEL_FUZZ_SECONDS:-20}s each"
+  meson test -C build-clang --print-errorlogs --num-processes "$jobs" \
+    --suite fuzz
+fi
+
+if [ "$tsan" -eq 1 ]; then
+  echo "== ThreadSanitizer"
+  if [ ! -f build-tsan/build.ninja ]; then
+    meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
+      -Dplugin_cuda_kernels=disabled
+  fi
+  ninja -C build-tsan
+  # The conform suite runs `keel conform --plugin cpu` inline, with
+  # KEEL_CPU_ASYNC=1 and in discrete mode; the cpu suite covers both
+  # stream modes of the plugin's runtime.
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
+    meson test -C build-tsan --print-errorlogs --num-processes "$jobs" \
+      --timeout-multiplier 4 --suite core --suite cpu --suite conform
+fi
+
 if [ "$parity_skipped" -eq 1 ]; then
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
   echo "tools/test.sh: FAILED: the parity suite (keel against PaddlePaddle) was"

@@ -931,8 +931,15 @@ keel_status keel_load(const char *path, const char *device,
             char cause[512];
 
             snprintf(cause, sizeof(cause), "%s", keel_last_error());
-            st = corrupt(&ld, "tensor '%s' cannot be stored: %s",
-                         ld.entries[i].name, cause);
+            /* A name the dict refuses is the file's fault; running out of
+             * memory is not, and keeps its status. */
+            if (st == KEEL_STATUS_INVALID_ARGUMENT)
+                st = corrupt(&ld, "tensor '%s' cannot be stored: %s",
+                             ld.entries[i].name, cause);
+            else
+                st = keel__error(st, "keel_load: '%s': tensor '%s' cannot "
+                                     "be stored: %s", ld.path,
+                                 ld.entries[i].name, cause);
             goto out;
         }
     }

@@ -86,18 +86,20 @@ static void store(void *p, keel_dtype dt, double v)
         break;
     }
     case KEEL_I8: {
-        int8_t x = (int8_t)v;
+        /* Through int64: a double out of a narrow type's range (the -777
+         * sentinel below) converted directly is undefined behaviour. */
+        int8_t x = (int8_t)(int64_t)v;
         memcpy(p, &x, 1);
         break;
     }
     case KEEL_U8:
     case KEEL_BOOL: {
-        uint8_t x = (uint8_t)v;
+        uint8_t x = (uint8_t)(int64_t)v;
         memcpy(p, &x, 1);
         break;
     }
     case KEEL_I32: {
-        int32_t x = (int32_t)v;
+        int32_t x = (int32_t)(int64_t)v;
         memcpy(p, &x, 4);
         break;
     }

@@ -757,6 +757,10 @@ static void wide_cols_part(void *ctx, int64_t r0, int64_t r1)
  * junk columns per row (from wrapped-around input, each column depends on
  * its own inputs only), which the compaction drops; used when wp <= 2 ow.
  */
+/* p + off, or NULL for an operand without elements (its data pointer is
+ * NULL, and no offset may be applied to a null pointer). */
+#define KOFF(p, off) ((p) ? (p) + (off) : (p))
+
 static void fwd_image_wide(const struct crun *r, int64_t n, char *ws)
 {
     const struct cgeo *g = r->g;
@@ -771,9 +775,10 @@ static void fwd_image_wide(const struct crun *r, int64_t n, char *ws)
     sub.dst = ws + col_off;
     outw = ws + out_off;
     for (int64_t gi = 0; gi < g->g; gi++) {
-        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
-        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
-        char *yg = r->y + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        const char *xg =
+            KOFF(r->x, (size_t)((n * g->c + gi * g->cg) * g->hw) * es);
+        const char *wg = KOFF(r->w, (size_t)(gi * g->og * g->ckk) * es);
+        char *yg = KOFF(r->y, (size_t)((n * g->o + gi * g->og) * g->ohw) * es);
         r->t->pad(g, xg, xp);
         cpu_parallel_for(g->ckk, grain > 0 ? grain : 1, wide_cols_part,
                          &sub);
@@ -797,9 +802,10 @@ static void fwd_image(const struct crun *r, int64_t n, char *col)
         return;
     }
     for (int64_t gi = 0; gi < g->g; gi++) {
-        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
-        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
-        char *yg = r->y + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+        const char *xg =
+            KOFF(r->x, (size_t)((n * g->c + gi * g->cg) * g->hw) * es);
+        const char *wg = KOFF(r->w, (size_t)(gi * g->og * g->ckk) * es);
+        char *yg = KOFF(r->y, (size_t)((n * g->o + gi * g->og) * g->ohw) * es);
         const char *B = image_cols(r, xg, col);
         if (r->bias)
             r->t->fill_rows(yg, r->bias + (size_t)(gi * g->og) * es, g->og,
@@ -817,9 +823,9 @@ static void bwd_data_image(const struct crun *r, int64_t n, char *col)
 
     for (int64_t gi = 0; gi < g->g; gi++) {
         const char *dyg =
-            r->dy + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
-        const char *wg = r->w + (size_t)(gi * g->og * g->ckk) * es;
-        char *dxg = r->y + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+            KOFF(r->dy, (size_t)((n * g->o + gi * g->og) * g->ohw) * es);
+        const char *wg = KOFF(r->w, (size_t)(gi * g->og * g->ckk) * es);
+        char *dxg = KOFF(r->y, (size_t)((n * g->c + gi * g->cg) * g->hw) * es);
         if (g->direct_1x1) {
             r->t->gemm(true, false, g->ckk, g->ohw, g->og, wg, g->ckk, dyg,
                        g->ohw, false, dxg, g->ohw, r->split);
@@ -842,12 +848,13 @@ static void bwd_filter_image(const struct crun *r, int64_t n, char *col,
     size_t es = r->t->es;
 
     for (int64_t gi = 0; gi < g->g; gi++) {
-        const char *xg = r->x + (size_t)((n * g->c + gi * g->cg) * g->hw) * es;
+        const char *xg =
+            KOFF(r->x, (size_t)((n * g->c + gi * g->cg) * g->hw) * es);
         const char *dyg =
-            r->dy + (size_t)((n * g->o + gi * g->og) * g->ohw) * es;
+            KOFF(r->dy, (size_t)((n * g->o + gi * g->og) * g->ohw) * es);
         const char *B = image_cols(r, xg, col);
         r->t->gemm(false, true, g->og, g->ckk, g->ohw, dyg, g->ohw, B,
-                   g->ohw, true, dw + (size_t)(gi * g->og * g->ckk) * es,
+                   g->ohw, true, KOFF(dw, (size_t)(gi * g->og * g->ckk) * es),
                    g->ckk, r->split);
     }
 }

@@ -185,7 +185,9 @@ static inline float f32_from_bits(uint32_t u)
 
 static inline float kexpf(float x)
 {
-    float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+    /* NaN is clamped too (to 0), so that the conversion to int32 below
+     * stays defined; the result for NaN is x itself (the last line). */
+    float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x == x ? x : 0.0f;
     float n = (xc * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;
     float r = xc - n * 0.693359375f;
     float p;

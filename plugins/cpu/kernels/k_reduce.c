@@ -1158,7 +1158,8 @@ static void rows_block(const struct rjob *j, int64_t b, int64_t e)
 
     kit_init(&it, &j->g, b);
     for (int64_t k = 0; k < e - b; k++, kit_next(&it, &j->g)) {
-        const char *x = j->x + it.xo * j->es;
+        /* NULL for an input without elements: no offset on it. */
+        const char *x = j->x ? j->x + it.xo * j->es : NULL;
         state_init(&s1[k], op->pass1, pass_ct(j->dt, op->pass1));
         red_range(j, op->pass1, x, 0, j->g.nred, &s1[k], NULL);
         if (op->pass2 != P_NONE) {
