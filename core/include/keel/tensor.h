@@ -75,6 +75,16 @@ KEEL_API bool keel_tensor_shares_storage(const keel_tensor *a,
 
 /* ---- creation --------------------------------------------------------------- */
 
+/**
+ * The size limit of every tensor, checked where a shape enters (creation,
+ * reshape, expand, op outputs, file headers): every dimension is >= 0 and
+ * the product of the dimensions, a 0 counted as 1, times the element size
+ * is at most KEEL_TENSOR_MAX_BYTES. The element count, the byte size and
+ * every stride then fit in int64_t, empty tensors included. A larger shape
+ * is INVALID_ARGUMENT, with a message that names it.
+ */
+#define KEEL_TENSOR_MAX_BYTES INT64_MAX
+
 /** Copy `numel * sizeof(dtype)` bytes of row-major host data into a new
  *  tensor. ndim 0 makes a scalar. */
 KEEL_API keel_status keel_tensor_from_host(const void *data, keel_dtype dtype,
