@@ -7,7 +7,9 @@
 #include "kern.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define KEEL_X86 1
 #endif
 
@@ -381,16 +383,29 @@ __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(
         dst[i] = cpu_f32_to_f16(src[i]);
 }
 
+/* F16C and AVX, with the OS saving the YMM registers, read from CPUID
+ * directly: clang (14) has no "f16c" for __builtin_cpu_supports. */
+static int detect_f16c(void)
+{
+    unsigned a, b, c, d, lo, hi;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) ||
+        !(c & bit_AVX) || !(c & bit_F16C))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6) == 6; /* XMM and YMM state enabled */
+}
+
 static int have_f16c(void)
 {
-    static int cached = -1;
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
 
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("f16c") &&
-                 __builtin_cpu_supports("avx");
+    if (v < 0) {
+        v = detect_f16c();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return cached;
+    return v;
 }
 #endif
 
