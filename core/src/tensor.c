@@ -471,6 +471,7 @@ keel_status keel_arange(double start, double end, double step,
                         keel_tensor **out)
 {
     keel_attr a[2];
+    double count;
     int64_t n;
 
     if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
@@ -478,9 +479,15 @@ keel_status keel_arange(double start, double end, double step,
                            "keel_arange: start %g, end %g, step %g: step "
                            "must be non-zero and all finite",
                            start, end, step);
-    n = (int64_t)ceil((end - start) / step);
-    if (n < 0)
-        n = 0;
+    /* The count is converted only when it fits: a double out of range of
+     * int64_t has no defined conversion. 2^63 is exact in a double. */
+    count = ceil((end - start) / step);
+    if (!(count < 9223372036854775808.0))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_arange: start %g, end %g, step %g gives %g "
+                           "elements, more than a tensor can hold (2^63-1)",
+                           start, end, step, count);
+    n = count > 0 ? (int64_t)count : 0;
     a[0] = keel_attr_float("start", start);
     a[1] = keel_attr_float("step", step);
     return create(__func__, KEEL_OP_ARANGE, 1, &n, dtype, device, a, 2, out);
@@ -496,6 +503,11 @@ keel_status keel_linspace(double start, double stop, int64_t num,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_linspace: num %lld is negative",
                            (long long)num);
+    if (!isfinite(start) || !isfinite(stop))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_linspace: start %g and stop %g must be "
+                           "finite",
+                           start, stop);
     a[0] = keel_attr_float("start", start);
     a[1] = keel_attr_float("stop", stop);
     return create(__func__, KEEL_OP_LINSPACE, 1, &num, dtype, device, a, 2,
@@ -865,7 +877,9 @@ static keel_status squeeze_impl(const keel_tensor *x, int naxes,
     int n = 0;
 
     NEED(x && out, "keel_squeeze: %s is NULL", x ? "out" : "x");
-    NEED(naxes == 0 || axes, "keel_squeeze: axes is NULL");
+    NEED(naxes >= 0, "keel_squeeze: naxes = %d is negative", naxes);
+    NEED(naxes == 0 || axes, "keel_squeeze: axes is NULL with naxes = %d",
+         naxes);
     for (int i = 0; i < naxes; i++) {
         int a = keel__axis(axes[i], x->ndim);
         NEED(a >= 0, "keel_squeeze: axis %d out of range for %d dims",
@@ -1287,9 +1301,12 @@ int keel_tensor_format(const keel_tensor *t, char *buf, size_t size)
 
 keel_status keel_tensor_print(const keel_tensor *t, FILE *file)
 {
-    int n = keel_tensor_format(t, NULL, 0);
-    char *buf = malloc((size_t)n + 1);
+    int n;
+    char *buf;
 
+    NEED(t, "keel_tensor_print: tensor is NULL");
+    n = keel_tensor_format(t, NULL, 0);
+    buf = malloc((size_t)n + 1);
     if (!buf)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_tensor_print: out of host memory");
