@@ -67,8 +67,8 @@ int main(int argc, char **argv)
         return 2;
     srand(1);
     for (size_t i = 0; i < nn; i++) {
-        a[i] = (float)rand() / RAND_MAX - 0.5f;
-        b[i] = (float)rand() / RAND_MAX - 0.5f;
+        a[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
+        b[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     }
     if (keel_tensor_from_host(a, KEEL_F32, 2, shape, "cpu:0", &x) ||
         keel_tensor_from_host(b, KEEL_F32, 2, shape, "cpu:0", &y))

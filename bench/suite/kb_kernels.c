@@ -584,7 +584,7 @@ static void bm_sgemm(keel_bm_state *st, void *ctx)
         goto out;
     }
     if (!(sgemm = host_sgemm(&why))) {
-        kb_fail(st, &g->b, KB_ERROR, why);
+        kb_fail(st, &g->b, KB_ERROR, "%s", why);
         goto out;
     }
     kb_fill_uniform(a, ma, 1, -1, 1);
@@ -667,7 +667,7 @@ static void bm_pair_mm(keel_bm_state *st, void *ctx)
     if (!kb_need_kernels(st, &g->b, 1, &op, &dt))
         goto out;
     if (!(sgemm = host_sgemm(&why))) {
-        kb_fail(st, &g->b, KB_ERROR, why);
+        kb_fail(st, &g->b, KB_ERROR, "%s", why);
         goto out;
     }
     kb_fill_uniform(a, ma, 1, -1, 1);

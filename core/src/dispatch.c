@@ -312,6 +312,11 @@ static keel_status resolve_attrs(struct keel_op_call *c, const keel_attr *given,
                                       type_name(g->type));
             }
         }
+        if ((g->type == KEEL_ATTR_INTS && g->v.ints.count < 0) ||
+            (g->type == KEEL_ATTR_FLOATS && g->v.floats.count < 0))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "attribute '%s' has a negative length",
+                                  g->name);
         if ((g->type == KEEL_ATTR_INTS && g->v.ints.count > 0 &&
              !g->v.ints.data) ||
             (g->type == KEEL_ATTR_FLOATS && g->v.floats.count > 0 &&

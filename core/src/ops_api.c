@@ -17,13 +17,35 @@ static keel_status run_attrs(keel_op_id op, const keel_tensor *const *in,
     return keel__run1(op, in, nin, a, na, out);
 }
 
-/* Axes as an ints attribute. */
-static int to_axes(int naxes, const int *axes, int64_t *buf)
+/* axes[naxes] into buf, for an ints attribute. An axis can be named once,
+ * so more than KEEL_MAX_DIMS is an error, not a list to cut short. */
+static keel_status to_axes(const char *what, int naxes, const int *axes,
+                           int64_t *buf)
 {
-    int n = naxes < 0 ? 0 : (naxes > KEEL_MAX_DIMS ? KEEL_MAX_DIMS : naxes);
-    for (int i = 0; i < n; i++)
-        buf[i] = axes ? axes[i] : 0;
-    return n;
+    if (naxes < 0 || naxes > KEEL_MAX_DIMS)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: naxes = %d is outside [0, %d]", what, naxes,
+                           KEEL_MAX_DIMS);
+    if (naxes > 0 && !axes)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: axes is NULL with naxes = %d", what, naxes);
+    for (int i = 0; i < naxes; i++)
+        buf[i] = axes[i];
+    return KEEL_STATUS_OK;
+}
+
+/* An int64 list argument: a count >= 0 and an array when it is > 0. */
+static keel_status check_list(const char *what, const char *name, int n,
+                              const void *v)
+{
+    if (n < 0)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: the length of %s is %d, negative", what,
+                           name, n);
+    if (n > 0 && !v)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %s is NULL with length %d", what, name, n);
+    return KEEL_STATUS_OK;
 }
 
 /* ---- elementwise ------------------------------------------------------------- */
@@ -131,9 +153,11 @@ keel_status keel_clip(const keel_tensor *x, double min, double max,
                             bool keepdim, keel_tensor **out)                 \
     {                                                                        \
         int64_t ax[KEEL_MAX_DIMS];                                           \
-        int n = to_axes(naxes, axes, ax);                                    \
-        keel_attr a[2] = {keel_attr_ints("axis", ax, n),                     \
+        keel_status st = to_axes("keel_" #name, naxes, axes, ax);            \
+        keel_attr a[2] = {keel_attr_ints("axis", ax, naxes),                 \
                           keel_attr_bool("keepdim", keepdim)};               \
+        if (st != KEEL_STATUS_OK)                                            \
+            return st;                                                       \
         return run_attrs(KEEL_OP_##ID, IN(x), 1, a, 2, out);                 \
     }
 REDUCE(sum, SUM)
@@ -168,28 +192,33 @@ keel_status keel_argmin(const keel_tensor *x, int axis, bool keepdim,
     return arg_reduce(KEEL_OP_ARGMIN, x, axis, keepdim, out);
 }
 
-static keel_status moments(keel_op_id op, const keel_tensor *x, int naxes,
-                           const int *axes, bool keepdim, bool unbiased,
-                           keel_tensor **out)
+static keel_status moments(const char *what, keel_op_id op,
+                           const keel_tensor *x, int naxes, const int *axes,
+                           bool keepdim, bool unbiased, keel_tensor **out)
 {
     int64_t ax[KEEL_MAX_DIMS];
-    int n = to_axes(naxes, axes, ax);
-    keel_attr a[3] = {keel_attr_ints("axis", ax, n),
+    keel_status st = to_axes(what, naxes, axes, ax);
+    keel_attr a[3] = {keel_attr_ints("axis", ax, naxes),
                       keel_attr_bool("keepdim", keepdim),
                       keel_attr_bool("unbiased", unbiased)};
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return run_attrs(op, IN(x), 1, a, 3, out);
 }
 
 keel_status keel_var(const keel_tensor *x, int naxes, const int *axes,
                      bool keepdim, bool unbiased, keel_tensor **out)
 {
-    return moments(KEEL_OP_VAR, x, naxes, axes, keepdim, unbiased, out);
+    return moments(__func__, KEEL_OP_VAR, x, naxes, axes, keepdim, unbiased,
+                   out);
 }
 
 keel_status keel_std(const keel_tensor *x, int naxes, const int *axes,
                      bool keepdim, bool unbiased, keel_tensor **out)
 {
-    return moments(KEEL_OP_STD, x, naxes, axes, keepdim, unbiased, out);
+    return moments(__func__, KEEL_OP_STD, x, naxes, axes, keepdim, unbiased,
+                   out);
 }
 
 keel_status keel_cumsum(const keel_tensor *x, int axis, keel_tensor **out)
@@ -232,13 +261,19 @@ keel_conv2d_params keel_conv2d_default_params(void)
     return p;
 }
 
-static int conv_attrs(const keel_conv2d_params *p, keel_attr *a, bool tr)
+/* The attributes of a conv2d call; *n receives their number. */
+static keel_status conv_attrs(const char *what, const keel_conv2d_params *p,
+                              keel_attr *a, bool tr, int *count)
 {
     int n = 0;
 
+    if (p->npadding != 1 && p->npadding != 2 && p->npadding != 4)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: npadding = %d: padding takes 1 value (all "
+                           "sides), 2 (h, w) or 4 (top, bottom, left, right)",
+                           what, p->npadding);
     a[n++] = keel_attr_ints("stride", p->stride, 2);
-    a[n++] = keel_attr_ints("padding", p->padding,
-                            p->npadding == 4 ? 4 : 2);
+    a[n++] = keel_attr_ints("padding", p->padding, p->npadding);
     a[n++] = keel_attr_str("padding_algorithm",
                            p->padding_algorithm ? p->padding_algorithm
                                                 : "EXPLICIT");
@@ -246,7 +281,8 @@ static int conv_attrs(const keel_conv2d_params *p, keel_attr *a, bool tr)
     a[n++] = keel_attr_int("groups", p->groups);
     if (tr)
         a[n++] = keel_attr_ints("output_padding", p->output_padding, 2);
-    return n;
+    *count = n;
+    return KEEL_STATUS_OK;
 }
 
 keel_status keel_conv2d(const keel_tensor *x, const keel_tensor *weight,
@@ -255,7 +291,11 @@ keel_status keel_conv2d(const keel_tensor *x, const keel_tensor *weight,
 {
     keel_conv2d_params d = keel_conv2d_default_params();
     keel_attr a[6];
-    int n = conv_attrs(p ? p : &d, a, false);
+    int n = 0;
+    keel_status st = conv_attrs(__func__, p ? p : &d, a, false, &n);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return keel__run1(KEEL_OP_CONV2D, IN(x, weight, bias), bias ? 3 : 2, a, n,
                       out);
 }
@@ -268,7 +308,11 @@ keel_status keel_conv2d_transpose(const keel_tensor *x,
 {
     keel_conv2d_params d = keel_conv2d_default_params();
     keel_attr a[6];
-    int n = conv_attrs(p ? p : &d, a, true);
+    int n = 0;
+    keel_status st = conv_attrs(__func__, p ? p : &d, a, true, &n);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return keel__run1(KEEL_OP_CONV2D_TRANSPOSE, IN(x, weight, bias),
                       bias ? 3 : 2, a, n, out);
 }
@@ -322,6 +366,9 @@ keel_status keel_split(const keel_tensor *x, int n, const int64_t *sections,
     if (!outs || n <= 0)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_split: need n > 0 pieces and an outs array");
+    if (!sections)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_split: sections is NULL with n = %d", n);
     st = keel_op_run(KEEL_OP_SPLIT, (keel_tensor *const *)IN(x), 1, a, 2,
                      outs, n, &got);
     if (st == KEEL_STATUS_OK && got != n) {
@@ -391,6 +438,10 @@ keel_status keel_tile(const keel_tensor *x, int n, const int64_t *repeat_times,
                       keel_tensor **out)
 {
     keel_attr a = keel_attr_ints("repeat_times", repeat_times, n);
+    keel_status st = check_list(__func__, "repeat_times", n, repeat_times);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return run_attrs(KEEL_OP_TILE, IN(x), 1, &a, 1, out);
 }
 
@@ -398,8 +449,11 @@ keel_status keel_flip(const keel_tensor *x, int naxes, const int *axes,
                       keel_tensor **out)
 {
     int64_t ax[KEEL_MAX_DIMS];
-    int n = to_axes(naxes, axes, ax);
-    keel_attr a = keel_attr_ints("axis", ax, n);
+    keel_status st = to_axes(__func__, naxes, axes, ax);
+    keel_attr a = keel_attr_ints("axis", ax, naxes);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return run_attrs(KEEL_OP_FLIP, IN(x), 1, &a, 1, out);
 }
 
@@ -409,6 +463,10 @@ keel_status keel_pad(const keel_tensor *x, int npad, const int64_t *pad,
     keel_attr a[3] = {keel_attr_ints("pad", pad, npad),
                       keel_attr_str("mode", mode ? mode : "constant"),
                       keel_attr_float("value", value)};
+    keel_status st = check_list(__func__, "pad", npad, pad);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
     return run_attrs(KEEL_OP_PAD, IN(x), 1, a, 3, out);
 }
 

@@ -151,6 +151,22 @@ static keel_status pad_attr(struct keel_op_call *c, int64_t pad[4])
 
 /* ---- convolution geometry ------------------------------------------------ */
 
+/* Attributes are any int64_t, so the geometry is computed with checked
+ * arithmetic; a result that does not fit is an error naming the dim. */
+static keel_status geo_overflow(struct keel_op_call *c, int i)
+{
+    return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                          "the geometry of spatial dim %d (kernel, stride, "
+                          "dilation, padding) overflows int64",
+                          i + 2);
+}
+
+/* *r = a * b + d, false on overflow. */
+static bool mul_add(int64_t a, int64_t b, int64_t d, int64_t *r)
+{
+    return !__builtin_mul_overflow(a, b, r) && !__builtin_add_overflow(*r, d, r);
+}
+
 struct conv_geo {
     int64_t stride[2], dil[2], pad[4], groups, outpad[2];
     int64_t k[2]; /* kernel h, w */
@@ -189,9 +205,14 @@ static keel_status conv_attrs(struct keel_op_call *c, bool transpose,
         memset(g->pad, 0, sizeof(g->pad));
     } else if (!strcmp(algo, "SAME")) {
         for (int i = 0; i < 2; i++) {
-            int64_t out = (in[i] + g->stride[i] - 1) / g->stride[i];
-            int64_t total = (out - 1) * g->stride[i] +
-                            (g->k[i] - 1) * g->dil[i] + 1 - in[i];
+            int64_t out = in[i] / g->stride[i] + (in[i] % g->stride[i] != 0);
+            int64_t ek, total;
+            /* (out - 1) * stride < in: only the dilated kernel can
+             * overflow */
+            if (!mul_add(g->k[i] - 1, g->dil[i], 1, &ek) ||
+                __builtin_add_overflow((out - 1) * g->stride[i] - in[i], ek,
+                                       &total))
+                return geo_overflow(c, i);
             if (total < 0)
                 total = 0;
             g->pad[2 * i] = total / 2;
@@ -212,8 +233,11 @@ static keel_status conv_out(struct keel_op_call *c, const struct conv_geo *g,
                             const int64_t in[2], int64_t out[2])
 {
     for (int i = 0; i < 2; i++) {
-        int64_t ek = (g->k[i] - 1) * g->dil[i] + 1;
-        int64_t span = in[i] + g->pad[2 * i] + g->pad[2 * i + 1];
+        int64_t ek, span;
+        if (!mul_add(g->k[i] - 1, g->dil[i], 1, &ek) ||
+            __builtin_add_overflow(in[i], g->pad[2 * i], &span) ||
+            __builtin_add_overflow(span, g->pad[2 * i + 1], &span))
+            return geo_overflow(c, i);
         if (ek > span || in[i] < 1)
             return keel__op_error(
                 c, KEEL_STATUS_INVALID_ARGUMENT,
@@ -230,10 +254,19 @@ static keel_status convt_out(struct keel_op_call *c, const struct conv_geo *g,
                              const int64_t in[2], int64_t out[2])
 {
     for (int i = 0; i < 2; i++) {
-        out[i] = (in[i] - 1) * g->stride[i] - g->pad[2 * i] -
-                 g->pad[2 * i + 1] + (g->k[i] - 1) * g->dil[i] + 1 +
-                 g->outpad[i];
-        if (in[i] < 1 || out[i] < 1)
+        int64_t ek;
+        if (in[i] < 1)
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "the transposed convolution's input dim "
+                                  "%d is empty",
+                                  i + 2);
+        /* pads are >= 0 and outpad < max(stride, dilation) */
+        if (!mul_add(g->k[i] - 1, g->dil[i], 1 + g->outpad[i], &ek) ||
+            !mul_add(in[i] - 1, g->stride[i], -g->pad[2 * i], &out[i]) ||
+            __builtin_sub_overflow(out[i], g->pad[2 * i + 1], &out[i]) ||
+            __builtin_add_overflow(out[i], ek, &out[i]))
+            return geo_overflow(c, i);
+        if (out[i] < 1)
             return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                                   "the transposed convolution's output dim "
                                   "%d would be %lld (padding too large for "
@@ -391,7 +424,12 @@ static keel_status pool_out(struct keel_op_call *c, int64_t out[4])
     out[0] = x->shape[0];
     out[1] = x->shape[1];
     for (int i = 0; i < 2; i++) {
-        int64_t span = x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - k[i];
+        int64_t span;
+        if (__builtin_add_overflow(x->shape[2 + i], pad[2 * i], &span) ||
+            __builtin_add_overflow(span, pad[2 * i + 1], &span) ||
+            (ceil_mode && __builtin_add_overflow(span, s[i], &out[2 + i])))
+            return geo_overflow(c, i);
+        span -= k[i];
         if (span < 0 || x->shape[2 + i] < 1)
             return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                                   "the kernel %lldx%lld is larger than the "

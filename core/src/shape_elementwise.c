@@ -217,9 +217,23 @@ keel_status keel__shape_same(struct keel_op_call *c)
         return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                               "min %g is greater than max %g",
                               keel__attr_f(c, "min"), keel__attr_f(c, "max"));
-    if (c->op == KEEL_OP_SOFTPLUS && keel__attr_f(c, "beta") == 0)
+    if (c->op == KEEL_OP_SOFTPLUS &&
+        (keel__attr_f(c, "beta") == 0 || !isfinite(keel__attr_f(c, "beta")) ||
+         isnan(keel__attr_f(c, "threshold"))))
         return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
-                              "beta must be non-zero");
+                              "beta %g must be finite and non-zero, "
+                              "threshold %g not NaN",
+                              keel__attr_f(c, "beta"),
+                              keel__attr_f(c, "threshold"));
+    if (c->op == KEEL_OP_LEAKY_RELU &&
+        !isfinite(keel__attr_f(c, "negative_slope")))
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "negative_slope %g must be finite",
+                              keel__attr_f(c, "negative_slope"));
+    if (c->op == KEEL_OP_ELU && !isfinite(keel__attr_f(c, "alpha")))
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "alpha %g must be finite",
+                              keel__attr_f(c, "alpha"));
     c->key_dtype = c->in[0]->dtype;
     set_out(c, 0, c->in[0]->dtype, c->in[0]->ndim, c->in[0]->shape);
     return KEEL_STATUS_OK;
@@ -265,6 +279,22 @@ keel_status keel__shape_creation(struct keel_op_call *c)
         keel__attr_i(c, "high") <= keel__attr_i(c, "low"))
         return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                               "randint needs low < high");
+    if ((c->op == KEEL_OP_ARANGE &&
+         (!isfinite(keel__attr_f(c, "start")) ||
+          !isfinite(keel__attr_f(c, "step")))) ||
+        (c->op == KEEL_OP_LINSPACE &&
+         (!isfinite(keel__attr_f(c, "start")) ||
+          !isfinite(keel__attr_f(c, "stop")))) ||
+        (c->op == KEEL_OP_UNIFORM &&
+         !(isfinite(keel__attr_f(c, "low")) &&
+           isfinite(keel__attr_f(c, "high")) &&
+           keel__attr_f(c, "low") <= keel__attr_f(c, "high"))) ||
+        (c->op == KEEL_OP_NORMAL &&
+         !(isfinite(keel__attr_f(c, "mean")) &&
+           isfinite(keel__attr_f(c, "std")) && keel__attr_f(c, "std") >= 0)))
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "range parameters must be finite (and low <= "
+                              "high, std >= 0)");
     c->key_dtype = dt;
     set_out(c, 0, dt, (int)shape->v.ints.count, shape->v.ints.data);
     return KEEL_STATUS_OK;

@@ -136,7 +136,12 @@ keel_status keel__shape_concat(struct keel_op_call *c)
     memcpy(shape, c->in[0]->shape, sizeof(int64_t) * (size_t)nd);
     shape[axis] = 0;
     for (int i = 0; i < c->nin; i++)
-        shape[axis] += c->in[i]->shape[axis];
+        if (__builtin_add_overflow(shape[axis], c->in[i]->shape[axis],
+                                   &shape[axis]))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "the sizes along axis %d add up past "
+                                  "int64",
+                                  axis);
     if ((st = promote(c, 0, c->nin, &dt)))
         return st;
     c->key_dtype = dt;
@@ -200,7 +205,11 @@ keel_status keel__shape_split(struct keel_op_call *c)
                                   "sections[%d] = %lld: sizes must be >= 0, "
                                   "with at most one -1",
                                   i, (long long)s);
-        sum += s;
+        if (__builtin_add_overflow(sum, s, &sum))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "sections add up past int64 at "
+                                  "sections[%d] = %lld",
+                                  i, (long long)s);
     }
     len = c->in[0]->shape[axis];
     if ((infer < 0 && sum != len) || (infer >= 0 && sum > len))
@@ -410,7 +419,11 @@ keel_status keel__shape_tile(struct keel_op_call *c)
             return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                                   "repeat_times[%d] = %lld is negative", ri,
                                   (long long)r);
-        shape[d] = r * s;
+        if (__builtin_mul_overflow(r, s, &shape[d]))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "repeat_times[%d] = %lld times dim %d (%lld) "
+                                  "does not fit in int64",
+                                  ri, (long long)r, d, (long long)s);
     }
     c->key_dtype = x->dtype;
     set_out(c, 0, x->dtype, on, shape);
@@ -460,7 +473,11 @@ keel_status keel__shape_pad(struct keel_op_call *c)
         if (replicate && p > 0 && len == 0)
             return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
                                   "replicate pad of the empty dim %d", i / 2);
-        shape[i / 2] += p;
+        if (__builtin_add_overflow(shape[i / 2], p, &shape[i / 2]))
+            return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                                  "pad[%d] = %lld on dim %d (%lld) does not "
+                                  "fit in int64",
+                                  i, (long long)p, i / 2, (long long)len);
     }
     c->key_dtype = x->dtype;
     set_out(c, 0, x->dtype, nd, shape);

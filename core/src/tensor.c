@@ -148,9 +148,28 @@ keel_status keel__place_of(const char *device, keel_place *place)
     return keel_place_parse(device, place);
 }
 
-static keel_status check_shape(const char *what, int ndim,
-                               const int64_t *shape)
+/* "[2, 3]" into buf (a shape that may be outside the limits). */
+static const char *shape_str(int ndim, const int64_t *shape, char *buf,
+                             size_t size)
 {
+    size_t n = (size_t)snprintf(buf, size, "[");
+
+    for (int i = 0; i < ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "",
+                              (long long)shape[i]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+keel_status keel__shape_check(const char *what, int ndim,
+                              const int64_t *shape, keel_dtype dtype)
+{
+    char a[KEEL_MAX_DIMS * 22 + 4];
+
+    if ((unsigned)dtype >= KEEL_DTYPE_COUNT_)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %d is not a keel dtype", what, (int)dtype);
     if (ndim < 0 || ndim > KEEL_MAX_DIMS)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: ndim %d is outside [0, %d]", what, ndim,
@@ -163,17 +182,19 @@ static keel_status check_shape(const char *what, int ndim,
             return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                                "%s: shape[%d] = %lld is negative", what, i,
                                (long long)shape[i]);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status check_dtype(const char *what, keel_dtype dtype)
-{
-    if ((unsigned)dtype >= KEEL_DTYPE_COUNT_)
+    if (!keel__shape_size(ndim, shape, keel_dtype_size(dtype), NULL, NULL))
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: %d is not a keel dtype", what, (int)dtype);
+                           "%s: shape %s of %s is too large: the product of "
+                           "its dimensions (a 0 counted as 1) times %u "
+                           "bytes per element must be at most 2^63-1 bytes",
+                           what, shape_str(ndim, shape, a, sizeof(a)),
+                           keel_dtype_name(dtype),
+                           (unsigned)keel_dtype_size(dtype));
     return KEEL_STATUS_OK;
 }
 
+/* Row-major strides; cannot overflow for a shape within the limits of
+ * keel__shape_size (zero dimensions count as 1 there and here). */
 static void contiguous_strides(int ndim, const int64_t *shape,
                                int64_t *strides)
 {
@@ -227,10 +248,12 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
 {
     keel_tensor *t;
     struct keel_storage *s;
-    int64_t n = keel__numel(ndim, shape);
-    uint64_t bytes = (uint64_t)n * keel_dtype_size(dtype);
+    uint64_t bytes;
     keel_status st;
 
+    /* Every storage is made here: op outputs, loaders, batching. */
+    if (!keel__shape_size(ndim, shape, keel_dtype_size(dtype), NULL, &bytes))
+        return keel__shape_check("new tensor", ndim, shape, dtype);
     t = malloc(sizeof(*t));
     s = malloc(sizeof(*s));
     if (!t || !s) {
@@ -351,17 +374,16 @@ keel_status keel_tensor_from_host(const void *data, keel_dtype dtype,
     keel_place place;
     keel_tensor *t;
     keel_status st;
-    uint64_t bytes;
+    uint64_t bytes = 0;
 
     if (!out)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_tensor_from_host: out is NULL");
     *out = NULL;
-    if ((st = check_dtype(__func__, dtype)) ||
-        (st = check_shape(__func__, ndim, shape)) ||
+    if ((st = keel__shape_check(__func__, ndim, shape, dtype)) ||
         (st = keel__place_of(device, &place)))
         return st;
-    bytes = (uint64_t)keel__numel(ndim, shape) * keel_dtype_size(dtype);
+    keel__shape_size(ndim, shape, keel_dtype_size(dtype), NULL, &bytes);
     if (bytes && !data)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_tensor_from_host: data is NULL");
@@ -387,8 +409,7 @@ keel_status keel_empty(int ndim, const int64_t *shape, keel_dtype dtype,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_empty: out is NULL");
     *out = NULL;
-    if ((st = check_dtype(__func__, dtype)) ||
-        (st = check_shape(__func__, ndim, shape)) ||
+    if ((st = keel__shape_check(__func__, ndim, shape, dtype)) ||
         (st = keel__place_of(device, &place)))
         return st;
     return keel__tensor_new(place, dtype, ndim, shape, out);
@@ -409,8 +430,7 @@ static keel_status create(const char *what, keel_op_id op, int ndim,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: out is NULL",
                            what);
     *out = NULL;
-    if ((st = check_dtype(what, dtype)) ||
-        (st = check_shape(what, ndim, shape)) ||
+    if ((st = keel__shape_check(what, ndim, shape, dtype)) ||
         (st = keel__place_of(device, &place)))
         return st;
     attrs[n++] = keel_attr_ints("shape", shape, ndim);
@@ -420,24 +440,30 @@ static keel_status create(const char *what, keel_op_id op, int ndim,
     return keel__run_create(op, place, attrs, n, out);
 }
 
+static keel_status fill(const char *what, int ndim, const int64_t *shape,
+                        keel_dtype dtype, double value, const char *device,
+                        keel_tensor **out)
+{
+    keel_attr a = keel_attr_float("value", value);
+    return create(what, KEEL_OP_FULL, ndim, shape, dtype, device, &a, 1, out);
+}
+
 keel_status keel_full(int ndim, const int64_t *shape, keel_dtype dtype,
                       double value, const char *device, keel_tensor **out)
 {
-    keel_attr a = keel_attr_float("value", value);
-    return create(__func__, KEEL_OP_FULL, ndim, shape, dtype, device, &a, 1,
-                  out);
+    return fill(__func__, ndim, shape, dtype, value, device, out);
 }
 
 keel_status keel_zeros(int ndim, const int64_t *shape, keel_dtype dtype,
                        const char *device, keel_tensor **out)
 {
-    return keel_full(ndim, shape, dtype, 0.0, device, out);
+    return fill(__func__, ndim, shape, dtype, 0.0, device, out);
 }
 
 keel_status keel_ones(int ndim, const int64_t *shape, keel_dtype dtype,
                       const char *device, keel_tensor **out)
 {
-    return keel_full(ndim, shape, dtype, 1.0, device, out);
+    return fill(__func__, ndim, shape, dtype, 1.0, device, out);
 }
 
 keel_status keel_arange(double start, double end, double step,
@@ -445,6 +471,7 @@ keel_status keel_arange(double start, double end, double step,
                         keel_tensor **out)
 {
     keel_attr a[2];
+    double count;
     int64_t n;
 
     if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
@@ -452,9 +479,15 @@ keel_status keel_arange(double start, double end, double step,
                            "keel_arange: start %g, end %g, step %g: step "
                            "must be non-zero and all finite",
                            start, end, step);
-    n = (int64_t)ceil((end - start) / step);
-    if (n < 0)
-        n = 0;
+    /* The count is converted only when it fits: a double out of range of
+     * int64_t has no defined conversion. 2^63 is exact in a double. */
+    count = ceil((end - start) / step);
+    if (!(count < 9223372036854775808.0))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_arange: start %g, end %g, step %g gives %g "
+                           "elements, more than a tensor can hold (2^63-1)",
+                           start, end, step, count);
+    n = count > 0 ? (int64_t)count : 0;
     a[0] = keel_attr_float("start", start);
     a[1] = keel_attr_float("step", step);
     return create(__func__, KEEL_OP_ARANGE, 1, &n, dtype, device, a, 2, out);
@@ -470,6 +503,11 @@ keel_status keel_linspace(double start, double stop, int64_t num,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_linspace: num %lld is negative",
                            (long long)num);
+    if (!isfinite(start) || !isfinite(stop))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_linspace: start %g and stop %g must be "
+                           "finite",
+                           start, stop);
     a[0] = keel_attr_float("start", start);
     a[1] = keel_attr_float("stop", stop);
     return create(__func__, KEEL_OP_LINSPACE, 1, &num, dtype, device, a, 2,
@@ -496,7 +534,8 @@ static keel_status random_op(const char *what, keel_op_id op, int ndim,
     keel_status st;
     int n = 0;
 
-    if ((st = check_shape(what, ndim, shape)))
+    /* Before the generator advances: a refused draw consumes nothing. */
+    if ((st = keel__shape_check(what, ndim, shape, dtype)))
         return st;
     keel__rng_next((uint64_t)keel__numel(ndim, shape) * per_element, &seed,
                    &offset);
@@ -656,7 +695,13 @@ static keel_status reshape_impl(const keel_tensor *x, int ndim,
         } else {
             NEED(shape[i] >= 0, "keel_reshape: shape[%d] = %lld", i,
                  (long long)shape[i]);
-            known *= shape[i];
+            if (__builtin_mul_overflow(known, shape[i], &known)) {
+                char a[KEEL_MAX_DIMS * 22 + 4];
+                return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                                   "keel_reshape: the dimensions of %s "
+                                   "multiply past 2^63-1",
+                                   shape_str(ndim, shape, a, sizeof(a)));
+            }
         }
     }
     if (infer >= 0) {
@@ -665,6 +710,9 @@ static keel_status reshape_impl(const keel_tensor *x, int ndim,
              (long long)total);
         full[infer] = total / known;
     }
+    /* Equal element counts do not bound the strides of an empty shape. */
+    if (!keel__shape_size(ndim, full, keel_dtype_size(x->dtype), NULL, NULL))
+        return keel__shape_check("keel_reshape", ndim, full, x->dtype);
     if (keel__numel(ndim, full) != total) {
         char a[128];
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
@@ -741,25 +789,36 @@ static keel_status slice_impl(const keel_tensor *x, int axis, int64_t start,
          x->ndim);
     NEED(step != 0, "keel_slice: step is 0");
     n = x->shape[a];
-    /* Python slice semantics. */
+    /* Python slice semantics. Any int64_t start, stop and step (INT64_MIN
+     * too): the distance is at most n and the step's magnitude is taken
+     * unsigned, so nothing overflows. */
     if (step > 0) {
         start = start < 0 ? (start + n < 0 ? 0 : start + n)
                           : (start > n ? n : start);
         stop = stop < 0 ? (stop + n < 0 ? 0 : stop + n) : (stop > n ? n : stop);
-        len = stop > start ? (stop - start + step - 1) / step : 0;
+        len = stop > start
+                  ? (int64_t)((uint64_t)(stop - start - 1) / (uint64_t)step) + 1
+                  : 0;
     } else {
         start = start < 0 ? (start + n < 0 ? -1 : start + n)
                           : (start >= n ? n - 1 : start);
         stop = stop < 0 ? (stop + n < 0 ? -1 : stop + n)
                         : (stop >= n ? n - 1 : stop);
-        len = start > stop ? (start - stop - step - 1) / (-step) : 0;
+        len = start > stop ? (int64_t)((uint64_t)(start - stop - 1) /
+                                       (0 - (uint64_t)step)) +
+                                 1
+                           : 0;
     }
     for (int i = 0; i < x->ndim; i++) {
         shape[i] = x->shape[i];
         strides[i] = x->strides[i];
     }
     shape[a] = len;
-    strides[a] = x->strides[a] * step;
+    /* With two or more elements, |step| < n and the new stride stays
+     * inside x's extent; with fewer, the stride is never used to address
+     * anything, so keep x's. */
+    if (len > 1)
+        strides[a] = x->strides[a] * step;
     p[0] = a;
     p[1] = len ? start : 0;
     p[2] = len;
@@ -803,6 +862,10 @@ static keel_status expand_impl(const keel_tensor *x, int ndim,
             strides[i] = 0;
         }
     }
+    /* Stride 0 costs no memory, but counts and strides still must fit. */
+    if (!keel__shape_size(ndim, nshape, keel_dtype_size(x->dtype), NULL,
+                          NULL))
+        return keel__shape_check("keel_expand", ndim, nshape, x->dtype);
     return keel__tensor_view(x, ndim, nshape, strides, x->offset, out);
 }
 
@@ -814,7 +877,9 @@ static keel_status squeeze_impl(const keel_tensor *x, int naxes,
     int n = 0;
 
     NEED(x && out, "keel_squeeze: %s is NULL", x ? "out" : "x");
-    NEED(naxes == 0 || axes, "keel_squeeze: axes is NULL");
+    NEED(naxes >= 0, "keel_squeeze: naxes = %d is negative", naxes);
+    NEED(naxes == 0 || axes, "keel_squeeze: axes is NULL with naxes = %d",
+         naxes);
     for (int i = 0; i < naxes; i++) {
         int a = keel__axis(axes[i], x->ndim);
         NEED(a >= 0, "keel_squeeze: axis %d out of range for %d dims",
@@ -845,7 +910,12 @@ static keel_status unsqueeze_impl(const keel_tensor *x, int axis,
     for (int i = 0, j = 0; i <= x->ndim; i++) {
         if (i == a) {
             shape[i] = 1;
-            strides[i] = j < x->ndim ? x->strides[j] * x->shape[j] : 1;
+            /* A size-1 dim's stride addresses nothing; 1 when the
+             * natural one would not fit (a huge empty view). */
+            if (j >= x->ndim ||
+                __builtin_mul_overflow(x->strides[j], x->shape[j],
+                                       &strides[i]))
+                strides[i] = 1;
             continue;
         }
         shape[i] = x->shape[j];
@@ -1231,9 +1301,12 @@ int keel_tensor_format(const keel_tensor *t, char *buf, size_t size)
 
 keel_status keel_tensor_print(const keel_tensor *t, FILE *file)
 {
-    int n = keel_tensor_format(t, NULL, 0);
-    char *buf = malloc((size_t)n + 1);
+    int n;
+    char *buf;
 
+    NEED(t, "keel_tensor_print: tensor is NULL");
+    n = keel_tensor_format(t, NULL, 0);
+    buf = malloc((size_t)n + 1);
     if (!buf)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_tensor_print: out of host memory");

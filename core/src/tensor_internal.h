@@ -5,6 +5,8 @@
 #define KEEL_TENSOR_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <keel/ops.h>
 #include <keel/tensor.h>
@@ -63,8 +65,59 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
 keel_status keel__tensor_view(const keel_tensor *x, int ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t offset, keel_tensor **out);
-/** Number of elements of a shape. */
+/** Number of elements of a shape (unchecked: for shapes already within
+ *  the limits below, i.e. those of live tensors). */
 int64_t keel__numel(int ndim, const int64_t *shape);
+
+/*
+ * Size limits, checked once where a shape enters: tensor creation, every
+ * new storage (keel__tensor_new), reshape and expand, and file headers.
+ * Every dimension is >= 0, and the product of the dimensions, a zero
+ * dimension counted as 1, times the element size is at most INT64_MAX
+ * (KEEL_TENSOR_MAX_BYTES). That one bound makes the element count, the
+ * byte size and every row-major stride, in elements or bytes, representable
+ * in int64_t, also for empty tensors, whose strides are computed from the
+ * other dimensions.
+ *
+ * keel__shape_size() reports whether a shape is within the limits, without
+ * a message (file loaders use it on header data); *numel and *nbytes, when
+ * not NULL, receive the element count and the byte size. `esize` is the
+ * element size in bytes (>= 1).
+ */
+static inline bool keel__shape_size(int ndim, const int64_t *shape,
+                                    uint64_t esize, int64_t *numel,
+                                    uint64_t *nbytes)
+{
+    int64_t span = 1, bytes;
+    bool empty = false;
+
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return false;
+        if (shape[i] == 0)
+            empty = true;
+        else if (__builtin_mul_overflow(span, shape[i], &span))
+            return false;
+    }
+    if (esize > (uint64_t)INT64_MAX ||
+        __builtin_mul_overflow(span, (int64_t)esize, &bytes))
+        return false;
+#if SIZE_MAX < INT64_MAX
+    if ((uint64_t)bytes > SIZE_MAX)
+        return false;
+#endif
+    if (numel)
+        *numel = empty ? 0 : span;
+    if (nbytes)
+        *nbytes = empty ? 0 : (uint64_t)bytes;
+    return true;
+}
+
+/** keel__shape_size() with an INVALID_ARGUMENT naming `what`, the shape
+ *  and the dtype when the shape is outside the limits (also checks ndim,
+ *  a NULL shape and the dtype). */
+keel_status keel__shape_check(const char *what, int ndim,
+                              const int64_t *shape, keel_dtype dtype);
 /** Fill a kernel descriptor from a tensor. */
 void keel__desc(const keel_tensor *t, keel_tensor_desc *d);
 /** "float32[2, 3]" into buf. */

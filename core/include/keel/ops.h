@@ -256,7 +256,9 @@ KEEL_API keel_status keel_softplus(const keel_tensor *x, double beta,
 KEEL_API keel_status keel_clip(const keel_tensor *x, double min, double max,
                                keel_tensor **out);
 
-/* Reductions: axes[naxes] (naxes 0: all axes). */
+/* Reductions: axes[naxes] (naxes 0: all axes; axes may then be NULL).
+ * naxes < 0, naxes > KEEL_MAX_DIMS or a NULL axes with naxes > 0 is
+ * INVALID_ARGUMENT; so is a repeated or out-of-range axis. */
 #define KEEL_REDUCE_DECL(name)                                               \
     KEEL_API keel_status keel_##name(const keel_tensor *x, int naxes,        \
                                      const int *axes, bool keepdim,          \
@@ -300,7 +302,8 @@ KEEL_API keel_status keel_linear(const keel_tensor *x,
 /* Neural network ops. */
 typedef struct keel_conv2d_params {
     int64_t stride[2];
-    /* 2 values (symmetric h, w) or 4 (top, bottom, left, right). */
+    /* npadding values: 1 (all sides), 2 (symmetric h, w) or 4 (top,
+     * bottom, left, right); any other npadding is INVALID_ARGUMENT. */
     int64_t padding[4];
     int npadding;
     /* "EXPLICIT", "SAME" or "VALID". */

@@ -75,6 +75,16 @@ KEEL_API bool keel_tensor_shares_storage(const keel_tensor *a,
 
 /* ---- creation --------------------------------------------------------------- */
 
+/**
+ * The size limit of every tensor, checked where a shape enters (creation,
+ * reshape, expand, op outputs, file headers): every dimension is >= 0 and
+ * the product of the dimensions, a 0 counted as 1, times the element size
+ * is at most KEEL_TENSOR_MAX_BYTES. The element count, the byte size and
+ * every stride then fit in int64_t, empty tensors included. A larger shape
+ * is INVALID_ARGUMENT, with a message that names it.
+ */
+#define KEEL_TENSOR_MAX_BYTES INT64_MAX
+
 /** Copy `numel * sizeof(dtype)` bytes of row-major host data into a new
  *  tensor. ndim 0 makes a scalar. */
 KEEL_API keel_status keel_tensor_from_host(const void *data, keel_dtype dtype,
@@ -110,11 +120,13 @@ KEEL_API keel_status keel_ones(int ndim, const int64_t *shape,
 KEEL_API keel_status keel_full(int ndim, const int64_t *shape,
                                keel_dtype dtype, double value,
                                const char *device, keel_tensor **out);
-/** [start, end) with `step` (non-zero), 1-D. */
+/** [start, end) with `step` (non-zero), 1-D. All three must be finite and
+ *  the count ceil((end - start) / step) at most 2^63 - 1. */
 KEEL_API keel_status keel_arange(double start, double end, double step,
                                  keel_dtype dtype, const char *device,
                                  keel_tensor **out);
-/** `num` points from start to stop inclusive, 1-D. */
+/** `num` points from start to stop inclusive, 1-D (num >= 0, start and
+ *  stop finite). */
 KEEL_API keel_status keel_linspace(double start, double stop, int64_t num,
                                    keel_dtype dtype, const char *device,
                                    keel_tensor **out);
@@ -206,6 +218,8 @@ KEEL_API keel_status keel_tensor_item(const keel_tensor *t, int64_t index,
  *  [[...]])", eliding the middle of dims longer than 6. Returns the length
  *  the full text needs (as snprintf). */
 KEEL_API int keel_tensor_format(const keel_tensor *t, char *buf, size_t size);
+/** keel_tensor_format to `f` (NULL: stdout) with a newline. A NULL tensor
+ *  is INVALID_ARGUMENT. */
 KEEL_API keel_status keel_tensor_print(const keel_tensor *t, FILE *f);
 
 /* ---- memory statistics (the caching allocator) ------------------------------ */

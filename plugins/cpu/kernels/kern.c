@@ -7,7 +7,9 @@
 #include "kern.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define KEEL_X86 1
 #endif
 
@@ -15,25 +17,31 @@
 
 #define KMAX_OPERANDS 130
 
-/* Bytes spanned by a strided descriptor: [lo, hi) relative to data. */
-static void extent(const keel_tensor_desc *d, int64_t *lo, int64_t *hi)
+/* Bytes spanned by a strided descriptor with elements: [lo, hi) relative
+ * to data. False when the span does not fit in int64_t: a descriptor
+ * from a core (or a test) is not trusted to stay within any limit. */
+static bool extent(const keel_tensor_desc *d, int64_t *lo, int64_t *hi)
 {
     int64_t es = keel_dtype_size(d->dtype), l = 0, h = 0;
 
     for (int i = 0; i < d->ndim; i++) {
-        int64_t span = (d->shape[i] - 1) * d->strides[i];
-        if (span < 0)
-            l += span;
-        else
-            h += span;
+        int64_t span;
+        if (__builtin_mul_overflow(d->shape[i] - 1, d->strides[i], &span) ||
+            (span < 0 ? __builtin_add_overflow(l, span, &l)
+                      : __builtin_add_overflow(h, span, &h)))
+            return false;
     }
-    *lo = l * es;
-    *hi = (h + 1) * es;
+    return !__builtin_mul_overflow(l, es, lo) &&
+           !__builtin_add_overflow(h, 1, &h) &&
+           !__builtin_mul_overflow(h, es, hi) &&
+           !__builtin_sub_overflow(*hi, *lo, &h);
 }
 
 static keel_status check_desc(const keel_tensor_desc *d, const char *op,
                               const char *role, int i)
 {
+    int64_t n = 1;
+
     if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
         d->ndim > KEEL_MAX_DIMS)
         return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
@@ -43,6 +51,13 @@ static keel_status check_desc(const keel_tensor_desc *d, const char *op,
         if (d->shape[k] < 0)
             return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: %s %d has negative dim %d", op, role, i, k);
+    /* Kernels multiply dimensions freely once this holds. */
+    for (int k = 0; k < d->ndim; k++)
+        if (__builtin_mul_overflow(n, d->shape[k], &n))
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %s %d: the product of its dims overflows "
+                           "int64 at dim %d (%lld)",
+                           op, role, i, k, (long long)d->shape[k]);
     return KEEL_STATUS_OK;
 }
 
@@ -73,7 +88,12 @@ static keel_status map_all(struct cpu_device *dev, const keel_kernel_args *a,
             lo[i] = 0;
             continue;
         }
-        extent(d, &l, &h);
+        if (!extent(d, &l, &h))
+            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %s %d: the byte span of its shape and strides "
+                           "overflows int64",
+                           op, is_in ? "input" : "output",
+                           is_in ? i : i - a->num_inputs);
         ptr[i] = d->data + (keel_dptr)l;
         size[i] = (uint64_t)(h - l);
         lo[i] = l;
@@ -363,16 +383,29 @@ __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(
         dst[i] = cpu_f32_to_f16(src[i]);
 }
 
+/* F16C and AVX, with the OS saving the YMM registers, read from CPUID
+ * directly: clang (14) has no "f16c" for __builtin_cpu_supports. */
+static int detect_f16c(void)
+{
+    unsigned a, b, c, d, lo, hi;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) ||
+        !(c & bit_AVX) || !(c & bit_F16C))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6) == 6; /* XMM and YMM state enabled */
+}
+
 static int have_f16c(void)
 {
-    static int cached = -1;
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
 
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("f16c") &&
-                 __builtin_cpu_supports("avx");
+    if (v < 0) {
+        v = detect_f16c();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return cached;
+    return v;
 }
 #endif
 

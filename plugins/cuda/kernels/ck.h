@@ -102,7 +102,9 @@ bool ck_contig(const keel_tensor_desc *d);
 int ck_axis(int64_t axis, int ndim);
 const char *ck_dtype_name(keel_dtype dt);
 
-/* dtype known, ndim in [0, KEEL_MAX_DIMS], no negative dimension. */
+/* dtype known, ndim in [0, KEEL_MAX_DIMS], no negative dimension, the
+ * product of the dimensions and the byte span of shape and strides fit in
+ * int64_t (checked without overflowing), so kernels may multiply freely. */
 bool ck_desc_ok(const keel_tensor_desc *d);
 /* Same ndim and dimensions. */
 bool ck_same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b);

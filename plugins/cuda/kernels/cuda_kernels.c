@@ -233,13 +233,29 @@ int ck_axis(int64_t axis, int ndim)
 
 bool ck_desc_ok(const keel_tensor_desc *d)
 {
+    int64_t n = 1, lo = 0, hi = 0, es;
+
     if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_ || d->ndim < 0 ||
         d->ndim > KEEL_MAX_DIMS)
         return false;
     for (int i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0)
+        if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
             return false;
-    return true;
+    if (n == 0)
+        return true;
+    /* The byte span [lo, hi) of the elements must fit in int64_t. */
+    for (int i = 0; i < d->ndim; i++) {
+        int64_t span;
+        if (__builtin_mul_overflow(d->shape[i] - 1, d->strides[i], &span) ||
+            (span < 0 ? __builtin_add_overflow(lo, span, &lo)
+                      : __builtin_add_overflow(hi, span, &hi)))
+            return false;
+    }
+    es = keel_dtype_size(d->dtype);
+    return !__builtin_mul_overflow(lo, es, &lo) &&
+           !__builtin_add_overflow(hi, 1, &hi) &&
+           !__builtin_mul_overflow(hi, es, &hi) &&
+           !__builtin_sub_overflow(hi, lo, &hi);
 }
 
 bool ck_same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b)
