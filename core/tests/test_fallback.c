@@ -25,6 +25,8 @@
 #include <keel/runtime.h>
 #include <keel/tensor.h>
 
+#include "lenet.h"
+
 #define OK(x) CU_ASSERT_EQUAL_FATAL((x), KEEL_STATUS_OK)
 #define DEV "sample:0"
 
@@ -251,38 +253,6 @@ static void test_sample_kernels(void)
 #define STEPS 4
 #define BATCH 8
 
-static keel_status lenet(keel_layer **out)
-{
-    keel_layer *l[12] = {0};
-    keel_conv2d_params p = keel_conv2d_default_params();
-    keel_status st = KEEL_STATUS_OK;
-    int n = 0;
-
-    p.padding[0] = p.padding[1] = 2;
-    p.npadding = 2;
-#define ADD(call)                                                            \
-    if (st == KEEL_STATUS_OK)                                                \
-    st = (call)
-    ADD(keel_nn_conv2d(1, 6, 5, 5, &p, NULL, NULL, &l[n++]));
-    ADD(keel_nn_activation_default(KEEL_ACT_RELU, &l[n++]));
-    ADD(keel_nn_max_pool2d(2, 2, 0, false, &l[n++]));
-    ADD(keel_nn_conv2d(6, 16, 5, 5, NULL, NULL, NULL, &l[n++]));
-    ADD(keel_nn_activation_default(KEEL_ACT_RELU, &l[n++]));
-    ADD(keel_nn_max_pool2d(2, 2, 0, false, &l[n++]));
-    ADD(keel_nn_flatten(1, -1, &l[n++]));
-    ADD(keel_nn_linear(400, 120, NULL, NULL, &l[n++]));
-    ADD(keel_nn_activation_default(KEEL_ACT_RELU, &l[n++]));
-    ADD(keel_nn_linear(120, 84, NULL, NULL, &l[n++]));
-    ADD(keel_nn_activation_default(KEEL_ACT_RELU, &l[n++]));
-    ADD(keel_nn_linear(84, 10, NULL, NULL, &l[n++]));
-#undef ADD
-    if (st != KEEL_STATUS_OK) {
-        for (int i = 0; i < n; i++)
-            keel_layer_free(l[i]);
-        return st;
-    }
-    return keel_sequential_create(l, n, out);
-}
 
 /* STEPS Adam steps on seeded random images; losses[] per step. */
 static void train(const char *dev, double *losses)
