@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (Debian packages and the
 # Python environment .venv/, see tools/deps.sh), then builds and runs every
-# CUnit suite in three passes:
-#   1. plain gcc build (build/), with the allocation-failure walk;
-#   2. gcc, AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/);
-#   3. clang, ASan + UBSan, with the libFuzzer targets (build-clang/): the
-#      suites again, then every fuzz target replays its regression inputs
-#      and fuzzes for KEEL_FUZZ_SECONDS (default 20) from its seed corpus.
+# CUnit suite in two passes:
+#   1. plain gcc build (build/), with the allocation-failure walk and the
+#      CUDA kernels (nvcc, compiled once, here only);
+#   2. clang, AddressSanitizer + UndefinedBehaviorSanitizer, with the
+#      libFuzzer targets (build-clang/): the suites again, then every fuzz
+#      target replays its regression inputs and fuzzes for
+#      KEEL_FUZZ_SECONDS (default 20) from its seed corpus.
 # Options (docs/testing.md):
+#   --gcc-asan    adds the same sanitizer pass built with gcc (build-asan/)
 #   --valgrind    adds a pass with every test under valgrind (slower)
 #   --tsan        adds a ThreadSanitizer pass (build-tsan/) over the core,
 #                 CPU plugin and conformance suites (inline and
 #                 KEEL_CPU_ASYNC=1)
 #   --fuzz-long   fuzzes each target for KEEL_FUZZ_LONG_SECONDS (default
 #                 600) instead of the short bounded run
-#   --no-clang    skips pass 3
+#   --no-clang    skips pass 2 and runs the gcc sanitizer pass instead
 # Every SKIP is listed after the plain pass; a SKIP of the parity suite
 # fails the run (KEEL_ALLOW_PARITY_SKIP=1: a warning instead).
 set -euo pipefail
@@ -22,15 +24,16 @@ cd "$(dirname "$0")/.."
 source tools/deps.sh
 keel_install_deps
 
-valgrind=0 tsan=0 clang=1 fuzz_long=0
+valgrind=0 tsan=0 clang=1 fuzz_long=0 gcc_asan=0
 for arg in "$@"; do
   case "$arg" in
     --valgrind) valgrind=1 ;;
     --tsan) tsan=1 ;;
     --fuzz-long) fuzz_long=1 ;;
     --no-clang) clang=0 ;;
+    --gcc-asan) gcc_asan=1 ;;
     *) echo "usage: tools/test.sh [--valgrind] [--tsan] [--fuzz-long]" \
-            "[--no-clang]" >&2; exit 2 ;;
+            "[--no-clang] [--gcc-asan]" >&2; exit 2 ;;
   esac
 done
 
@@ -65,7 +68,10 @@ ninja -C build
 meson test -C build --print-errorlogs --num-processes "$jobs"
 report_skips build || parity_skipped=1
 
-echo "== ASan + UBSan build"
+# Some sanitizer pass always runs: clang's by default, gcc's without it.
+[ "$clang" -eq 1 ] || gcc_asan=1
+if [ "$gcc_asan" -eq 1 ]; then
+echo "== gcc ASan + UBSan build"
 # The CUDA kernels (nvcc, minutes to compile) are built and checked once,
 # in the plain build; under the sanitizers the CUDA plugin is runtime-only.
 if [ ! -f build-asan/build.ninja ]; then
@@ -80,6 +86,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes "$jobs" \
     --no-suite parity
+fi
 
 if [ "$valgrind" -eq 1 ]; then
   echo "== valgrind"
