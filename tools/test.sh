@@ -51,8 +51,11 @@ for line in open(sys.argv[1]):
         continue
     suites = t["name"].split(" / ")[0].split(":", 1)[-1].split("+")
     parity += "parity" in suites
-    why = [l for l in t["stdout"].splitlines()
-           if l.strip() and set(l.strip()) != {"!"}][-4:]
+    lines = [l for l in t["stdout"].splitlines()
+             if l.strip() and set(l.strip()) != {"!"}]
+    # The program's own SKIP line when it printed one, else its last lines.
+    said = [l for l in lines if "skip" in l.lower()]
+    why = said[-4:] if said else lines[-4:]
     print(f"SKIPPED (not a pass): {t['name']}: "
           f"{why[0].strip() if why else 'no reason printed'}")
     for l in why[1:]:
