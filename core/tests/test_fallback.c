@@ -258,24 +258,16 @@ static void test_sample_kernels(void)
 static void train(const char *dev, double *losses)
 {
     keel_layer *net = NULL, *ce = NULL;
-    keel_state_dict *ps = NULL;
-    keel_named_param np[16];
     keel_optimizer *opt = NULL;
     keel_optimizer_options oo;
-    int64_t n;
 
     OK(keel_set_device(dev));
     keel_seed(3);
     OK(lenet(&net));
     OK(keel_nn_cross_entropy_loss(NULL, &ce));
-    OK(keel_layer_parameters(net, &ps));
-    n = keel_state_dict_count(ps);
-    CU_ASSERT_EQUAL_FATAL(n, 10);
-    for (int64_t i = 0; i < n; i++)
-        OK(keel_state_dict_at(ps, i, &np[i].name, &np[i].param));
     oo = keel_optimizer_default_options(KEEL_OPTIM_ADAM);
     oo.learning_rate = 1e-3;
-    OK(keel_optimizer_create(KEEL_OPTIM_ADAM, np, (size_t)n, &oo, &opt));
+    OK(keel_optimizer_create_from_layer(KEEL_OPTIM_ADAM, net, &oo, &opt));
     for (int step = 0; step < STEPS; step++) {
         keel_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
         OK(keel_uniform(4, (int64_t[]){BATCH, 1, 28, 28}, KEEL_F32, 0, 1,
@@ -294,7 +286,6 @@ static void train(const char *dev, double *losses)
         keel_tensor_free(y);
     }
     keel_optimizer_free(opt);
-    keel_state_dict_free(ps);
     keel_layer_free(ce);
     keel_layer_free(net);
     OK(keel_set_device("cpu:0"));
