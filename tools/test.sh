@@ -127,9 +127,16 @@ if [ "$tsan" -eq 1 ]; then
   # The conform suite runs `keel conform --plugin cpu` inline, with
   # KEEL_CPU_ASYNC=1 and in discrete mode; the cpu suite covers both
   # stream modes of the plugin's runtime.
+  # The deliberately broken plugins (conform-broken-*) are left out: some
+  # of them race on purpose (an event that never orders two streams), which
+  # is what keel conform must catch, and TSan would stop them first.
+  tsan_tests=$(meson test -C build-tsan --list --suite core --suite cpu \
+                 --suite conform 2>/dev/null | sed -n 's|^keel:[^ ]* / ||p' |
+               grep -v '^conform-broken-')
+  # shellcheck disable=SC2086
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
     meson test -C build-tsan --print-errorlogs --num-processes "$jobs" \
-      --timeout-multiplier 4 --suite core --suite cpu --suite conform
+      --timeout-multiplier 4 $tsan_tests
 fi
 
 if [ "$parity_skipped" -eq 1 ]; then
