@@ -239,6 +239,16 @@ keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
     st = cpu_stream_get(dev, a->stream, op, &s);
     if (st)
         return st;
+    /* The kit's catalog check (keel/kit.h) first: after it the descriptors
+     * and attributes are what the op's shape rule promises. */
+    {
+        keel_kit_msg m;
+        st = keel_kit_check_name(op, a, &m);
+        if (st == KEEL_STATUS_NOT_FOUND)
+            return cpu_err(KEEL_STATUS_INTERNAL, "%s", m.text);
+        if (st)
+            return cpu_err(st, "%s", m.text);
+    }
     st = map_all(dev, a, op, in, out);
     if (st)
         return st;
@@ -266,91 +276,6 @@ keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
             free(l);
         return st;
     }
-}
-
-/* ---- attributes ------------------------------------------------------------- */
-
-const keel_attr *kattr(const keel_kernel_args *a, const char *name)
-{
-    for (int i = 0; i < a->num_attrs; i++)
-        if (a->attrs[i].name && !strcmp(a->attrs[i].name, name))
-            return &a->attrs[i];
-    return NULL;
-}
-
-int64_t kattr_i(const keel_kernel_args *a, const char *name, int64_t def)
-{
-    const keel_attr *t = kattr(a, name);
-
-    if (!t)
-        return def;
-    if (t->type == KEEL_ATTR_FLOAT)
-        return (int64_t)t->v.f;
-    return t->v.i;
-}
-
-double kattr_f(const keel_kernel_args *a, const char *name, double def)
-{
-    const keel_attr *t = kattr(a, name);
-
-    if (!t)
-        return def;
-    if (t->type == KEEL_ATTR_FLOAT)
-        return t->v.f;
-    return (double)t->v.i;
-}
-
-const char *kattr_s(const keel_kernel_args *a, const char *name,
-                    const char *def)
-{
-    const keel_attr *t = kattr(a, name);
-
-    return t && t->type == KEEL_ATTR_STRING && t->v.s ? t->v.s : def;
-}
-
-const int64_t *kattr_ints(const keel_kernel_args *a, const char *name,
-                          int64_t *n)
-{
-    const keel_attr *t = kattr(a, name);
-
-    if (!t || t->type != KEEL_ATTR_INTS) {
-        *n = 0;
-        return NULL;
-    }
-    *n = t->v.ints.count;
-    return t->v.ints.data;
-}
-
-/* ---- descriptors ---------------------------------------------------------------- */
-
-int64_t knumel(const keel_tensor_desc *d)
-{
-    int64_t n = 1;
-
-    for (int i = 0; i < d->ndim; i++)
-        n *= d->shape[i];
-    return n;
-}
-
-bool kcontig(const keel_tensor_desc *d)
-{
-    int64_t s = 1;
-
-    for (int i = d->ndim - 1; i >= 0; i--) {
-        if (d->shape[i] == 0)
-            return true;
-        if (d->shape[i] != 1 && d->strides[i] != s)
-            return false;
-        s *= d->shape[i];
-    }
-    return true;
-}
-
-int kaxis(int64_t axis, int ndim)
-{
-    if (axis < -(int64_t)ndim || axis >= ndim)
-        return -1;
-    return (int)(axis < 0 ? axis + ndim : axis);
 }
 
 /* ---- conversions -------------------------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include <keel/device_api.h>
+#include <keel/kit.h>
 #include <keel/op_catalog.h>
 #include <keel/philox.h>
 
@@ -82,21 +83,49 @@ extern const keel_kernel_ops cpu_kernel_ops;
 
 /* ---- attributes ------------------------------------------------------------ */
 
-const keel_attr *kattr(const keel_kernel_args *a, const char *name);
-int64_t kattr_i(const keel_kernel_args *a, const char *name, int64_t def);
-double kattr_f(const keel_kernel_args *a, const char *name, double def);
-const char *kattr_s(const keel_kernel_args *a, const char *name,
-                    const char *def);
+/* The kit's look-ups (keel/kit.h): the catalog default when absent. */
+static inline const keel_attr *kattr(const keel_kernel_args *a,
+                                     const char *name)
+{
+    return keel_kit_attr(a, name);
+}
+static inline int64_t kattr_i(const keel_kernel_args *a, const char *name,
+                              int64_t def)
+{
+    return keel_kit_attr_i(a, name, def);
+}
+static inline double kattr_f(const keel_kernel_args *a, const char *name,
+                             double def)
+{
+    return keel_kit_attr_f(a, name, def);
+}
+static inline const char *kattr_s(const keel_kernel_args *a,
+                                  const char *name, const char *def)
+{
+    return keel_kit_attr_s(a, name, def);
+}
 /* Integer list; *n receives its length (0 when absent). */
-const int64_t *kattr_ints(const keel_kernel_args *a, const char *name,
-                          int64_t *n);
+static inline const int64_t *kattr_ints(const keel_kernel_args *a,
+                                        const char *name, int64_t *n)
+{
+    return keel_kit_attr_ints(a, name, n);
+}
 
 /* ---- descriptors ------------------------------------------------------------ */
 
-int64_t knumel(const keel_tensor_desc *d);
-bool kcontig(const keel_tensor_desc *d);
+static inline int64_t knumel(const keel_tensor_desc *d)
+{
+    return keel_kit_numel(d);
+}
+static inline bool kcontig(const keel_tensor_desc *d)
+{
+    return keel_kit_contiguous(d);
+}
 /* Normalised axis in [0, ndim), or -1. */
-int kaxis(int64_t axis, int ndim);
+static inline int kaxis(int64_t axis, int ndim)
+{
+    return keel_kit_axis(axis, ndim);
+}
 
 /* ---- dtype conversion -------------------------------------------------------- */
 

@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include <keel/device_api.h>
+#include <keel/kit.h>
 #include <keel/op_catalog.h>
 
 #ifdef __cplusplus
@@ -79,37 +80,67 @@ keel_status ck_fail(keel_status st, const char *fmt, ...)
 keel_status ck_scratch(const struct ck_launch *l, size_t bytes, void **p);
 void ck_scratch_free(const struct ck_launch *l, void *p);
 
-/* ---- attributes (NULL / default when absent) ----------------------------- */
+/* ---- attributes and descriptors: the kit's (keel/kit.h) ----------------- */
 
-const keel_attr *ck_attr(const keel_kernel_args *a, const char *name);
-int64_t ck_attr_i(const keel_kernel_args *a, const char *name, int64_t def);
-double ck_attr_f(const keel_kernel_args *a, const char *name, double def);
-const char *ck_attr_s(const keel_kernel_args *a, const char *name,
-                      const char *def);
-/* Integer list; *n receives its length (0 when absent). */
-const int64_t *ck_attr_ints(const keel_kernel_args *a, const char *name,
-                            int64_t *n);
-/* Float list; *n receives its length (0 when absent). */
-const double *ck_attr_floats(const keel_kernel_args *a, const char *name,
-                             int64_t *n);
-
-/* ---- descriptors ---------------------------------------------------------- */
-
-int64_t ck_numel(const keel_tensor_desc *d);
-/* Row-major contiguous (size-1 dimensions' strides ignored). */
-bool ck_contig(const keel_tensor_desc *d);
-/* Normalised axis in [0, ndim), or -1 when out of range. */
-int ck_axis(int64_t axis, int ndim);
-const char *ck_dtype_name(keel_dtype dt);
-
-/* dtype known, ndim in [0, KEEL_MAX_DIMS], no negative dimension, the
- * product of the dimensions and the byte span of shape and strides fit in
- * int64_t (checked without overflowing), so kernels may multiply freely. */
-bool ck_desc_ok(const keel_tensor_desc *d);
-/* Same ndim and dimensions. */
-bool ck_same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b);
-/* float32, float64, float16 or bfloat16. */
-bool ck_float_dtype(keel_dtype dt);
+static inline const keel_attr *ck_attr(const keel_kernel_args *a,
+                                       const char *name)
+{
+    return keel_kit_attr(a, name);
+}
+static inline int64_t ck_attr_i(const keel_kernel_args *a, const char *name,
+                                int64_t def)
+{
+    return keel_kit_attr_i(a, name, def);
+}
+static inline double ck_attr_f(const keel_kernel_args *a, const char *name,
+                               double def)
+{
+    return keel_kit_attr_f(a, name, def);
+}
+static inline const char *ck_attr_s(const keel_kernel_args *a,
+                                    const char *name, const char *def)
+{
+    return keel_kit_attr_s(a, name, def);
+}
+static inline const int64_t *ck_attr_ints(const keel_kernel_args *a,
+                                          const char *name, int64_t *n)
+{
+    return keel_kit_attr_ints(a, name, n);
+}
+static inline const double *ck_attr_floats(const keel_kernel_args *a,
+                                           const char *name, int64_t *n)
+{
+    return keel_kit_attr_floats(a, name, n);
+}
+static inline int64_t ck_numel(const keel_tensor_desc *d)
+{
+    return keel_kit_numel(d);
+}
+static inline bool ck_contig(const keel_tensor_desc *d)
+{
+    return keel_kit_contiguous(d);
+}
+static inline int ck_axis(int64_t axis, int ndim)
+{
+    return keel_kit_axis(axis, ndim);
+}
+static inline const char *ck_dtype_name(keel_dtype dt)
+{
+    return keel_kit_dtype_name(dt);
+}
+static inline bool ck_desc_ok(const keel_tensor_desc *d)
+{
+    return keel_kit_desc_ok(d);
+}
+static inline bool ck_same_shape(const keel_tensor_desc *a,
+                                 const keel_tensor_desc *b)
+{
+    return keel_kit_same_shape(a, b);
+}
+static inline bool ck_float_dtype(keel_dtype dt)
+{
+    return keel_kit_float_dtype(dt);
+}
 
 /* Check arity; on mismatch an INVALID_ARGUMENT naming the op. */
 keel_status ck_arity(const keel_kernel_args *a, const char *op, int nin,
