@@ -267,6 +267,34 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* ---- elementwise family (rules_elementwise.c) ------------------------------ */
+
+/* (end of elementwise family) */
+
+/* ---- reduce family (rules_reduce.c) ------------------------------------------ */
+
+/* (end of reduce family) */
+
+/* ---- manip family (rules_manip.c) -------------------------------------------- */
+
+/* (end of manip family) */
+
+/* ---- linalg family (rules_linalg.c) ------------------------------------------ */
+
+/* (end of linalg family) */
+
+/* ---- conv family (rules_conv.c) ------------------------------------------------ */
+
+/* (end of conv family) */
+
+/* ---- nn family (rules_nn.c) ---------------------------------------------------- */
+
+/* (end of nn family) */
+
+/* ---- bad-argument cases (mutate.c) -------------------------------------------- */
+
+/* (end of bad-argument cases) */
+
 #ifdef __cplusplus
 }
 #endif
