@@ -52,9 +52,3 @@ keel_status kit_rule_creation(const struct kit_ctx *c)
     return KEEL_STATUS_OK; /* KIT-TODO */
 }
 
-keel_status kit_rule_dropout(const struct kit_ctx *c)
-{
-    (void)c;
-    return KEEL_STATUS_OK; /* KIT-TODO */
-}
-

@@ -88,3 +88,9 @@ keel_status kit_rule_optimizer(const struct kit_ctx *c)
     return KEEL_STATUS_OK; /* KIT-TODO */
 }
 
+
+keel_status kit_rule_dropout(const struct kit_ctx *c)
+{
+    (void)c;
+    return KEEL_STATUS_OK; /* KIT-TODO */
+}
