@@ -32,7 +32,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd_internal.h"
+#include "autograd/autograd_internal.h"
+
+/* ---- how the layers below reach autograd ---------------------------------- */
+
+/* Dispatch and the tensor layer do not call autograd: it hands them a
+ * recorder and a release hook before the first tensor requires a gradient
+ * (which is what every graph starts from). Installing twice is harmless. */
+static const struct keel_recorder recorder = {
+    .enabled = keel__grad_enabled,
+    .differentiable = keel__op_differentiable,
+    .record = keel__ag_record,
+    .record_view = keel__ag_record_view,
+};
+
+static void install_hooks(void)
+{
+    keel__tensor_set_release_hook(keel__ag_tensor_release);
+    keel__dispatch_set_recorder(&recorder);
+}
 
 /* ---- grad mode ----------------------------------------------------------- */
 
@@ -380,6 +398,8 @@ keel_status keel_tensor_set_stop_gradient(keel_tensor *t, bool stop_gradient)
                            "differentiation",
                            keel__tensor_str(t, a, sizeof(a)));
     }
+    if (!stop_gradient)
+        install_hooks();
     t->requires_grad = !stop_gradient;
     return KEEL_STATUS_OK;
 }
@@ -468,6 +488,7 @@ keel_status keel_tensor_set_grad(keel_tensor *t, const keel_tensor *grad)
             return st;
         g = d;
     }
+    install_hooks();
     keel_tensor_free(t->grad);
     t->grad = g;
     return KEEL_STATUS_OK;

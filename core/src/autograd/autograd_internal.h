@@ -8,7 +8,33 @@
 
 #include <keel/autograd.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
+
+/* ---- what the layers above see (autograd.c) ------------------------------ */
+
+/* The recorder dispatch calls (installed on first use, see
+ * dispatch_internal.h) is built from the first three. */
+
+/** Whether this thread records graphs (no no_grad scope is open). */
+bool keel__grad_enabled(void);
+
+/** Whether op `op` has a backward rule in the catalog. */
+bool keel__op_differentiable(keel_op_id op);
+
+/** Record a graph node for a call that just ran: inputs c->in, outputs
+ *  outs[c->nout]. Called by dispatch only when some input requires a
+ *  gradient and grad mode is on. */
+keel_status keel__ag_record(const struct keel_op_call *c, keel_tensor **outs);
+
+/** Record view `kind` of x as out (x requires a gradient, grad mode on):
+ *  the recorder's record_view. */
+keel_status keel__ag_record_view(enum keel_ag_view kind, const keel_tensor *x,
+                                 keel_tensor *out, const int64_t *params,
+                                 int nparams);
+
+/** Drop a tensor's graph references (its grad_fn and grad). */
+void keel__ag_tensor_release(keel_tensor *t);
+
 
 /* Room for saved tensors: inputs 0..7 and outputs 0..3 of an op. */
 #define AG_SAVE_IN 8

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd_internal.h"
+#include "autograd/autograd_internal.h"
 
 #define IN(...) ((const keel_tensor *const[]){__VA_ARGS__})
 #define SI(i) (1u << (i))

@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <keel/autograd.h>
-
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static struct keel_op_def op_defs[KEEL_OP_COUNT];
 static pthread_once_t defs_once = PTHREAD_ONCE_INIT;
@@ -36,6 +34,45 @@ static const keel_kernel *find_kernel(keel_place place, keel_op_id op,
                                       keel_dtype dt);
 
 static atomic_int strict_mode; /* a keel_strict_mode */
+
+/* The autograd layer's recorder (NULL until a tensor first requires a
+ * gradient), and this thread's depth of calls made for dispatch's own
+ * purposes, which record nothing. */
+static _Atomic(const struct keel_recorder *) recorder;
+static _Thread_local int no_record_depth;
+
+void keel__dispatch_set_recorder(const struct keel_recorder *r)
+{
+    atomic_store_explicit(&recorder, r, memory_order_release);
+}
+
+void keel__no_record_begin(void)
+{
+    no_record_depth++;
+}
+
+void keel__no_record_end(void)
+{
+    no_record_depth--;
+}
+
+bool keel__view_wants_record(const keel_tensor *x)
+{
+    const struct keel_recorder *r;
+
+    if (!x->requires_grad || no_record_depth)
+        return false;
+    r = atomic_load_explicit(&recorder, memory_order_acquire);
+    return r && r->enabled();
+}
+
+keel_status keel__view_record(enum keel_ag_view kind, const keel_tensor *x,
+                              keel_tensor *out, const int64_t *params,
+                              int nparams)
+{
+    return atomic_load_explicit(&recorder, memory_order_acquire)
+        ->record_view(kind, x, out, params, nparams);
+}
 static atomic_bool strict_env_read;
 
 /* ---- catalog attribute specs ----------------------------------------------- */
@@ -157,6 +194,7 @@ static int parse_spec(struct keel_op_def *d)
 
 static void init_defs(void)
 {
+    keel__at_shutdown(keel__dispatch_shutdown);
     static const keel_shape_fn shapes[KEEL_OP_COUNT] = {
 #define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
     [KEEL_OP_##ID] = keel__shape_##SHAPE,
@@ -524,9 +562,13 @@ keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype)
     keel_tensor *t;
     keel_status st;
 
+    keel_attr a = keel_attr_dtype("dtype", dtype);
+
     if (c->in[i]->dtype == dtype)
         return KEEL_STATUS_OK;
-    st = keel_cast(c->in[i], dtype, &t);
+    /* Through dispatch again, so that autograd sees the cast. */
+    st = keel__run1(KEEL_OP_CAST, (const keel_tensor *const *)&c->in[i], 1,
+                    &a, 1, &t);
     if (st != KEEL_STATUS_OK)
         return st;
     keel_tensor_free(c->in[i]);
@@ -670,7 +712,7 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
                               keel_dtype_name(c->key_dtype));
     keel__fallback_note(c->op, c->key_dtype, c->place.plugin);
     /* The copies are part of this op: the caller records one node. */
-    keel_no_grad_begin();
+    no_record_depth++;
     keel__log(KEEL_LOG_DEBUG, "op %s (%s): CPU fallback", c->def->info->name,
               keel_dtype_name(c->key_dtype));
     st = KEEL_STATUS_OK;
@@ -710,7 +752,7 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
         keel_tensor_free(cin[i]);
     for (int i = 0; i < nout; i++)
         keel_tensor_free(cout[i]);
-    keel_no_grad_end();
+    no_record_depth--;
     return st;
 }
 
@@ -719,8 +761,12 @@ static keel_status run_on_cpu(struct keel_op_call *c, keel_tensor **outs)
 static inline bool wants_grad(const struct keel_op_call *c)
 {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i]->requires_grad)
-            return keel__op_differentiable(c->op) && keel__grad_enabled();
+        if (c->in[i]->requires_grad) {
+            const struct keel_recorder *r = atomic_load_explicit(
+                &recorder, memory_order_acquire);
+            return r && !no_record_depth && r->differentiable(c->op) &&
+                   r->enabled();
+        }
     return false;
 }
 
@@ -879,7 +925,8 @@ static keel_status run_op(keel_op_id op, const keel_place *place_hint,
         (op != KEEL_OP_BATCH_NORM || keel__attr_i(&c, "training")))
         bump_versions(&c, mutated_inputs(op));
     if (wants_grad(&c)) {
-        st = keel__ag_record(&c, outs);
+        st = atomic_load_explicit(&recorder, memory_order_relaxed)
+                 ->record(&c, outs);
         if (st != KEEL_STATUS_OK)
             goto out;
     }

@@ -21,7 +21,7 @@
 #include <keel/ops.h>
 #include <keel/runtime.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 #define FB_MAX_PLUGINS 32
 #define FB_NAME 32

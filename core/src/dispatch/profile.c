@@ -16,7 +16,7 @@
 #include <keel/ops.h>
 #include <keel/runtime.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static struct {
     _Atomic uint64_t calls, total_ns, max_ns;

@@ -4,7 +4,7 @@
  * with Philox-4x32-10, so results do not depend on the device, the plugin
  * or the number of threads.
  */
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_seed = 0x6b65656cu; /* until keel_seed() */

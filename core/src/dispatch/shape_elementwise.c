@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 /* Output shape of broadcasting inputs [first, first+n). */
 static keel_status broadcast_shape(struct keel_op_call *c, int first, int n,

@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static bool is_float_dtype(keel_dtype dt)
 {

@@ -25,7 +25,7 @@
  */
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static void set_out(struct keel_op_call *c, int k, keel_dtype dt, int ndim,
                     const int64_t *shape)

@@ -49,7 +49,7 @@
  */
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static void put_out(struct keel_op_call *c, keel_dtype dt, int ndim,
                     const int64_t *shape)

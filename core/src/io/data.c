@@ -23,7 +23,7 @@
 #include <keel/data.h>
 #include <keel/philox.h>
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #define PREFETCH_MAX 64
 

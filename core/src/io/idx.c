@@ -26,7 +26,7 @@
 
 #include <keel/data.h>
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 /* Largest single gzread request. */
 #define READ_CHUNK (1u << 26)

@@ -36,7 +36,7 @@
 
 #include <keel/io.h>
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 /* Larger headers are taken as corruption (the reference uses 100 MB). */
 #define HEADER_LIMIT 100000000ull

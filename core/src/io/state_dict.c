@@ -13,7 +13,7 @@
 
 #include <keel/io.h>
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #define NAME_MAX_BYTES KEEL_STATE_DICT_NAME_MAX
 #define RESERVED_NAME "__metadata__"

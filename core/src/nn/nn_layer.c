@@ -10,7 +10,7 @@
 #include <keel/autograd.h>
 #include <keel/nn.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 
 struct nn_entry {
     char *name;

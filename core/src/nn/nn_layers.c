@@ -9,8 +9,8 @@
 #include <keel/autograd.h>
 #include <keel/nn.h>
 
-#include "internal.h"
-#include "tensor_internal.h"
+#include "runtime/runtime_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 /* One private configuration struct for every built-in layer. */
 struct nn_cfg {

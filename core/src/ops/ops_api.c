@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 #define IN(...) ((const keel_tensor *const[]){__VA_ARGS__})
 

@@ -17,8 +17,8 @@
 
 #include <keel/tensor.h>
 
-#include "internal.h"
-#include "tensor_internal.h"
+#include "runtime/runtime_internal.h"
+#include "dispatch/dispatch_internal.h"
 
 static uint16_t f32_to_f16_bits(float f)
 {

@@ -17,7 +17,7 @@
 
 #include <keel/optim.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 
 enum lr_kind {
     LR_STEP,

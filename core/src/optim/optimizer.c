@@ -20,7 +20,7 @@
 #include <keel/ops.h>
 #include <keel/optim.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 
 struct opt_param {
     char *name;

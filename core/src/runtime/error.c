@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 #include "keel_config.h"
 
 #define KEEL_MSG_MAX 2048

@@ -51,7 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 #include "keel_config.h"
 
 /* Minimum table sizes for each minor this core knows. A table claiming a

@@ -2,12 +2,13 @@
  * The registry's lifetime, device names and the current device.
  */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "tensor_internal.h"
+#include "runtime/runtime_internal.h"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct keel_registry registry;
@@ -88,6 +89,23 @@ keel_status keel_init(void)
     return KEEL_STATUS_OK;
 }
 
+/* Up to this many layers cache plugin objects (the allocator, dispatch's
+ * kernel cache, and room for more). */
+#define MAX_SHUTDOWN_FNS 8
+static _Atomic(keel_shutdown_fn) shutdown_fns[MAX_SHUTDOWN_FNS];
+
+void keel__at_shutdown(keel_shutdown_fn fn)
+{
+    for (int i = 0; i < MAX_SHUTDOWN_FNS; i++) {
+        keel_shutdown_fn cur = NULL;
+        if (atomic_compare_exchange_strong(&shutdown_fns[i], &cur, fn) ||
+            cur == fn)
+            return;
+    }
+    /* More layers than slots is a build of the core gone wrong. */
+    keel__log(KEEL_LOG_ERROR, "keel__at_shutdown: no free slot");
+}
+
 void keel_shutdown(void)
 {
     if (tl_plugin_code) {
@@ -96,8 +114,11 @@ void keel_shutdown(void)
     }
     /* Cached device memory goes back to the plugins while they are still
      * loaded; kernel caches hold plugin pointers. */
-    keel__alloc_shutdown();
-    keel__dispatch_shutdown();
+    for (int i = MAX_SHUTDOWN_FNS - 1; i >= 0; i--) {
+        keel_shutdown_fn fn = atomic_load(&shutdown_fns[i]);
+        if (fn)
+            fn();
+    }
     keel__lock();
     if (registry.initialized)
         keel__unload_all(&registry);

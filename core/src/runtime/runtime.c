@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/runtime_internal.h"
 
 keel_status keel__plugin_status(const struct keel_plugin *p, keel_place place,
                                 const char *call, keel_status st,

@@ -100,6 +100,13 @@ struct keel_registry {
 void keel__plugin_code_begin(const char *path);
 void keel__plugin_code_end(void);
 
+/** Layers above the runtime that cache plugin objects (device memory,
+ *  kernels) register how to drop them; keel_shutdown calls every one,
+ *  latest first, while the plugins are still loaded. Registering the same
+ *  function again does nothing. Thread-safe. */
+typedef void (*keel_shutdown_fn)(void);
+void keel__at_shutdown(keel_shutdown_fn fn);
+
 /** The registry; callers must hold keel__lock() or be inside init. */
 struct keel_registry *keel__registry(void);
 void keel__lock(void);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #define NUM_CLASSES 256
 #define MIN_BLOCK 512
@@ -175,6 +175,8 @@ static void note_alloc(struct dev_cache *c, uint64_t size)
         c->stats.peak_reserved = c->stats.reserved;
 }
 
+static atomic_bool shutdown_registered;
+
 keel_status keel__alloc(keel_place place, uint64_t size,
                         struct keel_block **block, keel_dptr *ptr)
 {
@@ -188,6 +190,11 @@ keel_status keel__alloc(keel_place place, uint64_t size,
     *ptr = 0;
     if (size == 0)
         return KEEL_STATUS_OK;
+    if (!atomic_load_explicit(&shutdown_registered, memory_order_relaxed)) {
+        keel__at_shutdown(keel__alloc_shutdown);
+        atomic_store_explicit(&shutdown_registered, true,
+                              memory_order_relaxed);
+    }
     cls = size_class(size, &csize);
     if (cls >= NUM_CLASSES)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,

@@ -1,0 +1,147 @@
+/*
+ * The dispatch layer's private declarations: the catalog with parsed
+ * attribute specs, an op call being prepared, shape rules, the run
+ * entry points the layers above use, the CPU fallback's counters, the
+ * random-number counters and the profiler. Dispatch calls the tensor and
+ * runtime layers, and reaches plugins through the runtime's tables.
+ */
+#ifndef KEEL_DISPATCH_INTERNAL_H
+#define KEEL_DISPATCH_INTERNAL_H
+
+#include "tensor/tensor_internal.h"
+
+/* ---- dispatch (dispatch.c) ---------------------------------------------- */
+
+/** Count one CPU fallback of (op, dtype) from `plugin` (fallback.c). */
+void keel__fallback_note(keel_op_id op, keel_dtype dtype, int plugin);
+
+#define KEEL_MAX_OP_INPUTS 64
+#define KEEL_MAX_OP_OUTPUTS 64
+#define KEEL_MAX_OP_ATTRS 12
+
+/** One attribute of an op's catalog spec. */
+struct keel_attr_spec {
+    char name[32];
+    keel_attr_type type;
+    bool required;
+    keel_attr def; /* default (name points at `name`) */
+    int64_t def_ints[8];
+    double def_float;
+};
+
+struct keel_op_def;
+struct keel_op_call;
+typedef keel_status (*keel_shape_fn)(struct keel_op_call *c);
+
+struct keel_op_def {
+    const keel_op_info *info;
+    keel_shape_fn shape;
+    int nattrs;
+    struct keel_attr_spec attrs[KEEL_MAX_OP_ATTRS];
+};
+
+/** An op call being prepared: inputs, resolved attributes, outputs. */
+struct keel_op_call {
+    keel_op_id op;
+    const struct keel_op_def *def;
+    keel_place place;
+    int nin;
+    keel_tensor *in[KEEL_MAX_OP_INPUTS];       /* owned references */
+    keel_tensor_desc in_desc[KEEL_MAX_OP_INPUTS];
+    keel_attr attrs[KEEL_MAX_OP_ATTRS];      /* in spec order, defaults in */
+    /* Set by the shape rule. */
+    keel_dtype key_dtype;
+    int nout;
+    keel_dtype out_dtype[KEEL_MAX_OP_OUTPUTS];
+    int out_ndim[KEEL_MAX_OP_OUTPUTS];
+    int64_t out_shape[KEEL_MAX_OP_OUTPUTS][KEEL_MAX_DIMS];
+};
+
+/** The catalog entry with parsed attribute specs. */
+const struct keel_op_def *keel__op_def(keel_op_id op);
+
+/** Attribute `name` of a prepared call (never NULL for a spec'd name). */
+const keel_attr *keel__attr(const struct keel_op_call *c, const char *name);
+int64_t keel__attr_i(const struct keel_op_call *c, const char *name);
+double keel__attr_f(const struct keel_op_call *c, const char *name);
+const char *keel__attr_s(const struct keel_op_call *c, const char *name);
+
+/** Error naming the op, its inputs (dtype and shape) and the device. */
+keel_status keel__op_error(const struct keel_op_call *c, keel_status st,
+                           const char *fmt, ...) KEEL_PRINTF(3, 4);
+
+/** Replace input i by a cast to `dtype` (no-op when already). */
+keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype);
+
+/** Single-output convenience over keel_op_run. */
+keel_status keel__run1(keel_op_id op, const keel_tensor *const *in, int nin,
+                       const keel_attr *attrs, int nattrs,
+                       keel_tensor **out);
+
+/** Creation ops on a place (no inputs). */
+keel_status keel__run_create(keel_op_id op, keel_place place,
+                             const keel_attr *attrs, int nattrs,
+                             keel_tensor **out);
+
+/** Shape rules, by catalog SHAPE token (shape.c). */
+#define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
+    keel_status keel__shape_##SHAPE(struct keel_op_call *c);
+#include <keel/ops.def>
+#undef KEEL_OP
+
+/** Reset dispatch state tied to plugins (kernel caches). */
+void keel__dispatch_shutdown(void);
+
+/* ---- the recorder: how autograd, the layer above, sees calls ------------- */
+
+/* Dispatch records nothing itself. The autograd layer installs a recorder
+ * the first time a tensor requires a gradient; until then, and for calls
+ * dispatch makes on its own behalf (a CPU fallback's copies), nothing is
+ * recorded. */
+/** Views the ops layer records (the backward maps the grad back to x). */
+enum keel_ag_view {
+    KEEL_AG_VIEW_RESHAPE = 0, /* reshape, squeeze, unsqueeze, flatten */
+    KEEL_AG_VIEW_PERMUTE,     /* params: perm[ndim]                    */
+    KEEL_AG_VIEW_SLICE,       /* params: axis, start, len, step         */
+    KEEL_AG_VIEW_EXPAND,      /* reduce back to x's shape              */
+    KEEL_AG_VIEW_TO,          /* device copy: copy the grad back       */
+    KEEL_AG_VIEW_COUNT_
+};
+
+struct keel_recorder {
+    /* Whether this thread records now (no no_grad scope is open). */
+    bool (*enabled)(void);
+    /* Whether op `op` has a backward rule. */
+    bool (*differentiable)(keel_op_id op);
+    /* Record a graph node for a call that just ran: inputs c->in, outputs
+     * outs[c->nout]; called only when some input requires a gradient. */
+    keel_status (*record)(const struct keel_op_call *c, keel_tensor **outs);
+    /* Record view `kind` of x as out (x requires a gradient). */
+    keel_status (*record_view)(enum keel_ag_view kind, const keel_tensor *x,
+                               keel_tensor *out, const int64_t *params,
+                               int nparams);
+};
+void keel__dispatch_set_recorder(const struct keel_recorder *r);
+
+/** Whether a view of x must be recorded now. */
+bool keel__view_wants_record(const keel_tensor *x);
+/** Record it (only after keel__view_wants_record said so). */
+keel_status keel__view_record(enum keel_ag_view kind, const keel_tensor *x,
+                              keel_tensor *out, const int64_t *params,
+                              int nparams);
+/** Calls between begin and end, on this thread, record nothing: copies and
+ *  readbacks the core makes on its own behalf. Nests. */
+void keel__no_record_begin(void);
+void keel__no_record_end(void);
+
+/** Next `n` counters of the global generator (rng.c). */
+void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
+
+/* profiler (profile.c) */
+extern atomic_int keel__prof_state;
+void keel__prof_env(void);
+uint64_t keel__prof_now(void);
+int keel__prof_enter(void);
+void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns);
+
+#endif /* KEEL_DISPATCH_INTERNAL_H */
