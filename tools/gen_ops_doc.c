@@ -14,7 +14,7 @@
 
 /*
  * What a kernel receives, per shape rule. Each text is checked against the
- * rule's code in core/src/shape_*.c and dispatch.c; the generator refuses
+ * rule's code in core/src/dispatch/shape_*.c and dispatch.c; the generator refuses
  * a catalog whose shape rule has no text here, and a text whose rule no
  * op uses, so a new rule cannot ship undocumented.
  */
@@ -120,7 +120,7 @@ static const struct {
      "bias optional, all promoted to one floating dtype (which keys the "
      "lookup); descriptors unchanged (any strides). The geometry "
      "attributes arrive **as given** and the kernel resolves them with the "
-     "core's rules (core/src/shape_conv.c): `stride`, `dilation` 1 or 2 "
+     "core's rules (core/src/dispatch/shape_conv.c): `stride`, `dilation` 1 or 2 "
      "values (>= 1); `padding` 1, 2 (h, w) or 4 (top, bottom, left, right) "
      "values (>= 0); `padding_algorithm` EXPLICIT uses `padding`, VALID "
      "pads nothing, SAME pads total = max((ceil(in/stride) - 1) * stride + "
@@ -408,8 +408,8 @@ static int check_conventions(void)
 static void write_conventions(FILE *f)
 {
     fputs("\n## What a kernel receives\n\n"
-          "The core's dispatch (core/src/dispatch.c) and the op's shape "
-          "rule (core/src/shape_*.c) prepare every kernel call. What holds "
+          "The core's dispatch (core/src/dispatch/dispatch.c) and the op's shape "
+          "rule (core/src/dispatch/shape_*.c) prepare every kernel call. What holds "
           "for every op:\n\n",
           f);
     for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
