@@ -6,8 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define KEEL_OP_CATALOG_DEFINE_TABLE
 #include "kit_internal.h"
+
+/* The kit's own copy of the catalog table: a plugin that links the kit
+ * may define keel_op_table (KEEL_OP_CATALOG_DEFINE_TABLE) itself. */
+static const keel_op_info kit_table[KEEL_OP_COUNT] = {
+#define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
+    [KEEL_OP_##ID] = {NAME, NIN, NOUT, DTYPES, KEEL_AMP_##AMP, ATTRS, SEM,  \
+                      #SHAPE, #GRAD},
+#include <keel/ops.def>
+#undef KEEL_OP
+};
 
 /* One check per op, from the op's shape rule in ops.def. */
 static const kit_rule_fn rules[KEEL_OP_COUNT] = {
@@ -24,7 +33,7 @@ int keel_kit_op_id(const char *name)
     if (!name)
         return -1;
     for (int i = 0; i < KEEL_OP_COUNT; i++)
-        if (!strcmp(keel_op_table[i].name, name))
+        if (!strcmp(kit_table[i].name, name))
             return i;
     return -1;
 }
@@ -33,7 +42,7 @@ const keel_op_info *keel_kit_op_info(int id)
 {
     if (id < 0 || id >= KEEL_OP_COUNT)
         return NULL;
-    return &keel_op_table[id];
+    return &kit_table[id];
 }
 
 /* ---- messages ----------------------------------------------------------------- */
