@@ -119,9 +119,16 @@ int64_t keel_kit_prod(const int64_t *shape, int from, int to);
 /* ---- conv and pool geometry (NCHW) ------------------------------------------ */
 
 /**
- * Geometry of a conv2d view: `big` is the conv2d's input side (x of conv2d,
- * the output of a transposed conv), `small` its output side. Paddings are
- * resolved (SAME, VALID, 1/2/4 values); `pad` is top, bottom, left, right.
+ * Geometry of a convolution seen as a conv2d (the core's rules,
+ * core/src/shape_conv.c): `big` is the conv2d's input side (x of conv2d,
+ * the output of a transposed conv), `small` its output side (conv2d's
+ * output, a transposed conv's x); the weight is [o, c/groups, kh, kw] in
+ * that view (conv2d's [O, C/g, kh, kw], a transposed conv's [C, O/g, kh,
+ * kw]). Strides, dilations and paddings are resolved (1 or 2 values, SAME,
+ * VALID, 1/2/4 paddings); `pad` is top, bottom, left, right. Once the
+ * geometry is OK, every value is >= 0 (kh, kw, strides, dilations, groups
+ * >= 1), groups divides c and o, the dilated kernel fits, and h * w,
+ * oh * ow and cg * kh * kw fit in int64_t.
  */
 typedef struct keel_kit_conv {
     int64_t n, c, h, w;    /* big side      */
@@ -130,11 +137,17 @@ typedef struct keel_kit_conv {
     int64_t pad[4];
     int64_t groups;
     int64_t output_padding[2]; /* transposed conv only, else 0 */
+    int64_t cg, og;            /* c / groups, o / groups */
 } keel_kit_conv;
 
 /** Conv geometry of a conv2d (transpose false) or conv2d_transpose launch
  *  from its descriptors: x, weight and the output, or for the *_grad ops
- *  (x, weight, dout). Validates as keel_kit_check does. */
+ *  x, weight and dout (conv2d_grad: big = x, small = dout;
+ *  conv2d_transpose_grad: big = dout, small = x). Checks what
+ *  keel_kit_check checks of these three descriptors and the attributes
+ *  (not dtypes, bias or the other outputs): INVALID_ARGUMENT with the
+ *  reason in `msg` (may be NULL) when they disagree; `g` is then
+ *  unspecified. */
 keel_status keel_kit_conv_geometry(const keel_kernel_args *a, bool transpose,
                                    const keel_tensor_desc *big,
                                    const keel_tensor_desc *weight,
@@ -142,9 +155,12 @@ keel_status keel_kit_conv_geometry(const keel_kernel_args *a, bool transpose,
                                    keel_kit_conv *g, keel_kit_msg *msg);
 
 /** Pooling geometry: window, stride and resolved paddings per spatial dim,
- *  plus the input and output planes. For adaptive pooling the window of
- *  output o along a dim of size in/out is [floor(o*in/out),
- *  ceil((o+1)*in/out)); kh, kw, sh, sw are then 0. */
+ *  plus the input and output planes. The window of output o along a dim of
+ *  input size `in` is [o * s - pad_before, o * s - pad_before + k) clipped
+ *  to the input. For adaptive pooling the window of output o along a dim
+ *  of size in/out is [floor(o*in/out), ceil((o+1)*in/out)), and (in + 1) *
+ *  (out + 1) fits in int64_t; kh, kw, sh, sw and pad are then 0, as they
+ *  are for KEEL_KIT_POOL_INDEXED. */
 typedef struct keel_kit_pool {
     int64_t n, c, h, w, oh, ow;
     int64_t kh, kw, sh, sw;
@@ -152,9 +168,22 @@ typedef struct keel_kit_pool {
     bool ceil_mode, exclusive, adaptive;
 } keel_kit_pool;
 
-/** kind: 0 max_pool2d, 1 avg_pool2d, 2 adaptive_avg_pool2d. `x` and `out`
- *  are the forward input and output (for the *_grad ops: x and dx's
- *  counterpart dout). */
+/** What keel_kit_pool_geometry reads the attributes as. */
+enum {
+    KEEL_KIT_POOL_MAX = 0,      /* max_pool2d: kernel_size, stride, padding,
+                                   ceil_mode */
+    KEEL_KIT_POOL_AVG = 1,      /* avg_pool2d(_grad): the same, exclusive */
+    KEEL_KIT_POOL_ADAPTIVE = 2, /* adaptive_avg_pool2d(_grad): output_size */
+    KEEL_KIT_POOL_INDEXED = 3   /* max_pool2d_grad: no window attributes,
+                                   the indices say where each output came
+                                   from; only the planes */
+};
+
+/** Pool geometry for `kind` (KEEL_KIT_POOL_*). `x` and `out` are the
+ *  forward input and output (for the *_grad ops: x and dout). Checks what
+ *  keel_kit_check checks of the two descriptors and the attributes (not
+ *  dtypes or indices); INVALID_ARGUMENT with the reason in `msg` (may be
+ *  NULL), `g` then unspecified. */
 keel_status keel_kit_pool_geometry(const keel_kernel_args *a, int kind,
                                    const keel_tensor_desc *x,
                                    const keel_tensor_desc *out,
@@ -284,6 +313,12 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
 /* (end of linalg family) */
 
 /* ---- conv family (rules_conv.c) ------------------------------------------------ */
+
+/* The conv2d, conv2d_grad, conv2d_transpose(_grad), pool2d, pool2d_grad
+ * and adaptive_pool2d rules use the geometry above (keel_kit_conv_geometry,
+ * keel_kit_pool_geometry): after keel_kit_check a kernel gets the same
+ * geometry from them without a failure. Empty stride, dilation, padding or
+ * output_padding lists take the catalog default. */
 
 /* (end of conv family) */
 

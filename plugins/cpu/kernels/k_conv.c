@@ -91,11 +91,6 @@ static bool is_half(keel_dtype dt)
     return dt == KEEL_F16 || dt == KEEL_BF16;
 }
 
-static bool is_float_dt(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || is_half(dt);
-}
-
 /* The dtype computations run in. */
 static keel_dtype compute_dt(keel_dtype dt)
 {
@@ -1086,163 +1081,69 @@ static void direct_bias_sum(const keel_tensor_desc *td, const struct gten *t,
     }
 }
 
-/* ---- conv attributes and geometry (mirrors core/src/shape_conv.c) -------- */
-
-static bool kpair(const keel_kernel_args *a, const char *name, int64_t lo,
-                  const int64_t *def, int64_t out[2])
-{
-    int64_t n;
-    const int64_t *v = kattr_ints(a, name, &n);
-
-    if (n == 0 && def) {
-        out[0] = def[0];
-        out[1] = def[1];
-        return true;
-    }
-    if (n != 1 && n != 2)
-        return false;
-    out[0] = v[0];
-    out[1] = v[n - 1];
-    return out[0] >= lo && out[1] >= lo;
-}
-
-/* padding -> top, bottom, left, right */
-static bool kpads(const keel_kernel_args *a, int64_t pad[4])
-{
-    int64_t n;
-    const int64_t *v = kattr_ints(a, "padding", &n);
-
-    if (n == 0) {
-        memset(pad, 0, 4 * sizeof(int64_t));
-    } else if (n == 1) {
-        pad[0] = pad[1] = pad[2] = pad[3] = v[0];
-    } else if (n == 2) {
-        pad[0] = pad[1] = v[0];
-        pad[2] = pad[3] = v[1];
-    } else if (n == 4) {
-        memcpy(pad, v, 4 * sizeof(int64_t));
-    } else {
-        return false;
-    }
-    return pad[0] >= 0 && pad[1] >= 0 && pad[2] >= 0 && pad[3] >= 0;
-}
+/* ---- conv geometry (the kit's) and this plugin's limits ------------------ */
 
 /*
- * Conv geometry for op `op` from its descriptors: `big` is the conv2d
- * view's input side (x of conv2d, the output of a transposed conv),
- * `small` its output side, `wt` the weight. Checks that every shape agrees
- * with the attributes.
+ * The geometry of a conv op in the conv2d view, from the kit
+ * (keel_kit_conv_geometry resolves the attributes as the core does), plus
+ * what only this plugin derives from it: the GEMM dims, the 1x1 and wide
+ * shortcuts, and OpenBLAS's int range (NOT_SUPPORTED beyond it). The view
+ * of (x, weight, out) or, for the grads (`grad`), (x, weight, dout): a
+ * transposed conv's big side is its output (dout), its small side x.
  */
-static keel_status conv_geo(const keel_kernel_args *a, const char *op,
-                            bool transpose, const keel_tensor_desc *big,
-                            const keel_tensor_desc *wt,
-                            const keel_tensor_desc *small, struct cgeo *g)
+static keel_status conv_geo(const keel_kernel_args *a, bool transpose,
+                            bool grad, struct cgeo *g)
 {
-    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    const char *algo = kattr_s(a, "padding_algorithm", "EXPLICIT");
-    const keel_tensor_desc *x = transpose ? small : big;
-    int64_t st[2], dil[2], pad[4], op_[2] = {0, 0}, k[2];
+    const keel_tensor_desc *x = &a->inputs[0], *wt = &a->inputs[1];
+    const keel_tensor_desc *y = grad ? &a->inputs[2] : &a->outputs[0];
+    keel_kit_conv k;
+    keel_kit_msg m;
 
-    if (big->ndim != 4 || wt->ndim != 4 || small->ndim != 4)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: x, weight and the output must be 4-D", op);
-    k[0] = wt->shape[2];
-    k[1] = wt->shape[3];
-    g->g = kattr_i(a, "groups", 1);
-    if (!kpair(a, "stride", 1, ones, st) ||
-        !kpair(a, "dilation", 1, ones, dil) || !kpads(a, pad) ||
-        (transpose && !kpair(a, "output_padding", 0, zeros, op_)) ||
-        g->g < 1 || k[0] < 1 || k[1] < 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bad stride, dilation, padding, groups or kernel",
-                       op);
-    if (!strcmp(algo, "VALID")) {
-        memset(pad, 0, sizeof(pad));
-    } else if (!strcmp(algo, "SAME")) {
-        for (int i = 0; i < 2; i++) {
-            int64_t in = x->shape[2 + i], out = (in + st[i] - 1) / st[i];
-            int64_t tot = (out - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in;
-            tot = tot < 0 ? 0 : tot;
-            pad[2 * i] = tot / 2;
-            pad[2 * i + 1] = tot - tot / 2;
-        }
-    } else if (strcmp(algo, "EXPLICIT")) {
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: unknown padding_algorithm '%s'", op, algo);
-    }
-    g->n = big->shape[0];
-    g->c = big->shape[1];
-    g->h = big->shape[2];
-    g->w = big->shape[3];
-    g->o = small->shape[1];
-    g->oh = small->shape[2];
-    g->ow = small->shape[3];
-    g->kh = k[0];
-    g->kw = k[1];
-    g->sh = st[0];
-    g->sw = st[1];
-    g->dh = dil[0];
-    g->dw = dil[1];
-    g->pt = pad[0];
-    g->pl = pad[2];
-    g->cg = g->c / g->g;
-    g->og = g->o / g->g;
+    if (keel_kit_conv_geometry(a, transpose, transpose ? y : x, wt,
+                               transpose ? x : y, &k, &m))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s", m.text);
+    g->n = k.n, g->c = k.c, g->h = k.h, g->w = k.w;
+    g->o = k.o, g->oh = k.oh, g->ow = k.ow;
+    g->kh = k.kh, g->kw = k.kw, g->sh = k.sh, g->sw = k.sw;
+    g->dh = k.dh, g->dw = k.dw, g->pt = k.pad[0], g->pl = k.pad[2];
+    g->g = k.groups, g->cg = k.cg, g->og = k.og;
     g->ckk = g->cg * g->kh * g->kw;
     g->hw = g->h * g->w;
     g->ohw = g->oh * g->ow;
     g->direct_1x1 = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 &&
-                    !pad[0] && !pad[1] && !pad[2] && !pad[3];
+                    !k.pad[0] && !k.pad[1] && !k.pad[2] && !k.pad[3];
     g->hp = g->oh + (g->kh - 1) * g->dh;
     g->wp = g->ow + (g->kw - 1) * g->dw;
     g->wide = g->sh == 1 && g->sw == 1 && !g->direct_1x1 &&
               g->wp <= 2 * g->ow && g->oh * g->wp <= INT_MAX;
-    if (small->shape[0] != g->n || g->c % g->g || g->o % g->g ||
-        wt->shape[0] != g->o || wt->shape[1] != g->cg)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: batch, channel or groups mismatch", op);
-    for (int i = 0; i < 2; i++) {
-        int64_t ek = (k[i] - 1) * dil[i] + 1, in = big->shape[2 + i];
-        int64_t out = small->shape[2 + i], want;
-        if (transpose)
-            want = (out - 1) * st[i] - pad[2 * i] - pad[2 * i + 1] + ek +
-                   op_[i];
-        else
-            want = in + pad[2 * i] + pad[2 * i + 1] >= ek
-                       ? (in + pad[2 * i] + pad[2 * i + 1] - ek) / st[i] + 1
-                       : -1;
-        if ((transpose ? in : out) != want || want < 1)
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: spatial dims disagree with the attributes",
-                           op);
-    }
     if (g->og > INT_MAX || g->ckk > INT_MAX || g->ohw > INT_MAX ||
         g->hw > INT_MAX)
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "%s: a GEMM dim exceeds the BLAS int range", op);
+                       "%s: a GEMM dim exceeds the BLAS int range",
+                       transpose ? "conv2d_transpose" : "conv2d");
     return KEEL_STATUS_OK;
 }
 
-static keel_status same_float(const keel_kernel_args *a, const char *op)
+/* Every output is written as a contiguous buffer (in place, or unpacked
+ * from a staged one). */
+static keel_status outputs_contiguous(const keel_kernel_args *a,
+                                      const char *op)
 {
-    keel_dtype dt = a->inputs[0].dtype;
-
-    if (!is_float_dt(dt))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: needs floats", op);
-    for (int i = 0; i < a->num_inputs; i++)
-        if (a->inputs[i].dtype != dt)
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: inputs must share one dtype", op);
     for (int i = 0; i < a->num_outputs; i++)
-        if (a->outputs[i].dtype != dt || !kcontig(&a->outputs[i]))
+        if (!kcontig(&a->outputs[i]))
             return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: outputs must be contiguous %s", op,
-                           cpu_dtype_name(dt));
+                           "%s: output %d must be contiguous", op, i);
     return KEEL_STATUS_OK;
 }
 
-static bool bias_ok(const keel_tensor_desc *b, int64_t n)
+/* What the kit leaves to this plugin (keel_kit_check ran before). */
+static keel_status conv_check(const keel_kernel_args *a, const char *op,
+                              bool transpose, bool grad)
 {
-    return b->ndim == 1 && b->shape[0] == n;
+    struct cgeo g;
+    keel_status st = conv_geo(a, transpose, grad, &g);
+
+    return st ? st : outputs_contiguous(a, op);
 }
 
 /* ---- conv ops ------------------------------------------------------------ */
@@ -1342,19 +1243,7 @@ static size_t job_prim_ws(const struct cgeo *g, const struct tops *t,
 /* conv2d (x, w[, b]) -> y */
 static keel_status conv2d_check(const keel_kernel_args *a)
 {
-    struct cgeo g;
-    keel_status st;
-
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "conv2d: needs 2 or 3 inputs and 1 output");
-    if ((st = same_float(a, "conv2d")) ||
-        (st = conv_geo(a, "conv2d", false, &a->inputs[0], &a->inputs[1],
-                       &a->outputs[0], &g)))
-        return st;
-    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.o))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "conv2d: bad bias");
-    return KEEL_STATUS_OK;
+    return conv_check(a, "conv2d", false, false);
 }
 
 static void conv2d_impl(const struct kcall *k)
@@ -1365,8 +1254,7 @@ static void conv2d_impl(const struct kcall *k)
     bool has_b = a->num_inputs == 3;
     char *ws;
 
-    conv_geo(a, "conv2d", false, &a->inputs[0], &a->inputs[1],
-             &a->outputs[0], &j.g);
+    conv_geo(a, false, false, &j.g);
     if (knumel(&a->outputs[0]) == 0)
         return;
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
@@ -1387,20 +1275,7 @@ static void conv2d_impl(const struct kcall *k)
 /* conv2d_transpose (x, w[, b]) -> y: bwd_data of the conv view. */
 static keel_status convt_check(const keel_kernel_args *a)
 {
-    struct cgeo g;
-    keel_status st;
-
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "conv2d_transpose: needs 2 or 3 inputs and 1 output");
-    if ((st = same_float(a, "conv2d_transpose")) ||
-        (st = conv_geo(a, "conv2d_transpose", true, &a->outputs[0],
-                       &a->inputs[1], &a->inputs[0], &g)))
-        return st;
-    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.c))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "conv2d_transpose: bad bias");
-    return KEEL_STATUS_OK;
+    return conv_check(a, "conv2d_transpose", true, false);
 }
 
 static void convt_impl(const struct kcall *k)
@@ -1411,8 +1286,7 @@ static void convt_impl(const struct kcall *k)
     bool has_b = a->num_inputs == 3;
     char *ws;
 
-    conv_geo(a, "conv2d_transpose", true, &a->outputs[0], &a->inputs[1],
-             &a->inputs[0], &j.g);
+    conv_geo(a, true, false, &j.g);
     if (knumel(&a->outputs[0]) == 0)
         return;
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(a->inputs[0].dtype),
@@ -1431,40 +1305,14 @@ static void convt_impl(const struct kcall *k)
 }
 
 /* conv2d_grad (x, w, dout) -> dx, dw[, db] and the transposed one. */
-static keel_status grad_check(const keel_kernel_args *a, const char *op,
-                              bool transpose)
-{
-    struct cgeo g;
-    keel_status st;
-    const keel_tensor_desc *x = &a->inputs[0], *dout = &a->inputs[2];
-
-    if (a->num_inputs != 3 || (a->num_outputs != 2 && a->num_outputs != 3))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs 3 inputs and 2 or 3 outputs", op);
-    if ((st = same_float(a, op)) ||
-        (st = conv_geo(a, op, transpose, transpose ? dout : x,
-                       &a->inputs[1], transpose ? x : dout, &g)))
-        return st;
-    for (int d = 0; d < 4; d++)
-        if (a->outputs[0].ndim != 4 || a->outputs[0].shape[d] != x->shape[d] ||
-            a->outputs[1].ndim != 4 ||
-            a->outputs[1].shape[d] != a->inputs[1].shape[d])
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: dx/dweight must match x/weight", op);
-    if (a->num_outputs == 3 &&
-        !bias_ok(&a->outputs[2], transpose ? g.c : g.o))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: bad dbias", op);
-    return KEEL_STATUS_OK;
-}
-
 static keel_status conv2d_grad_check(const keel_kernel_args *a)
 {
-    return grad_check(a, "conv2d_grad", false);
+    return conv_check(a, "conv2d_grad", false, true);
 }
 
 static keel_status convt_grad_check(const keel_kernel_args *a)
 {
-    return grad_check(a, "conv2d_transpose_grad", true);
+    return conv_check(a, "conv2d_transpose_grad", true, true);
 }
 
 static void grad_direct(const struct kcall *k, const struct cgeo *g,
@@ -1490,7 +1338,7 @@ static void grad_direct(const struct kcall *k, const struct cgeo *g,
     }
 }
 
-static void grad_impl(const struct kcall *k, const char *op, bool transpose)
+static void grad_impl(const struct kcall *k, bool transpose)
 {
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0], *dout = &a->inputs[2];
@@ -1499,8 +1347,7 @@ static void grad_impl(const struct kcall *k, const char *op, bool transpose)
     struct conv_job j;
     char *ws;
 
-    conv_geo(a, op, transpose, transpose ? dout : x, &a->inputs[1],
-             transpose ? x : dout, &j.g);
+    conv_geo(a, transpose, true, &j.g);
     if (!job_stage(&j, k, job_prim_ws(&j.g, tops_for(x->dtype), prims, 3),
                    &ws)) {
         grad_direct(k, &j.g, transpose);
@@ -1533,12 +1380,12 @@ static void grad_impl(const struct kcall *k, const char *op, bool transpose)
 
 static void conv2d_grad_impl(const struct kcall *k)
 {
-    grad_impl(k, "conv2d_grad", false);
+    grad_impl(k, false);
 }
 
 static void convt_grad_impl(const struct kcall *k)
 {
-    grad_impl(k, "conv2d_transpose_grad", true);
+    grad_impl(k, true);
 }
 
 KERNEL(k_conv2d, "conv2d", conv2d_impl, conv2d_check)
@@ -1549,7 +1396,13 @@ KERNEL(k_convt_grad, "conv2d_transpose_grad", convt_grad_impl,
 
 /* ---- pooling ------------------------------------------------------------- */
 
-enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+/* The kit's kinds; max_pool2d_grad is POOL_MAX here, with its geometry
+ * from KEEL_KIT_POOL_INDEXED (planes only). */
+enum {
+    POOL_MAX = KEEL_KIT_POOL_MAX,
+    POOL_AVG = KEEL_KIT_POOL_AVG,
+    POOL_ADAPTIVE = KEEL_KIT_POOL_ADAPTIVE
+};
 
 struct pgeo {
     int kind;
@@ -2215,98 +2068,60 @@ static void pool_direct(const struct pgeo *g, const keel_tensor_desc *xd,
                 }
 }
 
-/* Pool geometry from attributes (max/avg) or output_size (adaptive), the
- * input x and the (forward) output dims oh, ow. */
-static keel_status pool_geo(const keel_kernel_args *a, const char *op,
-                            int kind, const keel_tensor_desc *x,
+/* Pool geometry from the kit: attributes (max/avg) or output_size
+ * (adaptive), the input x and the forward output (or dout); `grad` for
+ * max_pool2d_grad's, which is the planes only. */
+static keel_status pool_geo(const keel_kernel_args *a, int kind, bool grad,
+                            const keel_tensor_desc *x,
                             const keel_tensor_desc *o, struct pgeo *g)
 {
-    int64_t k[2] = {1, 1}, s[2] = {1, 1}, pad[4] = {0, 0, 0, 0};
-    bool ceil_mode = kattr_i(a, "ceil_mode", 0) != 0;
+    keel_kit_pool k;
+    keel_kit_msg m;
 
-    if (x->ndim != 4 || o->ndim != 4 || o->shape[0] != x->shape[0] ||
-        o->shape[1] != x->shape[1])
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: x and the output must be 4-D with one N, C", op);
+    if (keel_kit_pool_geometry(a, grad && kind == POOL_MAX
+                                      ? KEEL_KIT_POOL_INDEXED
+                                      : kind,
+                               x, o, &k, &m))
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s", m.text);
     memset(g, 0, sizeof(*g));
     g->kind = kind;
-    g->n = x->shape[0];
-    g->c = x->shape[1];
-    g->h = x->shape[2];
-    g->w = x->shape[3];
-    g->oh = o->shape[2];
-    g->ow = o->shape[3];
-    g->exclusive = kattr_i(a, "exclusive", 1) != 0;
-    if (kind == POOL_ADAPTIVE)
-        return g->h > 0 && g->w > 0
-                   ? KEEL_STATUS_OK
-                   : cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                             "%s: empty input plane", op);
-    if (!kpair(a, "kernel_size", 1, NULL, k) || !kpair(a, "stride", 1, k, s) ||
-        !kpads(a, pad))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bad kernel_size, stride or padding", op);
-    g->kh = k[0];
-    g->kw = k[1];
-    g->sh = s[0];
-    g->sw = s[1];
-    g->pt = pad[0];
-    g->pb = pad[1];
-    g->pl = pad[2];
-    g->pr = pad[3];
-    for (int i = 0; i < 2; i++) {
-        int64_t span = x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - k[i];
-        int64_t want = span < 0 ? -1
-                                : (span + (ceil_mode ? s[i] - 1 : 0)) / s[i] +
-                                      1;
-        if (o->shape[2 + i] != want)
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: output dims disagree with the attributes", op);
-    }
+    g->n = k.n, g->c = k.c, g->h = k.h, g->w = k.w, g->oh = k.oh;
+    g->ow = k.ow, g->kh = k.kh, g->kw = k.kw, g->sh = k.sh, g->sw = k.sw;
+    g->pt = k.pad[0], g->pb = k.pad[1], g->pl = k.pad[2], g->pr = k.pad[3];
+    g->exclusive = k.exclusive;
     return KEEL_STATUS_OK;
 }
 
+/* What the kit leaves to this plugin: contiguous outputs (out and
+ * max_pool2d's indices are written in place, a half out unpacked). */
 static keel_status pool_check(const keel_kernel_args *a, const char *op,
-                              int kind, int nout)
+                              int kind)
 {
     struct pgeo g;
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
+    keel_status st = pool_geo(a, kind, false, &a->inputs[0], &a->outputs[0],
+                              &g);
 
-    if (a->num_inputs != 1 || a->num_outputs != nout)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs 1 input and %d output(s)", op, nout);
-    if (!is_float_dt(x->dtype) || o->dtype != x->dtype || !kcontig(o))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output must be contiguous %s", op,
-                       cpu_dtype_name(x->dtype));
-    if (nout == 2) {
-        const keel_tensor_desc *i = &a->outputs[1];
-        if (i->dtype != KEEL_I64 || !kcontig(i) || knumel(i) != knumel(o))
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: indices must be contiguous int64 like out",
-                           op);
-    }
-    return pool_geo(a, op, kind, x, o, &g);
+    return st ? st : outputs_contiguous(a, op);
 }
 
 static keel_status max_pool_check(const keel_kernel_args *a)
 {
-    return pool_check(a, "max_pool2d", POOL_MAX, 2);
+    return pool_check(a, "max_pool2d", POOL_MAX);
 }
 
 static keel_status avg_pool_check(const keel_kernel_args *a)
 {
-    return pool_check(a, "avg_pool2d", POOL_AVG, 1);
+    return pool_check(a, "avg_pool2d", POOL_AVG);
 }
 
 static keel_status adaptive_check(const keel_kernel_args *a)
 {
-    return pool_check(a, "adaptive_avg_pool2d", POOL_ADAPTIVE, 1);
+    return pool_check(a, "adaptive_avg_pool2d", POOL_ADAPTIVE);
 }
 
 /* Forward pooling: stage a half input to f32 (f32/f64 are read in place
  * through their strides) and a half output. */
-static void pool_fwd(const struct kcall *k, const char *op, int kind)
+static void pool_fwd(const struct kcall *k, int kind)
 {
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *xd = &a->inputs[0], *od = &a->outputs[0];
@@ -2316,7 +2131,7 @@ static void pool_fwd(const struct kcall *k, const char *op, int kind)
     char *ws = NULL, *p;
     size_t bytes;
 
-    pool_geo(a, op, kind, xd, od, &g);
+    pool_geo(a, kind, false, xd, od, &g);
     if (knumel(od) == 0)
         return;
     memset(&r, 0, sizeof(r));
@@ -2350,17 +2165,17 @@ static void pool_fwd(const struct kcall *k, const char *op, int kind)
 
 static void max_pool_impl(const struct kcall *k)
 {
-    pool_fwd(k, "max_pool2d", POOL_MAX);
+    pool_fwd(k, POOL_MAX);
 }
 
 static void avg_pool_impl(const struct kcall *k)
 {
-    pool_fwd(k, "avg_pool2d", POOL_AVG);
+    pool_fwd(k, POOL_AVG);
 }
 
 static void adaptive_impl(const struct kcall *k)
 {
-    pool_fwd(k, "adaptive_avg_pool2d", POOL_ADAPTIVE);
+    pool_fwd(k, POOL_ADAPTIVE);
 }
 
 /* Grads: (x, dout) or (x, indices, dout) -> dx. */
@@ -2368,33 +2183,10 @@ static keel_status pool_grad_check(const keel_kernel_args *a, const char *op,
                                    int kind)
 {
     struct pgeo g;
-    int nin = kind == POOL_MAX ? 3 : 2;
-    const keel_tensor_desc *x = &a->inputs[0], *dout;
+    keel_status st = pool_geo(a, kind, true, &a->inputs[0],
+                              &a->inputs[a->num_inputs - 1], &g);
 
-    if (a->num_inputs != nin || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs %d inputs and 1 output", op, nin);
-    dout = &a->inputs[nin - 1];
-    if (!is_float_dt(x->dtype) || dout->dtype != x->dtype ||
-        a->outputs[0].dtype != x->dtype || !kcontig(&a->outputs[0]) ||
-        knumel(&a->outputs[0]) != knumel(x))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: dx must be contiguous like x; dout of x's dtype",
-                       op);
-    if (kind == POOL_MAX) {
-        const keel_tensor_desc *i = &a->inputs[1];
-        if (x->ndim != 4 || dout->ndim != 4 || i->dtype != KEEL_I64 ||
-            i->ndim != 4)
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: needs 4-D x, int64 indices and dout", op);
-        for (int d = 0; d < 4; d++)
-            if (i->shape[d] != dout->shape[d] ||
-                (d < 2 && dout->shape[d] != x->shape[d]))
-                return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                               "%s: indices/dout shapes disagree", op);
-        return KEEL_STATUS_OK;
-    }
-    return pool_geo(a, op, kind, x, dout, &g);
+    return st ? st : outputs_contiguous(a, op);
 }
 
 static keel_status max_grad_check(const keel_kernel_args *a)
@@ -2412,7 +2204,7 @@ static keel_status adaptive_grad_check(const keel_kernel_args *a)
     return pool_grad_check(a, "adaptive_avg_pool2d_grad", POOL_ADAPTIVE);
 }
 
-static void pool_grad(const struct kcall *k, const char *op, int kind)
+static void pool_grad(const struct kcall *k, int kind)
 {
     const keel_kernel_args *a = k->a;
     int nin = kind == POOL_MAX ? 3 : 2;
@@ -2425,18 +2217,7 @@ static void pool_grad(const struct kcall *k, const char *op, int kind)
     char *ws = NULL, *p;
     size_t bytes;
 
-    if (kind == POOL_MAX) {
-        memset(&g, 0, sizeof(g));
-        g.kind = POOL_MAX;
-        g.n = xd->shape[0];
-        g.c = xd->shape[1];
-        g.h = xd->shape[2];
-        g.w = xd->shape[3];
-        g.oh = dd->shape[2];
-        g.ow = dd->shape[3];
-    } else {
-        pool_geo(a, op, kind, xd, dd, &g);
-    }
+    pool_geo(a, kind, true, xd, dd, &g);
     if (knumel(od) == 0)
         return;
     memset(&r, 0, sizeof(r));
@@ -2475,17 +2256,17 @@ static void pool_grad(const struct kcall *k, const char *op, int kind)
 
 static void max_grad_impl(const struct kcall *k)
 {
-    pool_grad(k, "max_pool2d_grad", POOL_MAX);
+    pool_grad(k, POOL_MAX);
 }
 
 static void avg_grad_impl(const struct kcall *k)
 {
-    pool_grad(k, "avg_pool2d_grad", POOL_AVG);
+    pool_grad(k, POOL_AVG);
 }
 
 static void adaptive_grad_impl(const struct kcall *k)
 {
-    pool_grad(k, "adaptive_avg_pool2d_grad", POOL_ADAPTIVE);
+    pool_grad(k, POOL_ADAPTIVE);
 }
 
 KERNEL(k_max_pool, "max_pool2d", max_pool_impl, max_pool_check)

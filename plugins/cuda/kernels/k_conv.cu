@@ -79,169 +79,48 @@ unsigned grid_for(int64_t n)
     return ck_grid(n, CK_BLOCK);
 }
 
-/* ---- geometry (mirrors core/src/shape_conv.c and the CPU plugin) --------- */
+/* ---- geometry (the kit's) and this plugin's limits ----------------------- */
 
-struct cgeo {
-    int64_t n, c, h, w;  /* input */
-    int64_t o, oh, ow;   /* output */
-    int64_t kh, kw, sh, sw, pt, pl, dh, dw, g;
-    int64_t cg, og, ckk, hw, ohw;
+/* The kit's conv2d view (keel/kit.h: big side [n, c, h, w], small side
+ * [n, o, oh, ow], pads, groups, cg, og) plus what only this plugin
+ * derives from it. Passed to the kernels by value. */
+struct cgeo : keel_kit_conv {
+    int64_t ckk, hw, ohw;
     bool direct_1x1; /* the input is its own column matrix */
 };
 
-bool kpair(const keel_kernel_args *a, const char *name, int64_t lo,
-           const int64_t *def, int64_t out[2])
-{
-    int64_t n;
-    const int64_t *v = ck_attr_ints(a, name, &n);
-
-    if (n == 0 && def) {
-        out[0] = def[0];
-        out[1] = def[1];
-        return true;
-    }
-    if (n != 1 && n != 2)
-        return false;
-    out[0] = v[0];
-    out[1] = v[n - 1];
-    return out[0] >= lo && out[1] >= lo;
-}
-
-/* padding -> top, bottom, left, right */
-bool kpads(const keel_kernel_args *a, int64_t pad[4])
-{
-    int64_t n;
-    const int64_t *v = ck_attr_ints(a, "padding", &n);
-
-    if (n == 0) {
-        pad[0] = pad[1] = pad[2] = pad[3] = 0;
-    } else if (n == 1) {
-        pad[0] = pad[1] = pad[2] = pad[3] = v[0];
-    } else if (n == 2) {
-        pad[0] = pad[1] = v[0];
-        pad[2] = pad[3] = v[1];
-    } else if (n == 4) {
-        for (int i = 0; i < 4; i++)
-            pad[i] = v[i];
-    } else {
-        return false;
-    }
-    return pad[0] >= 0 && pad[1] >= 0 && pad[2] >= 0 && pad[3] >= 0;
-}
-
 /*
- * Conv geometry for op `op`: `big` is the conv2d view's input side (x of
- * conv2d, the output of a transposed conv), `small` its output side, `wt`
- * the weight. Checks that every shape agrees with the attributes.
+ * Geometry of a conv op from the kit (keel_kit_conv_geometry resolves the
+ * attributes as the core does) and cuBLAS's int range (NOT_SUPPORTED
+ * beyond it). The view of (x, weight, out) or, for the grads (`grad`),
+ * (x, weight, dout): a transposed conv's big side is its output (dout),
+ * its small side x.
  */
 keel_status conv_geo(const keel_kernel_args *a, const char *op,
-                     bool transpose, const keel_tensor_desc *big,
-                     const keel_tensor_desc *wt,
-                     const keel_tensor_desc *small, struct cgeo *g)
+                     bool transpose, bool grad, cgeo *g)
 {
-    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    const char *algo = ck_attr_s(a, "padding_algorithm", "EXPLICIT");
-    const keel_tensor_desc *x = transpose ? small : big;
-    int64_t st[2], dil[2], pad[4], op_[2] = {0, 0}, k[2];
+    const keel_tensor_desc *x = &a->inputs[0], *wt = &a->inputs[1];
+    const keel_tensor_desc *y = grad ? &a->inputs[2] : &a->outputs[0];
+    keel_kit_msg m;
 
-    if (big->ndim != 4 || wt->ndim != 4 || small->ndim != 4)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: x, weight and the output must be 4-D", op);
-    k[0] = wt->shape[2];
-    k[1] = wt->shape[3];
-    g->g = ck_attr_i(a, "groups", 1);
-    if (!kpair(a, "stride", 1, ones, st) ||
-        !kpair(a, "dilation", 1, ones, dil) || !kpads(a, pad) ||
-        (transpose && !kpair(a, "output_padding", 0, zeros, op_)) ||
-        g->g < 1 || k[0] < 1 || k[1] < 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bad stride, dilation, padding, groups or kernel",
-                       op);
-    if (!strcmp(algo, "VALID")) {
-        pad[0] = pad[1] = pad[2] = pad[3] = 0;
-    } else if (!strcmp(algo, "SAME")) {
-        for (int i = 0; i < 2; i++) {
-            int64_t in = x->shape[2 + i], out = (in + st[i] - 1) / st[i];
-            int64_t tot = (out - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in;
-            tot = tot < 0 ? 0 : tot;
-            pad[2 * i] = tot / 2;
-            pad[2 * i + 1] = tot - tot / 2;
-        }
-    } else if (strcmp(algo, "EXPLICIT")) {
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: unknown padding_algorithm '%s'", op, algo);
-    }
-    g->n = big->shape[0];
-    g->c = big->shape[1];
-    g->h = big->shape[2];
-    g->w = big->shape[3];
-    g->o = small->shape[1];
-    g->oh = small->shape[2];
-    g->ow = small->shape[3];
-    g->kh = k[0];
-    g->kw = k[1];
-    g->sh = st[0];
-    g->sw = st[1];
-    g->dh = dil[0];
-    g->dw = dil[1];
-    g->pt = pad[0];
-    g->pl = pad[2];
-    g->cg = g->c / g->g;
-    g->og = g->o / g->g;
+    if (keel_kit_conv_geometry(a, transpose, transpose ? y : x, wt,
+                               transpose ? x : y, g, &m))
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s", m.text);
     g->ckk = g->cg * g->kh * g->kw;
     g->hw = g->h * g->w;
     g->ohw = g->oh * g->ow;
     g->direct_1x1 = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 &&
-                    !pad[0] && !pad[1] && !pad[2] && !pad[3];
-    if (small->shape[0] != g->n || g->c % g->g || g->o % g->g ||
-        wt->shape[0] != g->o || wt->shape[1] != g->cg)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: batch, channel or groups mismatch", op);
-    for (int i = 0; i < 2; i++) {
-        int64_t ek = (k[i] - 1) * dil[i] + 1, in = big->shape[2 + i];
-        int64_t out = small->shape[2 + i], want;
-        if (transpose)
-            want = (out - 1) * st[i] - pad[2 * i] - pad[2 * i + 1] + ek +
-                   op_[i];
-        else
-            want = in + pad[2 * i] + pad[2 * i + 1] >= ek
-                       ? (in + pad[2 * i] + pad[2 * i + 1] - ek) / st[i] + 1
-                       : -1;
-        if ((transpose ? in : out) != want || want < 1)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: spatial dims disagree with the attributes",
-                           op);
-    }
+                    !g->pad[0] && !g->pad[1] && !g->pad[2] && !g->pad[3];
     if (g->og > INT_MAX || g->ckk > INT_MAX || g->ohw > INT_MAX ||
         g->hw > INT_MAX)
         return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: a GEMM dim exceeds the cuBLAS int range", op);
-    return KEEL_STATUS_OK;
-}
-
-/* Inputs of one float dtype, outputs contiguous of that dtype. */
-keel_status same_float(const keel_kernel_args *a, const char *op)
-{
-    keel_dtype dt = a->inputs[0].dtype;
-
-    if (!ck_float_dtype(dt))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: needs floats, "
-                       "got %s", op, ck_dtype_name(dt));
-    for (int i = 0; i < a->num_inputs; i++)
-        if (a->inputs[i].dtype != dt)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: inputs must share one dtype", op);
+    /* Outputs are written as contiguous buffers. */
     for (int i = 0; i < a->num_outputs; i++)
-        if (a->outputs[i].dtype != dt || !ck_contig(&a->outputs[i]))
+        if (!ck_contig(&a->outputs[i]))
             return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: outputs must be contiguous %s", op,
-                           ck_dtype_name(dt));
+                           "%s: output %d must be contiguous", op, i);
     return KEEL_STATUS_OK;
-}
-
-bool bias_ok(const keel_tensor_desc *b, int64_t n)
-{
-    return b->ndim == 1 && b->shape[0] == n;
 }
 
 /* ---- device kernels: conv ------------------------------------------------ */
@@ -276,8 +155,8 @@ __global__ void im2col_kernel(const T *x, st4 xs, cgeo g, int64_t n0,
         int64_t j = r % g.kw, i = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
         int64_t n = q / g.ohw, p = q - n * g.ohw;
         int64_t oy = p / g.ow, ox = p - oy * g.ow;
-        int64_t iy = oy * g.sh - g.pt + i * g.dh;
-        int64_t ix = ox * g.sw - g.pl + j * g.dw;
+        int64_t iy = oy * g.sh - g.pad[0] + i * g.dh;
+        int64_t ix = ox * g.sw - g.pad[2] + j * g.dw;
         T v = ck_cv<T>(0.0f);
 
         if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
@@ -317,11 +196,11 @@ __global__ void col2im_kernel(const CT *col, int64_t ldc, cgeo g,
         A acc = 0;
 
         for (int64_t i = 0; i < g.kh; i++) {
-            int64_t oy = tap_out(iy, i, g.pt, g.dh, g.sh, g.oh);
+            int64_t oy = tap_out(iy, i, g.pad[0], g.dh, g.sh, g.oh);
             if (oy < 0)
                 continue;
             for (int64_t j = 0; j < g.kw; j++) {
-                int64_t ox = tap_out(ix, j, g.pl, g.dw, g.sw, g.ow);
+                int64_t ox = tap_out(ix, j, g.pad[2], g.dw, g.sw, g.ow);
                 if (ox < 0)
                     continue;
                 acc += (A)col[((ch * g.kh + i) * g.kw + j) * ldc +
@@ -523,7 +402,7 @@ keel_status prim_fwd(const struct ck_launch *l, const cgeo &g, keel_dtype dt,
         st = gemm_grid(l, dt, dt, false, false, g.og, g.ohw, g.ckk, w,
                        g.ckk, direct ? x + n0 * g.c * g.hw : col,
                        direct ? g.hw : ldb, bias != NULL, yc, g.ohw, nc,
-                       g.g, s);
+                       g.groups, s);
     }
     ck_scratch_free(l, colv);
     return st;
@@ -554,7 +433,7 @@ keel_status prim_bwd_data(const struct ck_launch *l, const cgeo &g,
                      g.ckk * ldc, g.ohw};
         st = gemm_grid(l, dt, acc_dt(dt), true, false, g.ckk, g.ohw, g.og,
                        w, g.ckk, dy + n0 * g.o * g.ohw, g.ohw, false, col,
-                       ldc, nc, g.g, s);
+                       ldc, nc, g.groups, s);
         if (!st)
             col2im_kernel<T, CT><<<grid_for(nc * g.c * g.hw), CK_BLOCK, 0,
                                    l->stream>>>(col, ldc, g, bias, bs,
@@ -602,7 +481,7 @@ keel_status prim_bwd_filter(const struct ck_launch *l, const cgeo &g,
         /* dw_g (og x ckk) += dyt_g (og x k) col_g^T (col_g: ckk x k). */
         st = ckl_gemm(l, dt, acc_dt(dt), false, true, g.og, g.ckk, k, dyt,
                       k, g.og * k, col, k, g.ckk * k, true, acc, g.ckk,
-                      g.og * g.ckk, g.g);
+                      g.og * g.ckk, g.groups);
     }
     if (!st && half)
         convert_kernel<T, CT><<<grid_for(nw), CK_BLOCK, 0, l->stream>>>(
@@ -663,16 +542,8 @@ keel_status k_conv2d(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "conv2d: needs 2 or 3 inputs and 1 output");
-    if ((st = same_float(a, "conv2d")) ||
-        (st = conv_geo(a, "conv2d", false, &a->inputs[0], &a->inputs[1],
-                       &a->outputs[0], &g)))
+    if ((st = conv_geo(a, "conv2d", false, false, &g)))
         return st;
-    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.o))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "conv2d: bias must be [%lld]", (long long)g.o);
     if (ck_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     CK_SWITCH_FLOAT(a->inputs[0].dtype, T, st = conv2d_run<T>(&l, a, g),
@@ -712,16 +583,8 @@ keel_status k_convt(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs 2 or 3 inputs and 1 output", op);
-    if ((st = same_float(a, op)) ||
-        (st = conv_geo(a, op, true, &a->outputs[0], &a->inputs[1],
-                       &a->inputs[0], &g)))
+    if ((st = conv_geo(a, op, true, false, &g)))
         return st;
-    if (a->num_inputs == 3 && !bias_ok(&a->inputs[2], g.c))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bias must be [%lld]", op, (long long)g.c);
     if (ck_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     CK_SWITCH_FLOAT(a->inputs[0].dtype, T, st = convt_run<T>(&l, a, g),
@@ -778,31 +641,13 @@ keel_status conv_grad(const keel_kernel_args *a, const char *op,
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, op, &l);
-    const keel_tensor_desc *x, *dout;
+    const keel_tensor_desc *x = &a->inputs[0];
     cgeo g;
 
     if (st)
         return st;
-    if (a->num_inputs != 3 || (a->num_outputs != 2 && a->num_outputs != 3))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs 3 inputs and 2 or 3 outputs", op);
-    x = &a->inputs[0];
-    dout = &a->inputs[2];
-    if ((st = same_float(a, op)) ||
-        (st = conv_geo(a, op, transpose, transpose ? dout : x,
-                       &a->inputs[1], transpose ? x : dout, &g)))
+    if ((st = conv_geo(a, op, transpose, true, &g)))
         return st;
-    for (int d = 0; d < 4; d++)
-        if (a->outputs[0].ndim != 4 || a->outputs[0].shape[d] != x->shape[d] ||
-            a->outputs[1].ndim != 4 ||
-            a->outputs[1].shape[d] != a->inputs[1].shape[d])
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: dx/dweight must match x/weight", op);
-    if (a->num_outputs == 3 &&
-        !bias_ok(&a->outputs[2], transpose ? g.c : g.o))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: dbias must be [%lld]", op,
-                       (long long)(transpose ? g.c : g.o));
     CK_SWITCH_FLOAT(x->dtype, T, st = grad_run<T>(&l, a, g, transpose),
                     return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                                    "%s: needs floats", op))
@@ -821,13 +666,18 @@ keel_status k_convt_grad(void *, const keel_kernel_args *a)
 
 /* ---- pooling ------------------------------------------------------------- */
 
-enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+/* The kit's kinds; max_pool2d_grad is POOL_MAX here, with its geometry
+ * from KEEL_KIT_POOL_INDEXED (planes only). */
+enum {
+    POOL_MAX = KEEL_KIT_POOL_MAX,
+    POOL_AVG = KEEL_KIT_POOL_AVG,
+    POOL_ADAPTIVE = KEEL_KIT_POOL_ADAPTIVE
+};
 
-struct pgeo {
+/* The kit's pooling geometry (keel/kit.h) and the kind; passed to the
+ * kernels by value. */
+struct pgeo : keel_kit_pool {
     int kind;
-    int64_t n, c, h, w, oh, ow;
-    int64_t kh, kw, sh, sw, pt, pb, pl, pr;
-    bool exclusive;
 };
 
 /* Window of output o along dim (0 rows, 1 columns): [*a, *b) inside the
@@ -838,7 +688,7 @@ __host__ __device__ inline void pool_win(const pgeo &g, int dim, int64_t o,
 {
     int64_t in = dim ? g.w : g.h, out = dim ? g.ow : g.oh;
     int64_t k = dim ? g.kw : g.kh, s = dim ? g.sw : g.sh;
-    int64_t p0 = dim ? g.pl : g.pt, p1 = dim ? g.pr : g.pb;
+    int64_t p0 = dim ? g.pad[2] : g.pad[0], p1 = dim ? g.pad[3] : g.pad[1];
     int64_t lo, hi;
 
     if (g.kind == POOL_ADAPTIVE) {
@@ -914,7 +764,7 @@ __device__ inline void pool_cand(const pgeo &g, int dim, int64_t i,
 {
     int64_t in = dim ? g.w : g.h, out = dim ? g.ow : g.oh;
     int64_t k = dim ? g.kw : g.kh, s = dim ? g.sw : g.sh;
-    int64_t p0 = dim ? g.pl : g.pt, a, b;
+    int64_t p0 = dim ? g.pad[2] : g.pad[0], a, b;
 
     if (g.kind == POOL_ADAPTIVE) {
         /* window o starts at floor(o * in / out) <= i and ends at
@@ -1037,54 +887,26 @@ __global__ void max_grad_kernel(const T *dout, st4 ds, const int64_t *idx,
     }
 }
 
-/* Pool geometry from attributes (max/avg) or output_size (adaptive), the
- * input x and the (forward) output o. */
+/* Pool geometry from the kit: attributes (max/avg) or output_size
+ * (adaptive), the input x and the forward output (or dout); `grad` for
+ * max_pool2d_grad's, which is the planes only. Outputs must be
+ * contiguous: the kernels write them so. */
 keel_status pool_geo(const keel_kernel_args *a, const char *op, int kind,
-                     const keel_tensor_desc *x, const keel_tensor_desc *o,
-                     pgeo *g)
+                     bool grad, const keel_tensor_desc *x,
+                     const keel_tensor_desc *o, pgeo *g)
 {
-    int64_t k[2] = {1, 1}, s[2] = {1, 1}, pad[4] = {0, 0, 0, 0};
-    bool ceil_mode = ck_attr_i(a, "ceil_mode", 0) != 0;
+    keel_kit_msg m;
 
-    if (x->ndim != 4 || o->ndim != 4 || o->shape[0] != x->shape[0] ||
-        o->shape[1] != x->shape[1])
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: x and the output must be 4-D with one N, C", op);
-    memset(g, 0, sizeof(*g));
+    if (keel_kit_pool_geometry(a, grad && kind == POOL_MAX
+                                      ? KEEL_KIT_POOL_INDEXED
+                                      : kind,
+                               x, o, g, &m))
+        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s", m.text);
     g->kind = kind;
-    g->n = x->shape[0];
-    g->c = x->shape[1];
-    g->h = x->shape[2];
-    g->w = x->shape[3];
-    g->oh = o->shape[2];
-    g->ow = o->shape[3];
-    g->exclusive = ck_attr_i(a, "exclusive", 1) != 0;
-    if (kind == POOL_ADAPTIVE)
-        return g->h > 0 && g->w > 0
-                   ? KEEL_STATUS_OK
-                   : ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                             "%s: empty input plane", op);
-    if (!kpair(a, "kernel_size", 1, NULL, k) || !kpair(a, "stride", 1, k, s) ||
-        !kpads(a, pad))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bad kernel_size, stride or padding", op);
-    g->kh = k[0];
-    g->kw = k[1];
-    g->sh = s[0];
-    g->sw = s[1];
-    g->pt = pad[0];
-    g->pb = pad[1];
-    g->pl = pad[2];
-    g->pr = pad[3];
-    for (int i = 0; i < 2; i++) {
-        int64_t span = x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - k[i];
-        int64_t want = span < 0 ? -1
-                                : (span + (ceil_mode ? s[i] - 1 : 0)) / s[i] +
-                                      1;
-        if (o->shape[2 + i] != want)
+    for (int i = 0; i < a->num_outputs; i++)
+        if (!ck_contig(&a->outputs[i]))
             return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: output dims disagree with the attributes", op);
-    }
+                           "%s: output %d must be contiguous", op, i);
     return KEEL_STATUS_OK;
 }
 
@@ -1099,24 +921,11 @@ keel_status pool_fwd(const keel_kernel_args *a, const char *op, int kind)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, op, 1, nout)))
-        return st;
     x = &a->inputs[0];
     o = &a->outputs[0];
-    if (!ck_float_dtype(x->dtype) || o->dtype != x->dtype || !ck_contig(o))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output must be contiguous %s", op,
-                       ck_dtype_name(x->dtype));
-    if (nout == 2) {
-        const keel_tensor_desc *i = &a->outputs[1];
-        if (i->dtype != KEEL_I64 || !ck_contig(i) ||
-            ck_numel(i) != ck_numel(o))
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: indices must be contiguous int64 like out",
-                           op);
-        idx = (int64_t *)(uintptr_t)i->data;
-    }
-    if ((st = pool_geo(a, op, kind, x, o, &g)))
+    if (nout == 2)
+        idx = (int64_t *)(uintptr_t)a->outputs[1].data;
+    if ((st = pool_geo(a, op, kind, false, x, o, &g)))
         return st;
     int64_t total = ck_numel(o);
     if (total == 0)
@@ -1185,39 +994,11 @@ keel_status pool_grad(const keel_kernel_args *a, const char *op, int kind)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, op, nin, 1)))
-        return st;
     x = &a->inputs[0];
     dout = &a->inputs[nin - 1];
     od = &a->outputs[0];
-    if (!ck_float_dtype(x->dtype) || dout->dtype != x->dtype ||
-        od->dtype != x->dtype || !ck_contig(od) ||
-        ck_numel(od) != ck_numel(x))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: dx must be contiguous like x; dout of x's dtype",
-                       op);
-    if (kind == POOL_MAX) {
-        const keel_tensor_desc *i = &a->inputs[1];
-        if (x->ndim != 4 || dout->ndim != 4 || i->dtype != KEEL_I64 ||
-            i->ndim != 4)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: needs 4-D x, int64 indices and dout", op);
-        for (int d = 0; d < 4; d++)
-            if (i->shape[d] != dout->shape[d] ||
-                (d < 2 && dout->shape[d] != x->shape[d]))
-                return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                               "%s: indices/dout shapes disagree", op);
-        memset(&g, 0, sizeof(g));
-        g.kind = POOL_MAX;
-        g.n = x->shape[0];
-        g.c = x->shape[1];
-        g.h = x->shape[2];
-        g.w = x->shape[3];
-        g.oh = dout->shape[2];
-        g.ow = dout->shape[3];
-    } else if ((st = pool_geo(a, op, kind, x, dout, &g))) {
+    if ((st = pool_geo(a, op, kind, true, x, dout, &g)))
         return st;
-    }
     int64_t total = ck_numel(od);
     if (total == 0)
         return KEEL_STATUS_OK;
