@@ -281,6 +281,49 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
 
 /* ---- linalg family (rules_linalg.c) ------------------------------------------ */
 
+/**
+ * matmul and linear as one batched GEMM problem, in elements:
+ *
+ *   out[b] (M x N, contiguous) = X[b] (M x K) * Y[b] (K x N) (+ bias row)
+ *
+ * for b over the batch shape bshape[nb] (batches in all), X[b] at
+ * offset sum_d b_d * xbs[d] with row/column strides xrs/xcs, Y[b] likewise
+ * (ybs[d] is 0 along a broadcast batch dim, and always for linear's
+ * weight). matmul's descriptors arrive resolved, so X and Y are its x and
+ * y as given; linear reads x [d0, .., dn-2, in] as batches d0.. of
+ * dn-2 x in rows (a 1-D x is one row) and weight [in, out] as Y.
+ */
+typedef struct keel_kit_matmul {
+    int nb;
+    int64_t bshape[KEEL_MAX_DIMS];
+    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS];
+    int64_t batches, M, N, K;
+    int64_t xrs, xcs, yrs, ycs;
+    bool has_bias; /* linear with a bias [N] ...    */
+    int64_t bs;    /* ... of this element stride    */
+} keel_kit_matmul;
+
+/** The GEMM plan of launch `a` of KEEL_OP_MATMUL or KEEL_OP_LINEAR;
+ *  validates as keel_kit_check does. */
+keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
+                                 keel_kit_matmul *p, keel_kit_msg *msg);
+
+/** When Y is shared by every batch and X's batch dims continue its rows
+ *  (a contiguous x, say), fold the batches into M: one tall GEMM. Leaves
+ *  the plan alone otherwise. */
+void keel_kit_matmul_merge_batches(keel_kit_matmul *p);
+
+/** How a BLAS can read a matrix: row-major, column-major, or neither. */
+enum { KEEL_KIT_MAT_ROW = 0, KEEL_KIT_MAT_COL = 1, KEEL_KIT_MAT_STRIDED = 2 };
+
+/** Layout of a rows x cols matrix with element strides (rs, cs): ROW when
+ *  columns are unit-stride (leading dim *ld = rs), COL when rows are (the
+ *  transpose of a row-major matrix, *ld = cs), with size-1 dims free;
+ *  STRIDED when neither fits or *ld would exceed max_ld (a BLAS's int
+ *  range): such a matrix must be packed first. */
+int keel_kit_mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                        int64_t max_ld, int64_t *ld);
+
 /* (end of linalg family) */
 
 /* ---- conv family (rules_conv.c) ------------------------------------------------ */
