@@ -22,8 +22,9 @@
  *
  * Beside the check, the kit holds the helpers kernels keep needing:
  * attribute look-up with catalog defaults, descriptor predicates, the conv
- * and pool geometry, float16/bfloat16 conversion, and a dense/strided
- * iteration plan. The Philox reference stays in philox.h.
+ * and pool geometry, the batched-GEMM plan of matmul and linear, the
+ * normalisations' geometry, float16/bfloat16 conversion, and a
+ * dense/strided iteration plan. The Philox reference stays in philox.h.
  *
  * Use: link libkeel-kit (static, C11, no dependencies beyond libc and
  * libm):  cc $(pkg-config --cflags --libs keel-kit) ...
@@ -331,6 +332,40 @@ int keel_kit_mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
 /* (end of conv family) */
 
 /* ---- nn family (rules_nn.c) ---------------------------------------------------- */
+
+/** reduction attribute of the losses ("mean" when absent). */
+enum { KEEL_KIT_RED_NONE = 0, KEEL_KIT_RED_MEAN = 1, KEEL_KIT_RED_SUM = 2 };
+/** KEEL_KIT_RED_* of the launch's `reduction`, or -1 for an unknown one. */
+int keel_kit_reduction(const keel_kernel_args *a);
+
+/**
+ * Geometry of a normalisation launch (batch_norm, layer_norm, group_norm
+ * and their grads): where each input is (an absent optional input moves
+ * the later ones up) and how x splits into `outer` independent sets of
+ * `inner` elements that are normalised together:
+ *
+ *   layer_norm  outer = prod(x.shape[:axis]) rows, inner = prod(x.shape[axis:])
+ *   group_norm  outer = N * groups, inner = C / groups * spatial
+ *   batch_norm  outer = C channels, inner = N * spatial
+ *
+ * with spatial = prod(x.shape[2:]) for the NC[HW] ops.
+ */
+typedef struct keel_kit_norm {
+    int axis;        /* layer_norm: begin_norm_axis resolved; else 1 */
+    int64_t outer, inner;
+    int64_t n, c, groups, spatial; /* NC[HW] ops (0 for layer_norm);
+                                      groups is 1 for batch_norm */
+    int64_t params;  /* elements of scale, bias, dscale, dbias */
+    /* Input indices, -1 when absent: scale, bias (forward ops), the two
+     * statistics (running_mean/running_var of batch_norm; mean/invstd or
+     * saved_mean/saved_invstd of the grads) and dy (grads). */
+    int scale, bias, stat[2], dy;
+} keel_kit_norm;
+
+/** The geometry of launch `a` of normalisation op `op`; validates as
+ *  keel_kit_check does (INVALID_ARGUMENT for any other op). */
+keel_status keel_kit_norm_geometry(int op, const keel_kernel_args *a,
+                                   keel_kit_norm *g, keel_kit_msg *msg);
 
 /* (end of nn family) */
 
