@@ -22,8 +22,9 @@
  *
  * Beside the check, the kit holds the helpers kernels keep needing:
  * attribute look-up with catalog defaults, descriptor predicates, the conv
- * and pool geometry, float16/bfloat16 conversion, and a dense/strided
- * iteration plan. The Philox reference stays in philox.h.
+ * and pool geometry, the batched-GEMM plan of matmul and linear, the
+ * normalisations' geometry, float16/bfloat16 conversion, and a
+ * dense/strided iteration plan. The Philox reference stays in philox.h.
  *
  * Use: link libkeel-kit (static, C11, no dependencies beyond libc and
  * libm):  cc $(pkg-config --cflags --libs keel-kit) ...
@@ -310,6 +311,49 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
 
 /* ---- linalg family (rules_linalg.c) ------------------------------------------ */
 
+/**
+ * matmul and linear as one batched GEMM problem, in elements:
+ *
+ *   out[b] (M x N, contiguous) = X[b] (M x K) * Y[b] (K x N) (+ bias row)
+ *
+ * for b over the batch shape bshape[nb] (batches in all), X[b] at
+ * offset sum_d b_d * xbs[d] with row/column strides xrs/xcs, Y[b] likewise
+ * (ybs[d] is 0 along a broadcast batch dim, and always for linear's
+ * weight). matmul's descriptors arrive resolved, so X and Y are its x and
+ * y as given; linear reads x [d0, .., dn-2, in] as batches d0.. of
+ * dn-2 x in rows (a 1-D x is one row) and weight [in, out] as Y.
+ */
+typedef struct keel_kit_matmul {
+    int nb;
+    int64_t bshape[KEEL_MAX_DIMS];
+    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS];
+    int64_t batches, M, N, K;
+    int64_t xrs, xcs, yrs, ycs;
+    bool has_bias; /* linear with a bias [N] ...    */
+    int64_t bs;    /* ... of this element stride    */
+} keel_kit_matmul;
+
+/** The GEMM plan of launch `a` of KEEL_OP_MATMUL or KEEL_OP_LINEAR;
+ *  validates as keel_kit_check does. */
+keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
+                                 keel_kit_matmul *p, keel_kit_msg *msg);
+
+/** When Y is shared by every batch and X's batch dims continue its rows
+ *  (a contiguous x, say), fold the batches into M: one tall GEMM. Leaves
+ *  the plan alone otherwise. */
+void keel_kit_matmul_merge_batches(keel_kit_matmul *p);
+
+/** How a BLAS can read a matrix: row-major, column-major, or neither. */
+enum { KEEL_KIT_MAT_ROW = 0, KEEL_KIT_MAT_COL = 1, KEEL_KIT_MAT_STRIDED = 2 };
+
+/** Layout of a rows x cols matrix with element strides (rs, cs): ROW when
+ *  columns are unit-stride (leading dim *ld = rs), COL when rows are (the
+ *  transpose of a row-major matrix, *ld = cs), with size-1 dims free;
+ *  STRIDED when neither fits or *ld would exceed max_ld (a BLAS's int
+ *  range): such a matrix must be packed first. */
+int keel_kit_mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                        int64_t max_ld, int64_t *ld);
+
 /* (end of linalg family) */
 
 /* ---- conv family (rules_conv.c) ------------------------------------------------ */
@@ -323,6 +367,40 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
 /* (end of conv family) */
 
 /* ---- nn family (rules_nn.c) ---------------------------------------------------- */
+
+/** reduction attribute of the losses ("mean" when absent). */
+enum { KEEL_KIT_RED_NONE = 0, KEEL_KIT_RED_MEAN = 1, KEEL_KIT_RED_SUM = 2 };
+/** KEEL_KIT_RED_* of the launch's `reduction`, or -1 for an unknown one. */
+int keel_kit_reduction(const keel_kernel_args *a);
+
+/**
+ * Geometry of a normalisation launch (batch_norm, layer_norm, group_norm
+ * and their grads): where each input is (an absent optional input moves
+ * the later ones up) and how x splits into `outer` independent sets of
+ * `inner` elements that are normalised together:
+ *
+ *   layer_norm  outer = prod(x.shape[:axis]) rows, inner = prod(x.shape[axis:])
+ *   group_norm  outer = N * groups, inner = C / groups * spatial
+ *   batch_norm  outer = C channels, inner = N * spatial
+ *
+ * with spatial = prod(x.shape[2:]) for the NC[HW] ops.
+ */
+typedef struct keel_kit_norm {
+    int axis;        /* layer_norm: begin_norm_axis resolved; else 1 */
+    int64_t outer, inner;
+    int64_t n, c, groups, spatial; /* NC[HW] ops (0 for layer_norm);
+                                      groups is 1 for batch_norm */
+    int64_t params;  /* elements of scale, bias, dscale, dbias */
+    /* Input indices, -1 when absent: scale, bias (forward ops), the two
+     * statistics (running_mean/running_var of batch_norm; mean/invstd or
+     * saved_mean/saved_invstd of the grads) and dy (grads). */
+    int scale, bias, stat[2], dy;
+} keel_kit_norm;
+
+/** The geometry of launch `a` of normalisation op `op`; validates as
+ *  keel_kit_check does (INVALID_ARGUMENT for any other op). */
+keel_status keel_kit_norm_geometry(int op, const keel_kernel_args *a,
+                                   keel_kit_norm *g, keel_kit_msg *msg);
 
 /* (end of nn family) */
 

@@ -78,63 +78,11 @@ void *cpu_workspace(size_t bytes)
 /* ---- the problem --------------------------------------------------------- */
 
 struct mm {
+    keel_kit_matmul g; /* shapes and element strides (keel/kit.h) */
     keel_dtype dt;
-    int nb; /* batch dims */
-    int64_t bshape[KEEL_MAX_DIMS];
-    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS]; /* batch strides */
-    int64_t batches, M, N, K;
     const char *x, *y, *bias;
-    int64_t xrs, xcs, yrs, ycs, bs; /* element strides */
     char *out;
 };
-
-enum { LAY_ROW, LAY_COL, LAY_PACK };
-
-/* How BLAS can read a rows x cols matrix with strides (rs, cs). */
-static int mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
-                      int64_t *ld)
-{
-    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
-
-    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= c1)) {
-        *ld = rows <= 1 ? c1 : rs;
-        return *ld <= INT_MAX ? LAY_ROW : LAY_PACK;
-    }
-    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= r1)) {
-        *ld = cols <= 1 ? r1 : cs;
-        return *ld <= INT_MAX ? LAY_COL : LAY_PACK;
-    }
-    return LAY_PACK;
-}
-
-/* Merge the batch dims into M when B is shared by every batch and x's
- * batch dims continue its row dimension. */
-static void mm_merge_batches(struct mm *p)
-{
-    int64_t expect = p->M * p->xrs;
-
-    if (p->nb == 0 || p->batches <= 1 || p->M == 0)
-        return;
-    for (int d = 0; d < p->nb; d++)
-        if (p->bshape[d] != 1 && p->ybs[d] != 0)
-            return;
-    if (p->M == 1)
-        expect = -1; /* any stride works for one row: take the first */
-    for (int d = p->nb - 1; d >= 0; d--) {
-        if (p->bshape[d] == 1)
-            continue;
-        if (expect == -1) {
-            p->xrs = p->xbs[d];
-            expect = p->xbs[d];
-        } else if (p->xbs[d] != expect) {
-            return;
-        }
-        expect *= p->bshape[d];
-    }
-    p->M *= p->batches;
-    p->batches = 1;
-    p->nb = 0;
-}
 
 /* ---- element conversion -------------------------------------------------- */
 
@@ -262,12 +210,16 @@ static void mm_plan_make(const struct mm *p, struct mm_plan *pl)
 {
     pl->half = p->dt == KEEL_F16 || p->dt == KEEL_BF16;
     pl->es = p->dt == KEEL_F64 ? sizeof(double) : sizeof(float);
-    pl->lay_a = mat_layout(p->M, p->K, p->xrs, p->xcs, &pl->lda);
-    pl->lay_b = mat_layout(p->K, p->N, p->yrs, p->ycs, &pl->ldb);
-    pl->ws_a = (pl->half || pl->lay_a == LAY_PACK) ? p->M * p->K : 0;
-    pl->ws_b = (pl->half || pl->lay_b == LAY_PACK) ? p->K * p->N : 0;
-    pl->ws_c = pl->half ? p->M * p->N : 0;
-    pl->ws_bias = p->bias && (pl->half || p->bs != 1) ? p->N : 0;
+    pl->lay_a = keel_kit_mat_layout(p->g.M, p->g.K, p->g.xrs, p->g.xcs,
+                                    INT_MAX, &pl->lda);
+    pl->lay_b = keel_kit_mat_layout(p->g.K, p->g.N, p->g.yrs, p->g.ycs,
+                                    INT_MAX, &pl->ldb);
+    pl->ws_a = pl->half || pl->lay_a == KEEL_KIT_MAT_STRIDED ? p->g.M * p->g.K
+                                                             : 0;
+    pl->ws_b = pl->half || pl->lay_b == KEEL_KIT_MAT_STRIDED ? p->g.K * p->g.N
+                                                             : 0;
+    pl->ws_c = pl->half ? p->g.M * p->g.N : 0;
+    pl->ws_bias = p->bias && (pl->half || p->g.bs != 1) ? p->g.N : 0;
 }
 
 /* Make a BLAS operand from a strided matrix, converting/packing into ws
@@ -279,13 +231,13 @@ static struct bop mm_operand(const char *src, keel_dtype dt, int lay,
 {
     struct bop o;
 
-    if (!half && lay != LAY_PACK) {
+    if (!half && lay != KEEL_KIT_MAT_STRIDED) {
         o.p = src;
-        o.trans = lay == LAY_COL;
+        o.trans = lay == KEEL_KIT_MAT_COL;
         o.ld = ld;
         return o;
     }
-    if (lay == LAY_COL) {
+    if (lay == KEEL_KIT_MAT_COL) {
         pack_rows(ws, src, dt, cols, rows, cs, rs);
         o.trans = true;
         o.ld = rows > 1 ? rows : 1;
@@ -312,17 +264,17 @@ static void mm_one(const struct mm_run *r, int64_t b, char *ws)
     const struct mm *p = r->p;
     const struct mm_plan *pl = r->pl;
     int64_t es = keel_dtype_size(p->dt), offx = 0, offy = 0, rem = b;
-    int64_t M = p->M, N = p->N, K = p->K;
+    int64_t M = p->g.M, N = p->g.N, K = p->g.K;
     char *wa = ws, *wb = wa + pl->ws_a * pl->es, *wc = wb + pl->ws_b * pl->es;
     char *c = pl->half ? wc : p->out + b * M * N * es;
     struct bop A, B;
     double beta = 0;
 
-    for (int d = p->nb - 1; d >= 0; d--) {
-        int64_t i = rem % p->bshape[d];
-        rem /= p->bshape[d];
-        offx += i * p->xbs[d];
-        offy += i * p->ybs[d];
+    for (int d = p->g.nb - 1; d >= 0; d--) {
+        int64_t i = rem % p->g.bshape[d];
+        rem /= p->g.bshape[d];
+        offx += i * p->g.xbs[d];
+        offy += i * p->g.ybs[d];
     }
     if (r->bias) {
         for (int64_t m = 0; m < M; m++)
@@ -333,9 +285,9 @@ static void mm_one(const struct mm_run *r, int64_t b, char *ws)
     }
     if (K > 0) {
         A = mm_operand(p->x + offx * es, p->dt, pl->lay_a, pl->lda, M, K,
-                       p->xrs, p->xcs, pl->half, wa);
+                       p->g.xrs, p->g.xcs, pl->half, wa);
         B = mm_operand(p->y + offy * es, p->dt, pl->lay_b, pl->ldb, K, N,
-                       p->yrs, p->ycs, pl->half, wb);
+                       p->g.yrs, p->g.ycs, pl->half, wb);
         if (p->dt == KEEL_F64)
             cpu_blas.dgemm(CblasRowMajor, A.trans ? CblasTrans : CblasNoTrans,
                            B.trans ? CblasTrans : CblasNoTrans, (int)M,
@@ -354,7 +306,7 @@ static void mm_one(const struct mm_run *r, int64_t b, char *ws)
 static void mm_slot(void *ctx, int64_t s0, int64_t s1)
 {
     const struct mm_run *r = ctx;
-    int64_t B = r->p->batches;
+    int64_t B = r->p->g.batches;
 
     for (int64_t s = s0; s < s1; s++) {
         int64_t b0 = B * s / r->slots, b1 = B * (s + 1) / r->slots;
@@ -368,24 +320,24 @@ static void mm_direct(const struct mm *p)
 {
     int64_t es = keel_dtype_size(p->dt);
 
-    for (int64_t b = 0; b < p->batches; b++) {
+    for (int64_t b = 0; b < p->g.batches; b++) {
         int64_t offx = 0, offy = 0, rem = b;
-        for (int d = p->nb - 1; d >= 0; d--) {
-            int64_t i = rem % p->bshape[d];
-            rem /= p->bshape[d];
-            offx += i * p->xbs[d];
-            offy += i * p->ybs[d];
+        for (int d = p->g.nb - 1; d >= 0; d--) {
+            int64_t i = rem % p->g.bshape[d];
+            rem /= p->g.bshape[d];
+            offx += i * p->g.xbs[d];
+            offy += i * p->g.ybs[d];
         }
-        for (int64_t m = 0; m < p->M; m++)
-            for (int64_t n = 0; n < p->N; n++) {
-                double acc = p->bias ? kload(p->bias + n * p->bs * es, p->dt)
+        for (int64_t m = 0; m < p->g.M; m++)
+            for (int64_t n = 0; n < p->g.N; n++) {
+                const char *xr = p->x + (offx + m * p->g.xrs) * es;
+                const char *yc = p->y + (offy + n * p->g.ycs) * es;
+                double acc = p->bias ? kload(p->bias + n * p->g.bs * es, p->dt)
                                      : 0.0;
-                for (int64_t k = 0; k < p->K; k++)
-                    acc += kload(p->x + (offx + m * p->xrs + k * p->xcs) * es,
-                                 p->dt) *
-                           kload(p->y + (offy + k * p->yrs + n * p->ycs) * es,
-                                 p->dt);
-                kstore(p->out + ((b * p->M + m) * p->N + n) * es, p->dt,
+                for (int64_t k = 0; k < p->g.K; k++)
+                    acc += kload(xr + k * p->g.xcs * es, p->dt) *
+                           kload(yc + k * p->g.yrs * es, p->dt);
+                kstore(p->out + ((b * p->g.M + m) * p->g.N + n) * es, p->dt,
                        acc);
             }
     }
@@ -398,18 +350,18 @@ static void mm_exec(struct mm *p)
     size_t bias_bytes;
     char *ws;
 
-    if (p->batches == 0 || p->M == 0 || p->N == 0)
+    if (p->g.batches == 0 || p->g.M == 0 || p->g.N == 0)
         return;
-    mm_merge_batches(p);
+    keel_kit_matmul_merge_batches(&p->g);
     mm_plan_make(p, &pl);
     r.p = p;
     r.pl = &pl;
     r.slots = 1;
-    if (p->batches > 1 &&
-        cpu_blas_single((double)p->M * (double)p->N * (double)p->K)) {
+    if (p->g.batches > 1 &&
+        cpu_blas_single((double)p->g.M * (double)p->g.N * (double)p->g.K)) {
         r.slots = cpu_pool_threads();
-        if (r.slots > p->batches)
-            r.slots = p->batches;
+        if (r.slots > p->g.batches)
+            r.slots = p->g.batches;
     }
     r.slot_bytes = (size_t)(pl.ws_a + pl.ws_b + pl.ws_c) * pl.es;
     r.slot_bytes = (r.slot_bytes + 63) & ~(size_t)63;
@@ -422,173 +374,69 @@ static void mm_exec(struct mm *p)
     r.ws = ws + bias_bytes;
     r.bias = p->bias;
     if (pl.ws_bias) {
-        pack_rows(ws, p->bias, p->dt, 1, p->N, 0, p->bs);
+        pack_rows(ws, p->bias, p->dt, 1, p->g.N, 0, p->g.bs);
         r.bias = ws;
     }
     cpu_parallel_for(r.slots, 1, mm_slot, &r);
     free(ws);
 }
 
-/* ---- matmul -------------------------------------------------------------- */
+/* ---- matmul, linear ------------------------------------------------------ */
 
-static bool is_float_dt(keel_dtype dt)
+/* The kit checked the launch (keel/kit.h); what is left is the BLAS's int
+ * dims. linear's batches may fold into M, so its rows count in full, as
+ * do a matmul's when y is broadcast (then M grows the same way). */
+static keel_status blas_range(const keel_kernel_args *a, int op)
 {
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
+    keel_kit_matmul g;
+    keel_kit_msg m;
+    keel_status st = keel_kit_matmul_plan(op, a, &g, &m);
+    int64_t rows = op == KEEL_OP_LINEAR ? g.M * g.batches : g.M;
 
-static bool blas_dims_ok(int64_t M, int64_t N, int64_t K)
-{
-    return M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
+    if (st)
+        return cpu_err(st, "%s", m.text);
+    if (rows > INT_MAX || g.N > INT_MAX || g.K > INT_MAX)
+        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a matrix dim exceeds the BLAS int range",
+                       keel_kit_op_info(op)->name);
+    return KEEL_STATUS_OK;
 }
 
 static keel_status matmul_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *x, *y, *o;
-    int nd;
-    int64_t batches = 1;
+    return blas_range(a, KEEL_OP_MATMUL);
+}
 
-    if (a->num_inputs != 2 || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: needs 2 inputs and 1 output");
-    x = &a->inputs[0];
-    y = &a->inputs[1];
-    o = &a->outputs[0];
-    nd = x->ndim;
-    if (!is_float_dt(x->dtype) || y->dtype != x->dtype ||
-        o->dtype != x->dtype)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: x, y and out must share one float dtype");
-    if (nd < 2 || y->ndim != nd)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: the kernel takes x [B.., M, K] and y [B.., "
-                       "K, N] of one rank (the core resolves 1-D operands "
-                       "and broadcasting)");
-    for (int d = 0; d < nd - 2; d++) {
-        if (x->shape[d] != y->shape[d])
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "matmul: batch dim %d differs (%lld vs %lld)", d,
-                           (long long)x->shape[d], (long long)y->shape[d]);
-        batches *= x->shape[d];
-    }
-    if (x->shape[nd - 1] != y->shape[nd - 2])
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: inner dims differ (%lld vs %lld)",
-                       (long long)x->shape[nd - 1],
-                       (long long)y->shape[nd - 2]);
-    if (!kcontig(o) ||
-        knumel(o) != batches * x->shape[nd - 2] * y->shape[nd - 1])
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: the output must be contiguous with B*M*N "
-                       "elements");
-    if (!blas_dims_ok(x->shape[nd - 2], y->shape[nd - 1], x->shape[nd - 1]))
-        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "matmul: a matrix dim exceeds the BLAS int range");
-    return KEEL_STATUS_OK;
+static keel_status linear_check(const keel_kernel_args *a)
+{
+    return blas_range(a, KEEL_OP_LINEAR);
+}
+
+static void mm_impl(const struct kcall *k, int op)
+{
+    struct mm p;
+
+    memset(&p, 0, sizeof(p));
+    (void)keel_kit_matmul_plan(op, k->a, &p.g, NULL); /* checked above */
+    p.dt = k->a->inputs[0].dtype;
+    p.x = k->in[0];
+    p.y = k->in[1];
+    p.bias = p.g.has_bias ? k->in[2] : NULL;
+    p.out = k->out[0];
+    mm_exec(&p);
 }
 
 static void matmul_impl(const struct kcall *k)
 {
-    const keel_tensor_desc *x = &k->a->inputs[0], *y = &k->a->inputs[1];
-    int nd = x->ndim;
-    struct mm p;
+    mm_impl(k, KEEL_OP_MATMUL);
+}
 
-    memset(&p, 0, sizeof(p));
-    p.dt = x->dtype;
-    p.nb = nd - 2;
-    p.batches = 1;
-    for (int d = 0; d < p.nb; d++) {
-        p.bshape[d] = x->shape[d];
-        p.xbs[d] = x->strides[d];
-        p.ybs[d] = y->strides[d];
-        p.batches *= x->shape[d];
-    }
-    p.M = x->shape[nd - 2];
-    p.K = x->shape[nd - 1];
-    p.N = y->shape[nd - 1];
-    p.x = k->in[0];
-    p.y = k->in[1];
-    p.xrs = x->strides[nd - 2];
-    p.xcs = x->strides[nd - 1];
-    p.yrs = y->strides[nd - 2];
-    p.ycs = y->strides[nd - 1];
-    p.out = k->out[0];
-    mm_exec(&p);
+static void linear_impl(const struct kcall *k)
+{
+    mm_impl(k, KEEL_OP_LINEAR);
 }
 
 KERNEL(k_matmul, "matmul", matmul_impl, matmul_check)
-
-/* ---- linear -------------------------------------------------------------- */
-
-static keel_status linear_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x, *w, *o;
-    int64_t rows = 1;
-
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: needs 2 or 3 inputs and 1 output");
-    x = &a->inputs[0];
-    w = &a->inputs[1];
-    o = &a->outputs[0];
-    if (!is_float_dt(x->dtype) || w->dtype != x->dtype ||
-        o->dtype != x->dtype ||
-        (a->num_inputs == 3 && a->inputs[2].dtype != x->dtype))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: operands must share one float dtype");
-    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[0])
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: needs x [..., in] and weight [in, out]");
-    if (a->num_inputs == 3 &&
-        (a->inputs[2].ndim != 1 || a->inputs[2].shape[0] != w->shape[1]))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: bias must be [out]");
-    for (int d = 0; d < x->ndim - 1; d++)
-        rows *= x->shape[d];
-    if (!kcontig(o) || knumel(o) != rows * w->shape[1])
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: the output must be contiguous [..., out]");
-    if (!blas_dims_ok(rows, w->shape[1], w->shape[0]))
-        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "linear: a matrix dim exceeds the BLAS int range");
-    return KEEL_STATUS_OK;
-}
-
-/* x [d0, .., dn-2, in]: rows are dn-2, the dims before it are batches
- * (merged back into rows by mm_merge_batches when strides allow). */
-static void linear_impl(const struct kcall *k)
-{
-    const keel_tensor_desc *x = &k->a->inputs[0], *w = &k->a->inputs[1];
-    int nd = x->ndim;
-    struct mm p;
-
-    memset(&p, 0, sizeof(p));
-    p.dt = x->dtype;
-    p.batches = 1;
-    p.nb = nd >= 2 ? nd - 2 : 0;
-    for (int d = 0; d < p.nb; d++) {
-        p.bshape[d] = x->shape[d];
-        p.xbs[d] = x->strides[d];
-        p.ybs[d] = 0;
-        p.batches *= x->shape[d];
-    }
-    p.M = nd >= 2 ? x->shape[nd - 2] : 1;
-    p.xrs = nd >= 2 ? x->strides[nd - 2] : 0;
-    p.K = x->shape[nd - 1];
-    p.xcs = x->strides[nd - 1];
-    p.N = w->shape[1];
-    p.yrs = w->strides[0];
-    p.ycs = w->strides[1];
-    p.x = k->in[0];
-    p.y = k->in[1];
-    if (k->a->num_inputs == 3) {
-        p.bias = k->in[2];
-        p.bs = k->a->inputs[2].strides[0];
-    }
-    p.out = k->out[0];
-    mm_exec(&p);
-}
-
 KERNEL(k_linear, "linear", linear_impl, linear_check)
 
 const struct cpu_kernel_entry cpu_kernels_linalg[] = {

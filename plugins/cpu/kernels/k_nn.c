@@ -32,10 +32,13 @@
  * fixed number of parts that depends only on the size, so results do not
  * depend on the number of threads.
  *
- * Data-dependent validation (labels, ids and classes out of range) happens
- * in the kernels' check functions, before anything runs: they read the
- * index tensors on the host (waiting for the device's queued work first in
- * asynchronous mode) and name the first offending value and its position.
+ * Arguments are checked from the descriptors and attributes by the kernel
+ * kit (keel/kit.h) before a kernel runs; the norm geometry and the loss
+ * reduction come from it too. Data-dependent validation (labels, ids and
+ * classes out of range) happens in the kernels' check functions, before
+ * anything runs: they read the index tensors on the host (waiting for the
+ * device's queued work first in asynchronous mode) and name the first
+ * offending value and its position.
  * The impls still treat an index outside its range as ignored, so a
  * tensor changed behind the check's back cannot cause a stray access.
  */
@@ -79,18 +82,6 @@ static inline int64_t nn_min(int64_t a, int64_t b)
 static inline int64_t esz(keel_dtype dt)
 {
     return (int64_t)keel_dtype_size(dt);
-}
-
-static bool nn_is_float(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
-
-static bool nn_is_int(keel_dtype dt)
-{
-    return dt == KEEL_I8 || dt == KEEL_U8 || dt == KEEL_I32 ||
-           dt == KEEL_I64;
 }
 
 /*
@@ -402,27 +393,6 @@ static int64_t nn_grain(int64_t work_per_item)
 
 /* ---- checks -------------------------------------------------------------- */
 
-static bool same_dims(const keel_tensor_desc *a, const keel_tensor_desc *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
-static bool is_vec(const keel_tensor_desc *d, int64_t n)
-{
-    return d->ndim == 1 && d->shape[0] == n;
-}
-
-#define NN_NEED(cond, ...)                                                   \
-    do {                                                                     \
-        if (!(cond))                                                         \
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, __VA_ARGS__);       \
-    } while (0)
-
 /* Host view of input i for a data check, after queued work has run. */
 static struct vop nn_host_input(const keel_kernel_args *a, int i)
 {
@@ -503,8 +473,6 @@ static struct vop geo_row(void *p, keel_dtype dt, const struct ce_geo *g,
 
     return vop_at(&r, kv_off(&g->outer, o) + kv_off(&g->inner, i));
 }
-
-enum { RED_NONE, RED_MEAN, RED_SUM };
 
 struct ce_ctx {
     int64_t C, ns;          /* classes, samples */
@@ -612,24 +580,6 @@ static void vop_set1(const struct vop *o, int64_t i, double v)
     kstore(o->p + kv_off(&o->v, i) * esz(o->dt), o->dt, v);
 }
 
-static int nn_reduction(const keel_kernel_args *a)
-{
-    const char *r = kattr_s(a, "reduction", "mean");
-
-    if (!strcmp(r, "none"))
-        return RED_NONE;
-    return strcmp(r, "sum") ? RED_MEAN : RED_SUM;
-}
-
-static keel_status need_reduction(const keel_kernel_args *a, const char *op)
-{
-    const char *r = kattr_s(a, "reduction", "mean");
-
-    NN_NEED(!strcmp(r, "none") || !strcmp(r, "mean") || !strcmp(r, "sum"),
-            "%s: reduction must be none, mean or sum, got '%s'", op, r);
-    return KEEL_STATUS_OK;
-}
-
 /* ---- batch_norm ---------------------------------------------------------- */
 
 /* The walk over one channel of [N, C, ...]: dims 0, 2, 3, ... */
@@ -642,45 +592,6 @@ static struct kv bn_walk(const keel_tensor_desc *d)
     for (int i = 2; i < d->ndim; i++)
         kv_dim(&v, d->shape[i], d->strides[i]);
     return v;
-}
-
-/* Inputs (x, p1, p2, p3, p4[ = dy]) and outputs (y, [C], [C]). */
-static keel_status bn_check_common(const keel_kernel_args *a, const char *op,
-                                   bool grad)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-
-    NN_NEED(a->num_inputs == 5 && a->num_outputs == 3,
-            "%s: needs 5 inputs and 3 outputs", op);
-    NN_NEED(x->ndim >= 2 && nn_is_float(x->dtype) &&
-                same_dims(x, &a->outputs[0]) &&
-                a->outputs[0].dtype == x->dtype,
-            "%s: x must be a floating [N, C, ...] like output 0", op);
-    for (int i = 1; i < 5; i++) {
-        if (grad && i == 4)
-            NN_NEED(same_dims(&a->inputs[4], x) &&
-                        a->inputs[4].dtype == x->dtype,
-                    "%s: dy must match x", op);
-        else
-            NN_NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                        nn_is_float(a->inputs[i].dtype),
-                    "%s: input %d must be a floating [C] vector", op, i);
-    }
-    for (int i = 1; i < 3; i++)
-        NN_NEED(is_vec(&a->outputs[i], x->shape[1]) &&
-                    nn_is_float(a->outputs[i].dtype),
-                "%s: output %d must be a floating [C] vector", op, i);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status bn_check(const keel_kernel_args *a)
-{
-    return bn_check_common(a, "batch_norm", false);
-}
-
-static keel_status bng_check(const keel_kernel_args *a)
-{
-    return bn_check_common(a, "batch_norm_grad", true);
 }
 
 struct bn_ctx {
@@ -794,41 +705,19 @@ static void bng_impl(const struct kcall *k)
                      &c);
 }
 
-KERNEL(k_batch_norm, "batch_norm", bn_impl, bn_check)
-KERNEL(k_batch_norm_grad, "batch_norm_grad", bng_impl, bng_check)
+KERNEL(k_batch_norm, "batch_norm", bn_impl, NULL)
+KERNEL(k_batch_norm_grad, "batch_norm_grad", bng_impl, NULL)
 
 /* ---- layer_norm ---------------------------------------------------------- */
 
-static int ln_begin(const keel_kernel_args *a)
+/* Which input is which and how x splits (keel/kit.h). The launch was
+ * checked before the impl runs, so this cannot fail. */
+static keel_kit_norm nn_norm(const keel_kernel_args *a, int op)
 {
-    return kaxis(kattr_i(a, "begin_norm_axis", -1), a->inputs[0].ndim);
-}
+    keel_kit_norm g;
 
-/* scale/bias/dscale/dbias: N floating values. */
-static bool ln_vec_ok(const keel_tensor_desc *d, int64_t n)
-{
-    return knumel(d) == n && nn_is_float(d->dtype);
-}
-
-static keel_status ln_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int b;
-
-    NN_NEED(a->num_inputs >= 1 && a->num_inputs <= 3 && a->num_outputs == 3,
-            "layer_norm: needs 1 to 3 inputs and 3 outputs");
-    b = ln_begin(a);
-    NN_NEED(b >= 0 && nn_is_float(x->dtype) &&
-                same_dims(x, &a->outputs[0]) &&
-                a->outputs[0].dtype == x->dtype,
-            "layer_norm: bad x, output or begin_norm_axis");
-    for (int i = 1; i < a->num_inputs; i++)
-        NN_NEED(ln_vec_ok(&a->inputs[i], kv_dims(x, b, x->ndim).n),
-                "layer_norm: input %d must have the normalized size", i);
-    for (int i = 1; i < 3; i++)
-        NN_NEED(ln_vec_ok(&a->outputs[i], kv_dims(x, 0, b).n),
-                "layer_norm: output %d must have one value per row", i);
-    return KEEL_STATUS_OK;
+    (void)keel_kit_norm_geometry(op, a, &g, NULL);
+    return g;
 }
 
 struct ln_ctx {
@@ -862,7 +751,8 @@ static void ln_impl(const struct kcall *k)
 {
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0];
-    int b = ln_begin(a);
+    keel_kit_norm g = nn_norm(a, KEEL_OP_LAYER_NORM);
+    int b = g.axis;
     struct ln_ctx c;
 
     memset(&c, 0, sizeof(c));
@@ -870,54 +760,17 @@ static void ln_impl(const struct kcall *k)
     c.x = vop_of(k->in[0], x->dtype, kv_dims(x, b, x->ndim));
     c.N = c.x.v.n;
     c.y = vop_of(k->out[0], x->dtype, kv_line(c.N, 1));
-    c.has_s = a->num_inputs > 1;
-    c.has_b = a->num_inputs > 2;
+    c.has_s = g.scale >= 0;
+    c.has_b = g.bias >= 0;
     if (c.has_s)
-        c.s = vop_all(k->in[1], &a->inputs[1]);
+        c.s = vop_all(k->in[g.scale], &a->inputs[g.scale]);
     if (c.has_b)
-        c.b = vop_all(k->in[2], &a->inputs[2]);
+        c.b = vop_all(k->in[g.bias], &a->inputs[g.bias]);
     c.mean = vop_all(k->out[1], &a->outputs[1]);
     c.inv = vop_all(k->out[2], &a->outputs[2]);
     c.eps = kattr_f(a, "epsilon", 1e-5);
     c.dbl = x->dtype == KEEL_F64;
     cpu_parallel_for(c.lead.n, nn_grain(3 * c.N), ln_part, &c);
-}
-
-/* Inputs of the norm grads: (x, [scale], mean, invstd, dy). */
-static keel_status norm_grad_check(const keel_kernel_args *a, const char *op,
-                                   int64_t nstat, int64_t nparam)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int mi = a->num_inputs == 5 ? 2 : 1;
-
-    NN_NEED((a->num_inputs == 4 || a->num_inputs == 5) &&
-                a->num_outputs == 3,
-            "%s: needs 4 or 5 inputs and 3 outputs", op);
-    NN_NEED(nn_is_float(x->dtype) && same_dims(x, &a->outputs[0]) &&
-                same_dims(x, &a->inputs[a->num_inputs - 1]) &&
-                a->outputs[0].dtype == x->dtype &&
-                a->inputs[a->num_inputs - 1].dtype == x->dtype,
-            "%s: x, dy and dx must match", op);
-    NN_NEED(ln_vec_ok(&a->inputs[mi], nstat) &&
-                ln_vec_ok(&a->inputs[mi + 1], nstat),
-            "%s: mean and invstd need %lld values", op, (long long)nstat);
-    NN_NEED(mi == 1 || ln_vec_ok(&a->inputs[1], nparam),
-            "%s: scale needs %lld values", op, (long long)nparam);
-    NN_NEED(ln_vec_ok(&a->outputs[1], nparam) &&
-                ln_vec_ok(&a->outputs[2], nparam),
-            "%s: dscale and dbias need %lld values", op, (long long)nparam);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status lng_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int b = ln_begin(a);
-
-    NN_NEED(a->num_inputs >= 1 && b >= 0,
-            "layer_norm_grad: bad begin_norm_axis");
-    return norm_grad_check(a, "layer_norm_grad", kv_dims(x, 0, b).n,
-                           kv_dims(x, b, x->ndim).n);
 }
 
 static void lng_rows(void *ctx, int64_t b, int64_t e)
@@ -943,24 +796,24 @@ static void lng_impl(const struct kcall *k)
 {
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0], *dy;
-    int b = ln_begin(a), mi = a->num_inputs == 5 ? 2 : 1;
+    keel_kit_norm g = nn_norm(a, KEEL_OP_LAYER_NORM_GRAD);
+    int b = g.axis, mi = g.stat[0];
     struct lng_ctx c;
 
     memset(&c, 0, sizeof(c));
-    dy = &a->inputs[a->num_inputs - 1];
+    dy = &a->inputs[g.dy];
     c.lead_x = kv_dims(x, 0, b);
     c.lead_dy = kv_dims(dy, 0, b);
     c.x = vop_of(k->in[0], x->dtype, kv_dims(x, b, x->ndim));
-    c.dy = vop_of(k->in[a->num_inputs - 1], dy->dtype,
-                  kv_dims(dy, b, dy->ndim));
+    c.dy = vop_of(k->in[g.dy], dy->dtype, kv_dims(dy, b, dy->ndim));
     c.M = c.lead_x.n;
     c.N = c.x.v.n;
     c.dx = vop_of(k->out[0], x->dtype, kv_line(c.N, 1));
-    c.has_s = mi == 2;
+    c.has_s = g.scale >= 0;
     if (c.has_s)
-        c.s = vop_all(k->in[1], &a->inputs[1]);
+        c.s = vop_all(k->in[g.scale], &a->inputs[g.scale]);
     c.mean = vop_all(k->in[mi], &a->inputs[mi]);
-    c.inv = vop_all(k->in[mi + 1], &a->inputs[mi + 1]);
+    c.inv = vop_all(k->in[g.stat[1]], &a->inputs[g.stat[1]]);
     c.ds = vop_of(k->out[1], a->outputs[1].dtype, kv_line(c.N, 1));
     c.db = vop_of(k->out[2], a->outputs[2].dtype, kv_line(c.N, 1));
     c.dbl = x->dtype == KEEL_F64;
@@ -969,8 +822,8 @@ static void lng_impl(const struct kcall *k)
                      c.dbl ? lng_cols_d : lng_cols_f, &c);
 }
 
-KERNEL(k_layer_norm, "layer_norm", ln_impl, ln_check)
-KERNEL(k_layer_norm_grad, "layer_norm_grad", lng_impl, lng_check)
+KERNEL(k_layer_norm, "layer_norm", ln_impl, NULL)
+KERNEL(k_layer_norm_grad, "layer_norm_grad", lng_impl, NULL)
 
 /* ---- group_norm ---------------------------------------------------------- */
 
@@ -983,39 +836,6 @@ struct gn_ctx {
     double eps;
     bool has_s, has_b, dbl;
 };
-
-static keel_status gn_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int64_t g = kattr_i(a, "groups", 1);
-
-    NN_NEED(a->num_inputs >= 1 && a->num_inputs <= 3 && a->num_outputs == 3,
-            "group_norm: needs 1 to 3 inputs and 3 outputs");
-    NN_NEED(x->ndim >= 2 && nn_is_float(x->dtype) && g > 0 &&
-                x->shape[1] % g == 0 && same_dims(x, &a->outputs[0]) &&
-                a->outputs[0].dtype == x->dtype,
-            "group_norm: x must be [N, C, ...] with groups dividing C");
-    for (int i = 1; i < a->num_inputs; i++)
-        NN_NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                    nn_is_float(a->inputs[i].dtype),
-                "group_norm: input %d must be a floating [C] vector", i);
-    for (int i = 1; i < 3; i++)
-        NN_NEED(ln_vec_ok(&a->outputs[i], x->shape[0] * g),
-                "group_norm: output %d must be [N, groups]", i);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status gng_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int64_t g = kattr_i(a, "groups", 1);
-
-    NN_NEED(a->num_inputs >= 1 && x->ndim >= 2 && g > 0 &&
-                x->shape[1] % g == 0,
-            "group_norm_grad: x must be [N, C, ...] with groups dividing C");
-    return norm_grad_check(a, "group_norm_grad", x->shape[0] * g,
-                           x->shape[1]);
-}
 
 static void gn_setup(const struct kcall *k, struct gn_ctx *c)
 {
@@ -1139,91 +959,50 @@ static void gng_channels(void *ctx, int64_t b, int64_t e)
 static void gng_impl(const struct kcall *k)
 {
     const keel_kernel_args *a = k->a;
-    const keel_tensor_desc *dy = &a->inputs[a->num_inputs - 1];
-    int mi = a->num_inputs == 5 ? 2 : 1;
+    keel_kit_norm g = nn_norm(a, KEEL_OP_GROUP_NORM_GRAD);
+    const keel_tensor_desc *dy = &a->inputs[g.dy];
+    int mi = g.stat[0];
     struct gn_ctx c;
 
     gn_setup(k, &c);
-    c.dys = vop_of(k->in[a->num_inputs - 1], dy->dtype,
-                   kv_dims(dy, 2, dy->ndim));
+    c.dys = vop_of(k->in[g.dy], dy->dtype, kv_dims(dy, 2, dy->ndim));
     c.dys0 = dy->strides[0];
     c.dys1 = dy->strides[1];
-    c.has_s = mi == 2;
+    c.has_s = g.scale >= 0;
     if (c.has_s)
-        c.scale = vop_all(k->in[1], &a->inputs[1]);
+        c.scale = vop_all(k->in[g.scale], &a->inputs[g.scale]);
     c.mean = vop_all(k->in[mi], &a->inputs[mi]);
-    c.inv = vop_all(k->in[mi + 1], &a->inputs[mi + 1]);
+    c.inv = vop_all(k->in[g.stat[1]], &a->inputs[g.stat[1]]);
     cpu_parallel_for(c.N * c.G, nn_grain(4 * c.xg.v.n), gng_groups, &c);
     cpu_parallel_for(c.C, nn_grain(2 * c.N * c.xs.v.n), gng_channels, &c);
 }
 
-KERNEL(k_group_norm, "group_norm", gn_impl, gn_check)
-KERNEL(k_group_norm_grad, "group_norm_grad", gng_impl, gng_check)
+KERNEL(k_group_norm, "group_norm", gn_impl, NULL)
+KERNEL(k_group_norm_grad, "group_norm_grad", gng_impl, NULL)
 
 /* ---- cross_entropy ------------------------------------------------------- */
 
-/*
- * Shared checks: inputs (logits or softmax, label, [dloss,] [weight]);
- * hard labels are validated against [0, C) (ignore_index allowed).
- */
-static keel_status ce_check_common(const keel_kernel_args *a, const char *op,
-                                   bool grad)
+/* The kit checked the launch; hard label values are data: each in
+ * [0, C) or ignore_index. */
+static keel_status ce_check_labels(const keel_kernel_args *a, const char *op)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *l;
-    int wi = grad ? 3 : 2, axis;
-    int64_t C, ns;
-    bool soft = kattr_i(a, "soft_label", 0) != 0;
-    keel_status st;
+    const keel_tensor_desc *x = &a->inputs[0];
+    int axis = kaxis(kattr_i(a, "axis", -1), x->ndim);
 
-    NN_NEED(a->num_inputs >= wi && a->num_inputs <= wi + 1 &&
-                a->num_outputs == (grad ? 1 : 2),
-            "%s: wrong number of operands", op);
-    axis = kaxis(kattr_i(a, "axis", -1), x->ndim);
-    NN_NEED(axis >= 0 && nn_is_float(x->dtype) && x->shape[axis] > 0,
-            "%s: the input needs a non-empty class axis", op);
-    if ((st = need_reduction(a, op)))
-        return st;
-    C = x->shape[axis];
-    ns = knumel(x) / C;
-    l = &a->inputs[1];
-    if (soft)
-        NN_NEED(same_dims(l, x) && nn_is_float(l->dtype),
-                "%s: a soft label must be a floating tensor like the input",
-                op);
-    else
-        NN_NEED(knumel(l) == ns && nn_is_int(l->dtype),
-                "%s: a hard label needs one integer per sample", op);
-    NN_NEED(a->num_inputs == wi || (is_vec(&a->inputs[wi], C) &&
-                                    nn_is_float(a->inputs[wi].dtype)),
-            "%s: weight must be a floating [C] vector", op);
-    NN_NEED(same_dims(&a->outputs[grad ? 0 : 1], x) &&
-                a->outputs[grad ? 0 : 1].dtype == x->dtype,
-            "%s: output %d must have the input's shape", op, grad ? 0 : 1);
-    if (grad)
-        NN_NEED(nn_is_float(a->inputs[2].dtype) &&
-                    knumel(&a->inputs[2]) ==
-                        (nn_reduction(a) == RED_NONE ? ns : 1),
-                "%s: dloss must have the loss' size", op);
-    else
-        NN_NEED(nn_is_float(a->outputs[0].dtype) &&
-                    knumel(&a->outputs[0]) ==
-                        (nn_reduction(a) == RED_NONE ? ns : 1) &&
-                    kcontig(&a->outputs[0]),
-                "%s: the loss output has the wrong size", op);
-    if (!soft)
-        return nn_check_range(a, 1, 0, C, true,
-                              kattr_i(a, "ignore_index", -100), op, "label");
-    return KEEL_STATUS_OK;
+    if (kattr_i(a, "soft_label", 0))
+        return KEEL_STATUS_OK;
+    return nn_check_range(a, 1, 0, x->shape[axis], true,
+                          kattr_i(a, "ignore_index", -100), op, "label");
 }
 
 static keel_status ce_check(const keel_kernel_args *a)
 {
-    return ce_check_common(a, "cross_entropy", false);
+    return ce_check_labels(a, "cross_entropy");
 }
 
 static keel_status ceg_check(const keel_kernel_args *a)
 {
-    return ce_check_common(a, "cross_entropy_grad", true);
+    return ce_check_labels(a, "cross_entropy_grad");
 }
 
 static void ce_setup(const struct kcall *k, struct ce_ctx *c, bool grad)
@@ -1242,7 +1021,7 @@ static void ce_setup(const struct kcall *k, struct ce_ctx *c, bool grad)
     c->use_softmax = kattr_i(a, "use_softmax", 1) != 0;
     c->ignore = kattr_i(a, "ignore_index", -100);
     c->eps = kattr_f(a, "label_smoothing", 0);
-    c->red = nn_reduction(a);
+    c->red = keel_kit_reduction(a);
     c->dbl = x->dtype == KEEL_F64;
     if (c->soft) {
         c->lab = k->in[1];
@@ -1319,13 +1098,14 @@ static void ce_impl(const struct kcall *k)
     double tot[2];
 
     ce_setup(k, &c, false);
-    if (c.red == RED_NONE) {
+    if (c.red == KEEL_KIT_RED_NONE) {
         cpu_parallel_for(c.ns, nn_grain(3 * c.C), ce_none_part, &c);
         return;
     }
     nn_reduce(c.ns, 3 * c.C, ce_sum_part, &c, tot);
     kstore(c.loss, c.lossdt,
-           c.red == RED_SUM ? tot[0] : tot[0] / ce_mean_denom(&c, tot[1]));
+           c.red == KEEL_KIT_RED_SUM ? tot[0]
+                                     : tot[0] / ce_mean_denom(&c, tot[1]));
 }
 
 static void ce_wsum_part(const void *ctx, int64_t b, int64_t e,
@@ -1344,7 +1124,7 @@ static void ce_bwd_part(void *ctx, int64_t b, int64_t e)
 
     for (int64_t s = b; s < e; s++)
         NN_CALL(c->dbl, ce_bwd, c, s,
-                c->red == RED_NONE ? vop_get1(&c->dloss, s) : c->g);
+                c->red == KEEL_KIT_RED_NONE ? vop_get1(&c->dloss, s) : c->g);
 }
 
 static void ceg_impl(const struct kcall *k)
@@ -1353,9 +1133,9 @@ static void ceg_impl(const struct kcall *k)
     double tot[2];
 
     ce_setup(k, &c, true);
-    if (c.red != RED_NONE)
+    if (c.red != KEEL_KIT_RED_NONE)
         c.g = vop_get1(&c.dloss, 0);
-    if (c.red == RED_MEAN) {
+    if (c.red == KEEL_KIT_RED_MEAN) {
         nn_reduce(c.ns, c.soft ? c.C : 1, ce_wsum_part, &c, tot);
         c.g /= ce_mean_denom(&c, tot[0]);
     }
@@ -1366,42 +1146,6 @@ KERNEL(k_cross_entropy, "cross_entropy", ce_impl, ce_check)
 KERNEL(k_cross_entropy_grad, "cross_entropy_grad", ceg_impl, ceg_check)
 
 /* ---- mse_loss, bce_with_logits ------------------------------------------- */
-
-static keel_status loss_check_common(const keel_kernel_args *a, const char *op,
-                                     int max_in)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    keel_status st;
-
-    NN_NEED(a->num_inputs >= 2 && a->num_inputs <= max_in &&
-                a->num_outputs == 1,
-            "%s: wrong number of operands", op);
-    for (int i = 0; i < a->num_inputs; i++)
-        NN_NEED(same_dims(&a->inputs[i], x) &&
-                    nn_is_float(a->inputs[i].dtype),
-                "%s: input %d must be a floating tensor of the input's "
-                "shape",
-                op, i);
-    if ((st = need_reduction(a, op)))
-        return st;
-    NN_NEED(nn_is_float(a->outputs[0].dtype) &&
-                (nn_reduction(a) == RED_NONE
-                     ? same_dims(&a->outputs[0], x) &&
-                           kcontig(&a->outputs[0])
-                     : knumel(&a->outputs[0]) == 1),
-            "%s: the loss output has the wrong shape", op);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status mse_check(const keel_kernel_args *a)
-{
-    return loss_check_common(a, "mse_loss", 2);
-}
-
-static keel_status bce_check(const keel_kernel_args *a)
-{
-    return loss_check_common(a, "bce_with_logits", 3);
-}
 
 static void loss_run(const struct kcall *k, bool bce)
 {
@@ -1418,14 +1162,14 @@ static void loss_run(const struct kcall *k, bool bce)
     if (c.has_pw)
         c.pw = vop_all(k->in[2], &a->inputs[2]);
     c.dbl = a->inputs[0].dtype == KEEL_F64;
-    if (nn_reduction(a) == RED_NONE) {
+    if (keel_kit_reduction(a) == KEEL_KIT_RED_NONE) {
         c.out = vop_of(k->out[0], a->outputs[0].dtype, kv_line(n, 1));
         cpu_parallel_for(n, KGRAIN, c.dbl ? loss_none_d : loss_none_f, &c);
         return;
     }
     nn_reduce(n, 1, c.dbl ? loss_sum_d : loss_sum_f, &c, tot);
     kstore(k->out[0], a->outputs[0].dtype,
-           nn_reduction(a) == RED_SUM ? tot[0]
+           keel_kit_reduction(a) == KEEL_KIT_RED_SUM ? tot[0]
                                       : (n ? tot[0] / (double)n : NAN));
 }
 
@@ -1439,8 +1183,8 @@ static void bce_impl(const struct kcall *k)
     loss_run(k, true);
 }
 
-KERNEL(k_mse_loss, "mse_loss", mse_impl, mse_check)
-KERNEL(k_bce_with_logits, "bce_with_logits", bce_impl, bce_check)
+KERNEL(k_mse_loss, "mse_loss", mse_impl, NULL)
+KERNEL(k_bce_with_logits, "bce_with_logits", bce_impl, NULL)
 
 /* ---- nll_loss ------------------------------------------------------------ */
 
@@ -1529,32 +1273,14 @@ static void nll_sum_part(const void *ctx, int64_t b, int64_t e,
     }
 }
 
+/* The kit checked the launch; label values: [0, C) or ignore_index. */
 static keel_status nll_check(const keel_kernel_args *a)
 {
     const keel_tensor_desc *x = &a->inputs[0];
-    int64_t C;
-    keel_status st;
 
-    NN_NEED((a->num_inputs == 2 || a->num_inputs == 3) &&
-                a->num_outputs == 1 && x->ndim >= 1 &&
-                nn_is_float(x->dtype),
-            "nll_loss: needs (logp [N, C, ...], label[, weight]) and one "
-            "output");
-    if ((st = need_reduction(a, "nll_loss")))
-        return st;
-    C = x->shape[x->ndim == 1 ? 0 : 1];
-    NN_NEED(C > 0 && nn_is_int(a->inputs[1].dtype) &&
-                knumel(&a->inputs[1]) == knumel(x) / C,
-            "nll_loss: the label needs one integer per sample");
-    NN_NEED(a->num_inputs == 2 || (is_vec(&a->inputs[2], C) &&
-                                   nn_is_float(a->inputs[2].dtype)),
-            "nll_loss: weight must be a floating [C] vector");
-    NN_NEED(nn_is_float(a->outputs[0].dtype) && kcontig(&a->outputs[0]) &&
-                knumel(&a->outputs[0]) ==
-                    (nn_reduction(a) == RED_NONE ? knumel(x) / C : 1),
-            "nll_loss: the loss output has the wrong size");
-    return nn_check_range(a, 1, 0, C, true, kattr_i(a, "ignore_index", -100),
-                          "nll_loss", "label");
+    return nn_check_range(a, 1, 0, x->shape[x->ndim == 1 ? 0 : 1], true,
+                          kattr_i(a, "ignore_index", -100), "nll_loss",
+                          "label");
 }
 
 static void nll_impl(const struct kcall *k)
@@ -1588,13 +1314,13 @@ static void nll_impl(const struct kcall *k)
     c.ignore = kattr_i(a, "ignore_index", -100);
     c.out = k->out[0];
     c.odt = a->outputs[0].dtype;
-    if (nn_reduction(a) == RED_NONE) {
+    if (keel_kit_reduction(a) == KEEL_KIT_RED_NONE) {
         cpu_parallel_for(ns, KGRAIN / 8, nll_none_part, &c);
         return;
     }
     nn_reduce(ns, 8, nll_sum_part, &c, tot);
     kstore(c.out, c.odt,
-           nn_reduction(a) == RED_SUM
+           keel_kit_reduction(a) == KEEL_KIT_RED_SUM
                ? tot[0]
                : tot[0] / (tot[1] != 0 ? tot[1] : 1));
 }
@@ -1652,22 +1378,11 @@ static void emb_part(void *ctx, int64_t b, int64_t e)
     }
 }
 
+/* The kit checked the launch; ids must index the table's rows. */
 static keel_status emb_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *ids = &a->inputs[0], *w = &a->inputs[1],
-                           *o = &a->outputs[0];
-    bool ok;
-
-    NN_NEED(a->num_inputs == 2 && a->num_outputs == 1 &&
-                nn_is_int(ids->dtype) && w->ndim == 2 &&
-                nn_is_float(w->dtype) && o->dtype == w->dtype &&
-                o->ndim == ids->ndim + 1 && kcontig(o),
-            "embedding: needs (ids, table [V, D]) -> [ids..., D]");
-    ok = o->shape[ids->ndim] == w->shape[1];
-    for (int i = 0; ok && i < ids->ndim; i++)
-        ok = o->shape[i] == ids->shape[i];
-    NN_NEED(ok, "embedding: the output must be [ids..., D]");
-    return nn_check_range(a, 0, 0, w->shape[0], false, 0, "embedding", "id");
+    return nn_check_range(a, 0, 0, a->inputs[1].shape[0], false, 0,
+                          "embedding", "id");
 }
 
 static void emb_impl(const struct kcall *k)
@@ -1692,22 +1407,8 @@ static void emb_impl(const struct kcall *k)
 
 static keel_status embg_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *ids = &a->inputs[0], *dy = &a->inputs[1],
-                           *o = &a->outputs[0];
-    bool ok;
-
-    NN_NEED(a->num_inputs == 2 && a->num_outputs == 1 &&
-                nn_is_int(ids->dtype) && nn_is_float(dy->dtype) &&
-                dy->ndim == ids->ndim + 1 && o->ndim == 2 &&
-                o->dtype == dy->dtype && kcontig(o) &&
-                o->shape[1] == dy->shape[ids->ndim],
-            "embedding_grad: needs (ids, dout [ids..., D]) -> [V, D]");
-    ok = true;
-    for (int i = 0; ok && i < ids->ndim; i++)
-        ok = dy->shape[i] == ids->shape[i];
-    NN_NEED(ok, "embedding_grad: dout must be [ids..., D]");
-    return nn_check_range(a, 0, 0, o->shape[0], false, 0, "embedding_grad",
-                          "id");
+    return nn_check_range(a, 0, 0, a->outputs[0].shape[0], false, 0,
+                          "embedding_grad", "id");
 }
 
 /* Bucket the ids by row (a counting sort): rows then sum their own dout
@@ -1772,25 +1473,6 @@ KERNEL(k_embedding_grad, "embedding_grad", embg_impl, embg_check)
 
 /* ---- dropout ------------------------------------------------------------- */
 
-static keel_status drop_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    const char *mode = kattr_s(a, "mode", "upscale_in_train");
-    double p = kattr_f(a, "p", 0.5);
-
-    NN_NEED(a->num_inputs == 1 && a->num_outputs == 2 &&
-                nn_is_float(x->dtype) && same_dims(x, &a->outputs[0]) &&
-                a->outputs[0].dtype == x->dtype &&
-                kcontig(&a->outputs[0]) && same_dims(x, &a->outputs[1]) &&
-                a->outputs[1].dtype == KEEL_U8 && kcontig(&a->outputs[1]),
-            "dropout: needs x -> (out like x, uint8 mask like x)");
-    NN_NEED(p >= 0 && p <= 1, "dropout: p = %g is not in [0, 1]", p);
-    NN_NEED(!strcmp(mode, "upscale_in_train") ||
-                !strcmp(mode, "downscale_in_infer"),
-            "dropout: unknown mode '%s'", mode);
-    return KEEL_STATUS_OK;
-}
-
 static void drop_impl(const struct kcall *k)
 {
     const keel_kernel_args *a = k->a;
@@ -1815,7 +1497,7 @@ static void drop_impl(const struct kcall *k)
                      &c);
 }
 
-KERNEL(k_dropout, "dropout", drop_impl, drop_check)
+KERNEL(k_dropout, "dropout", drop_impl, NULL)
 
 /* ---- one_hot ------------------------------------------------------------- */
 
@@ -1840,22 +1522,13 @@ static void oh_part(void *ctx, int64_t b, int64_t e)
     }
 }
 
+/* The kit checked the launch; classes must be in [0, num_classes). */
 static keel_status oh_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    bool ok;
+    const keel_tensor_desc *o = &a->outputs[0];
 
-    NN_NEED(a->num_inputs == 1 && a->num_outputs == 1 &&
-                nn_is_int(x->dtype) && o->dtype == KEEL_F32 &&
-                o->ndim == x->ndim + 1 && kcontig(o) &&
-                o->shape[x->ndim] > 0,
-            "one_hot: needs an integer x -> float32 [x..., num_classes]");
-    ok = true;
-    for (int i = 0; ok && i < x->ndim; i++)
-        ok = o->shape[i] == x->shape[i];
-    NN_NEED(ok, "one_hot: the output must be [x..., num_classes]");
-    return nn_check_range(a, 0, 0, o->shape[x->ndim], false, 0, "one_hot",
-                          "class");
+    return nn_check_range(a, 0, 0, o->shape[o->ndim - 1], false, 0,
+                          "one_hot", "class");
 }
 
 static void oh_impl(const struct kcall *k)
@@ -1872,53 +1545,6 @@ static void oh_impl(const struct kcall *k)
 KERNEL(k_one_hot, "one_hot", oh_impl, oh_check)
 
 /* ---- optimizer updates --------------------------------------------------- */
-
-static keel_status opt_check_n(const keel_kernel_args *a, int nin,
-                               const char *op)
-{
-    const keel_tensor_desc *p = &a->inputs[0];
-
-    NN_NEED(a->num_inputs == nin && a->num_outputs == 0 &&
-                nn_is_float(p->dtype),
-            "%s: needs %d floating inputs and no outputs", op, nin);
-    for (int i = 1; i < nin; i++)
-        NN_NEED(same_dims(&a->inputs[i], p) &&
-                    (i == 1 ? nn_is_float(a->inputs[i].dtype)
-                            : a->inputs[i].dtype == p->dtype),
-                "%s: input %d must match the param", op, i);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status sgd_check(const keel_kernel_args *a)
-{
-    return opt_check_n(a, 2, "sgd_update");
-}
-
-static keel_status momentum_check(const keel_kernel_args *a)
-{
-    return opt_check_n(a, 3, "momentum_update");
-}
-
-static keel_status adam_check_n(const keel_kernel_args *a, const char *op)
-{
-    keel_status st = opt_check_n(a, 4, op);
-
-    if (st)
-        return st;
-    NN_NEED(kattr_f(a, "beta1_pow", 0) < 1 && kattr_f(a, "beta2_pow", 0) < 1,
-            "%s: beta1_pow and beta2_pow must be < 1", op);
-    return KEEL_STATUS_OK;
-}
-
-static keel_status adam_check(const keel_kernel_args *a)
-{
-    return adam_check_n(a, "adam_update");
-}
-
-static keel_status adamw_check(const keel_kernel_args *a)
-{
-    return adam_check_n(a, "adamw_update");
-}
 
 static void opt_run(const struct kcall *k, int kind)
 {
@@ -1971,10 +1597,10 @@ static void adamw_impl(const struct kcall *k)
     opt_run(k, OPT_ADAMW);
 }
 
-KERNEL(k_sgd_update, "sgd_update", sgd_impl, sgd_check)
-KERNEL(k_momentum_update, "momentum_update", momentum_impl, momentum_check)
-KERNEL(k_adam_update, "adam_update", adam_impl, adam_check)
-KERNEL(k_adamw_update, "adamw_update", adamw_impl, adamw_check)
+KERNEL(k_sgd_update, "sgd_update", sgd_impl, NULL)
+KERNEL(k_momentum_update, "momentum_update", momentum_impl, NULL)
+KERNEL(k_adam_update, "adam_update", adam_impl, NULL)
+KERNEL(k_adamw_update, "adamw_update", adamw_impl, NULL)
 
 const struct cpu_kernel_entry cpu_kernels_nn[] = {
     {"batch_norm", KEEL_DT_FLOAT, k_batch_norm},

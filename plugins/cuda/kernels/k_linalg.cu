@@ -274,34 +274,11 @@ void bias_rows(const struct ck_launch *l, size_t es, void *out,
 /* ---- the problem --------------------------------------------------------- */
 
 struct mm {
+    keel_kit_matmul g; /* shapes and element strides (keel/kit.h) */
     keel_dtype dt;
-    int nb; /* batch dims */
-    int64_t bshape[KEEL_MAX_DIMS];
-    int64_t xbs[KEEL_MAX_DIMS], ybs[KEEL_MAX_DIMS]; /* batch strides */
-    int64_t batches, M, N, K;
     const char *x, *y, *bias;
-    int64_t xrs, xcs, yrs, ycs, bs; /* element strides */
     char *out;
 };
-
-enum { LAY_ROW, LAY_COL, LAY_PACK };
-
-/* How cuBLAS can read a rows x cols matrix with strides (rs, cs). */
-int mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
-               int64_t *ld)
-{
-    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
-
-    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= c1)) {
-        *ld = rows <= 1 ? c1 : rs;
-        return *ld <= INT_MAX ? LAY_ROW : LAY_PACK;
-    }
-    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= r1)) {
-        *ld = cols <= 1 ? r1 : cs;
-        return *ld <= INT_MAX ? LAY_COL : LAY_PACK;
-    }
-    return LAY_PACK;
-}
 
 /* One batch stride for all batch dims (offset of batch b = b * *st), or
  * false. Size-1 dims do not count. */
@@ -310,45 +287,16 @@ bool batch_uniform(const struct mm *p, const int64_t *bst, int64_t *st)
     int64_t expect = -1;
 
     *st = 0;
-    for (int d = p->nb - 1; d >= 0; d--) {
-        if (p->bshape[d] == 1)
+    for (int d = p->g.nb - 1; d >= 0; d--) {
+        if (p->g.bshape[d] == 1)
             continue;
         if (expect == -1)
             *st = bst[d];
         else if (bst[d] != expect)
             return false;
-        expect = bst[d] * p->bshape[d];
+        expect = bst[d] * p->g.bshape[d];
     }
     return true;
-}
-
-/* Merge the batch dims into M when B is shared by every batch and x's
- * batch dims continue its row dimension. */
-void mm_merge_batches(struct mm *p)
-{
-    int64_t expect = p->M * p->xrs;
-
-    if (p->nb == 0 || p->batches <= 1 || p->M == 0)
-        return;
-    for (int d = 0; d < p->nb; d++)
-        if (p->bshape[d] != 1 && p->ybs[d] != 0)
-            return;
-    if (p->M == 1)
-        expect = -1; /* any stride works for one row: take the first */
-    for (int d = p->nb - 1; d >= 0; d--) {
-        if (p->bshape[d] == 1)
-            continue;
-        if (expect == -1) {
-            p->xrs = p->xbs[d];
-            expect = p->xbs[d];
-        } else if (p->xbs[d] != expect) {
-            return;
-        }
-        expect *= p->bshape[d];
-    }
-    p->M *= p->batches;
-    p->batches = 1;
-    p->nb = 0;
 }
 
 /* A cuBLAS-ready operand. */
@@ -368,21 +316,21 @@ keel_status pack_operand(const struct ck_launch *l, const struct mm *p,
     keel_tensor_desc sd, dd;
     const keel_tensor_desc *d[2] = {&dd, &sd};
     size_t es = keel_dtype_size(p->dt);
-    int64_t n = p->batches * rows * cols, acc = 1;
+    int64_t n = p->g.batches * rows * cols, acc = 1;
     keel_status st;
     void *buf;
 
     memset(&sd, 0, sizeof(sd));
     sd.dtype = p->dt;
-    sd.ndim = p->nb + 2;
-    for (int i = 0; i < p->nb; i++) {
-        sd.shape[i] = p->bshape[i];
+    sd.ndim = p->g.nb + 2;
+    for (int i = 0; i < p->g.nb; i++) {
+        sd.shape[i] = p->g.bshape[i];
         sd.strides[i] = bst[i];
     }
-    sd.shape[p->nb] = rows;
-    sd.strides[p->nb] = rs;
-    sd.shape[p->nb + 1] = cols;
-    sd.strides[p->nb + 1] = cs;
+    sd.shape[p->g.nb] = rows;
+    sd.strides[p->g.nb] = rs;
+    sd.shape[p->g.nb + 1] = cols;
+    sd.strides[p->g.nb + 1] = cs;
     sd.data = (keel_dptr)(uintptr_t)src;
     dd = sd;
     for (int i = dd.ndim - 1; i >= 0; i--) {
@@ -415,13 +363,13 @@ keel_status mm_operand(const struct ck_launch *l, const struct mm *p,
                        int64_t cols, int64_t rs, int64_t cs, struct bop *o)
 {
     int64_t ld, bstride = 0;
-    int lay = mat_layout(rows, cols, rs, cs, &ld);
+    int lay = keel_kit_mat_layout(rows, cols, rs, cs, INT_MAX, &ld);
 
     o->scratch = NULL;
-    if (lay == LAY_PACK || !batch_uniform(p, bst, &bstride))
+    if (lay == KEEL_KIT_MAT_STRIDED || !batch_uniform(p, bst, &bstride))
         return pack_operand(l, p, src, bst, rows, cols, rs, cs, o);
     o->p = src;
-    o->trans = lay == LAY_COL;
+    o->trans = lay == KEEL_KIT_MAT_COL;
     o->ld = ld;
     o->bstride = bstride;
     return KEEL_STATUS_OK;
@@ -433,35 +381,36 @@ keel_status mm_exec(const struct ck_launch *l, struct mm *p)
     struct bop A, B;
     keel_status st;
     bool acc = false;
+    const keel_kit_matmul *g = &p->g; /* merge_batches updates it */
 
-    if (p->batches == 0 || p->M == 0 || p->N == 0)
+    if (g->batches == 0 || g->M == 0 || g->N == 0)
         return ck_end(l);
-    mm_merge_batches(p);
+    keel_kit_matmul_merge_batches(&p->g);
     if (p->bias) {
-        bias_rows(l, es, p->out, p->bias, p->bs, p->N,
-                  p->batches * p->M * p->N);
+        bias_rows(l, es, p->out, p->bias, p->g.bs, p->g.N,
+                  p->g.batches * p->g.M * p->g.N);
         acc = true;
-    } else if (p->K == 0) {
+    } else if (p->g.K == 0) {
         st = ck_check(cudaMemsetAsync(p->out, 0,
-                                      (size_t)(p->batches * p->M * p->N) * es,
+                                      (size_t)(g->batches * g->M * g->N) * es,
                                       l->stream),
                       l, "cudaMemsetAsync");
         if (st)
             return st;
     }
-    if (p->K == 0)
+    if (p->g.K == 0)
         return ck_end(l);
-    st = mm_operand(l, p, p->x, p->xbs, p->M, p->K, p->xrs, p->xcs, &A);
+    st = mm_operand(l, p, p->x, g->xbs, g->M, g->K, g->xrs, g->xcs, &A);
     if (st)
         return st;
-    st = mm_operand(l, p, p->y, p->ybs, p->K, p->N, p->yrs, p->ycs, &B);
+    st = mm_operand(l, p, p->y, g->ybs, g->K, g->N, g->yrs, g->ycs, &B);
     if (st) {
         ck_scratch_free(l, A.scratch);
         return st;
     }
-    st = ckl_gemm(l, p->dt, p->dt, A.trans, B.trans, p->M, p->N, p->K,
+    st = ckl_gemm(l, p->dt, p->dt, A.trans, B.trans, p->g.M, p->g.N, p->g.K,
                   A.p, A.ld, A.bstride, B.p, B.ld, B.bstride, acc, p->out,
-                  p->N, p->M * p->N, p->batches);
+                  p->g.N, p->g.M * p->g.N, p->g.batches);
     ck_scratch_free(l, A.scratch);
     ck_scratch_free(l, B.scratch);
     if (st)
@@ -469,145 +418,44 @@ keel_status mm_exec(const struct ck_launch *l, struct mm *p)
     return ck_end(l);
 }
 
-/* ---- matmul -------------------------------------------------------------- */
+/* ---- matmul, linear ------------------------------------------------------ */
 
-keel_status k_matmul(void *, const keel_kernel_args *a)
+/* The kit checked the launch (keel/kit.h); what is left is cuBLAS's int
+ * dims. linear's batches may fold into M, so its rows count in full. */
+keel_status mm_run(const keel_kernel_args *a, int op)
 {
+    const char *name = keel_kit_op_info(op)->name;
     struct ck_launch l;
-    keel_status st = ck_begin(a, "matmul", &l);
-    const keel_tensor_desc *x, *y, *o;
-    int64_t batches = 1;
+    keel_status st = ck_begin(a, name, &l);
+    keel_kit_msg m;
     struct mm p;
-    int nd;
 
     if (st)
         return st;
-    if ((st = ck_arity(a, "matmul", 2, 1)))
-        return st;
-    x = &a->inputs[0];
-    y = &a->inputs[1];
-    o = &a->outputs[0];
-    nd = x->ndim;
-    if (!ck_float_dtype(x->dtype) || y->dtype != x->dtype ||
-        o->dtype != x->dtype)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: x, y and out must share one float dtype");
-    if (nd < 2 || nd > KEEL_MAX_DIMS || y->ndim != nd)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: the kernel takes x [B.., M, K] and y [B.., "
-                       "K, N] of one rank (the core resolves 1-D operands "
-                       "and broadcasting)");
-    for (int d = 0; d < nd - 2; d++) {
-        if (x->shape[d] != y->shape[d])
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "matmul: batch dim %d differs (%lld vs %lld)", d,
-                           (long long)x->shape[d], (long long)y->shape[d]);
-        batches *= x->shape[d];
-    }
-    if (x->shape[nd - 1] != y->shape[nd - 2])
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: inner dims differ (%lld vs %lld)",
-                       (long long)x->shape[nd - 1],
-                       (long long)y->shape[nd - 2]);
-    if (!ck_contig(o) ||
-        ck_numel(o) != batches * x->shape[nd - 2] * y->shape[nd - 1])
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "matmul: the output must be contiguous with B*M*N "
-                       "elements");
-    if (!fits_int(x->shape[nd - 2]) || !fits_int(y->shape[nd - 1]) ||
-        !fits_int(x->shape[nd - 1]))
-        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
-                       "matmul: a matrix dim exceeds the cuBLAS int range");
     memset(&p, 0, sizeof(p));
-    p.dt = x->dtype;
-    p.nb = nd - 2;
-    p.batches = batches;
-    for (int d = 0; d < p.nb; d++) {
-        p.bshape[d] = x->shape[d];
-        p.xbs[d] = x->strides[d];
-        p.ybs[d] = y->strides[d];
-    }
-    p.M = x->shape[nd - 2];
-    p.K = x->shape[nd - 1];
-    p.N = y->shape[nd - 1];
-    p.x = (const char *)(uintptr_t)x->data;
-    p.y = (const char *)(uintptr_t)y->data;
-    p.xrs = x->strides[nd - 2];
-    p.xcs = x->strides[nd - 1];
-    p.yrs = y->strides[nd - 2];
-    p.ycs = y->strides[nd - 1];
-    p.out = (char *)(uintptr_t)o->data;
+    if ((st = keel_kit_matmul_plan(op, a, &p.g, &m)))
+        return ck_fail(st, "%s", m.text);
+    if (!fits_int(op == KEEL_OP_LINEAR ? p.g.M * p.g.batches : p.g.M) ||
+        !fits_int(p.g.N) || !fits_int(p.g.K))
+        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a matrix dim exceeds the cuBLAS int range", name);
+    p.dt = a->inputs[0].dtype;
+    p.x = (const char *)(uintptr_t)a->inputs[0].data;
+    p.y = (const char *)(uintptr_t)a->inputs[1].data;
+    if (p.g.has_bias)
+        p.bias = (const char *)(uintptr_t)a->inputs[2].data;
+    p.out = (char *)(uintptr_t)a->outputs[0].data;
     return mm_exec(&l, &p);
 }
 
-/* ---- linear -------------------------------------------------------------- */
+keel_status k_matmul(void *, const keel_kernel_args *a)
+{
+    return mm_run(a, KEEL_OP_MATMUL);
+}
 
-/* x [d0, .., dn-2, in]: rows are dn-2, the dims before it are batches
- * (merged back into rows by mm_merge_batches when strides allow). */
 keel_status k_linear(void *, const keel_kernel_args *a)
 {
-    struct ck_launch l;
-    keel_status st = ck_begin(a, "linear", &l);
-    const keel_tensor_desc *x, *w, *o;
-    int64_t rows = 1;
-    struct mm p;
-    int nd;
-
-    if (st)
-        return st;
-    if ((a->num_inputs != 2 && a->num_inputs != 3) || a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: needs 2 or 3 inputs and 1 output");
-    x = &a->inputs[0];
-    w = &a->inputs[1];
-    o = &a->outputs[0];
-    nd = x->ndim;
-    if (!ck_float_dtype(x->dtype) || w->dtype != x->dtype ||
-        o->dtype != x->dtype ||
-        (a->num_inputs == 3 && a->inputs[2].dtype != x->dtype))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: operands must share one float dtype");
-    if (nd < 1 || nd > KEEL_MAX_DIMS || w->ndim != 2 ||
-        x->shape[nd - 1] != w->shape[0])
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: needs x [..., in] and weight [in, out]");
-    if (a->num_inputs == 3 &&
-        (a->inputs[2].ndim != 1 || a->inputs[2].shape[0] != w->shape[1]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: bias must be [out]");
-    for (int d = 0; d < nd - 1; d++)
-        rows *= x->shape[d];
-    if (!ck_contig(o) || ck_numel(o) != rows * w->shape[1])
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "linear: the output must be contiguous [..., out]");
-    if (!fits_int(rows) || !fits_int(w->shape[1]) || !fits_int(w->shape[0]))
-        return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
-                       "linear: a matrix dim exceeds the cuBLAS int range");
-    memset(&p, 0, sizeof(p));
-    p.dt = x->dtype;
-    p.batches = 1;
-    p.nb = nd >= 2 ? nd - 2 : 0;
-    for (int d = 0; d < p.nb; d++) {
-        p.bshape[d] = x->shape[d];
-        p.xbs[d] = x->strides[d];
-        p.ybs[d] = 0;
-        p.batches *= x->shape[d];
-    }
-    p.M = nd >= 2 ? x->shape[nd - 2] : 1;
-    p.xrs = nd >= 2 ? x->strides[nd - 2] : 0;
-    p.K = x->shape[nd - 1];
-    p.xcs = x->strides[nd - 1];
-    p.N = w->shape[1];
-    p.yrs = w->strides[0];
-    p.ycs = w->strides[1];
-    p.x = (const char *)(uintptr_t)x->data;
-    p.y = (const char *)(uintptr_t)w->data;
-    if (a->num_inputs == 3) {
-        p.bias = (const char *)(uintptr_t)a->inputs[2].data;
-        p.bs = a->inputs[2].strides[0];
-    }
-    p.out = (char *)(uintptr_t)o->data;
-    return mm_exec(&l, &p);
+    return mm_run(a, KEEL_OP_LINEAR);
 }
 
 } // namespace

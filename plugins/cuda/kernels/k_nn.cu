@@ -31,6 +31,8 @@
  *     sort) and sums each dtable element's dout values in id order, so it
  *     is deterministic.
  *
+ * Arguments are checked by the kernel kit (keel/kit.h) in ck_begin, from
+ * the descriptors and attributes; the kernels below only read them.
  * Unlike the CPU plugin, labels and ids are not range-checked before the
  * launch (that would need the values on the host); out-of-range values are
  * treated as the CPU impls treat them: ignored (zero rows, zero loss).
@@ -214,28 +216,15 @@ template <class T> __device__ T blk_max(T v)
 
 /* ---- host helpers -------------------------------------------------------- */
 
-bool is_int(keel_dtype dt)
+/* Which input is which and how x splits (keel/kit.h); ck_begin checked
+ * the launch, so this cannot fail. */
+keel_kit_norm norm_of(const keel_kernel_args *a, int op)
 {
-    return dt == KEEL_I8 || dt == KEEL_U8 || dt == KEEL_I32 ||
-           dt == KEEL_I64;
-}
+    keel_kit_norm g;
 
-bool is_vec(const keel_tensor_desc *d, int64_t n)
-{
-    return d->ndim == 1 && d->shape[0] == n;
+    (void)keel_kit_norm_geometry(op, a, &g, NULL);
+    return g;
 }
-
-/* n floating values, any shape. */
-bool vec_ok(const keel_tensor_desc *d, int64_t n)
-{
-    return ck_numel(d) == n && ck_float_dtype(d->dtype);
-}
-
-#define NEED(cond, ...)                                                      \
-    do {                                                                     \
-        if (!(cond))                                                         \
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT, __VA_ARGS__);       \
-    } while (0)
 
 /* Threads per block for rows of n elements (a multiple of 32). */
 int row_block(int64_t n)
@@ -247,23 +236,6 @@ int row_block(int64_t n)
 unsigned row_grid(int64_t rows)
 {
     return (unsigned)(rows < 65535 ? (rows > 0 ? rows : 1) : 65535);
-}
-
-enum { RED_NONE, RED_MEAN, RED_SUM };
-
-/* reduction attribute: RED_*, or -1 when unknown. */
-int reduction_of(const keel_kernel_args *a, const char **name)
-{
-    const char *r = ck_attr_s(a, "reduction", "mean");
-
-    *name = r;
-    if (!strcmp(r, "none"))
-        return RED_NONE;
-    if (!strcmp(r, "mean"))
-        return RED_MEAN;
-    if (!strcmp(r, "sum"))
-        return RED_SUM;
-    return -1;
 }
 
 /* ---- scalar finalisation ------------------------------------------------- */
@@ -417,40 +389,13 @@ template <class C> __global__ void bn_bwd_kernel(bn_args a)
     }
 }
 
-/* Inputs (x, p1, p2, p3, p4[ = dy]) and outputs (y, [C], [C]). */
-keel_status bn_check(const keel_kernel_args *a, const char *op, bool grad)
-{
-    NEED(a->num_inputs == 5 && a->num_outputs == 3,
-         "%s: needs 5 inputs and 3 outputs", op);
-    const keel_tensor_desc *x = &a->inputs[0];
-    NEED(x->ndim >= 2 && ck_float_dtype(x->dtype) &&
-             ck_same_shape(x, &a->outputs[0]) &&
-             a->outputs[0].dtype == x->dtype,
-         "%s: x must be a floating [N, C, ...] like output 0", op);
-    for (int i = 1; i < 5; i++) {
-        if (grad && i == 4)
-            NEED(ck_same_shape(&a->inputs[4], x) &&
-                     a->inputs[4].dtype == x->dtype,
-                 "%s: dy must match x", op);
-        else
-            NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                     ck_float_dtype(a->inputs[i].dtype),
-                 "%s: input %d must be a floating [C] vector", op, i);
-    }
-    for (int i = 1; i < 3; i++)
-        NEED(is_vec(&a->outputs[i], x->shape[1]) &&
-                 ck_float_dtype(a->outputs[i].dtype),
-             "%s: output %d must be a floating [C] vector", op, i);
-    return KEEL_STATUS_OK;
-}
-
 keel_status bn_run(const keel_kernel_args *a, bool grad)
 {
     const char *op = grad ? "batch_norm_grad" : "batch_norm";
     struct ck_launch l;
     keel_status st = ck_begin(a, op, &l);
 
-    if (st || (st = bn_check(a, op, grad)))
+    if (st)
         return st;
     const keel_tensor_desc *x = &a->inputs[0], *y = &a->outputs[0];
     bn_args b;
@@ -644,13 +589,9 @@ keel_status k_layer_norm(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs >= 1 && a->num_inputs <= 3 && a->num_outputs == 3,
-         "layer_norm: needs 1 to 3 inputs and 3 outputs");
     const keel_tensor_desc *x = &a->inputs[0], *y = &a->outputs[0];
-    int b = ck_axis(ck_attr_i(a, "begin_norm_axis", -1), x->ndim);
-    NEED(b >= 0 && ck_float_dtype(x->dtype) && ck_same_shape(x, y) &&
-             y->dtype == x->dtype,
-         "layer_norm: bad x, output or begin_norm_axis");
+    const keel_kit_norm g = norm_of(a, KEEL_OP_LAYER_NORM);
+    const int b = g.axis;
     ln_args c;
     memset(&c, 0, sizeof(c));
     c.xl = nv_dims(x, 0, b);
@@ -659,18 +600,12 @@ keel_status k_layer_norm(void *, const keel_kernel_args *a)
     c.y = opd_of(y, nv_dims(y, b, y->ndim));
     c.M = c.xl.n;
     c.N = c.x.v.n;
-    for (int i = 1; i < a->num_inputs; i++)
-        NEED(vec_ok(&a->inputs[i], c.N),
-             "layer_norm: input %d must have the normalized size", i);
-    for (int i = 1; i < 3; i++)
-        NEED(vec_ok(&a->outputs[i], c.M),
-             "layer_norm: output %d must have one value per row", i);
-    c.has_s = a->num_inputs > 1;
-    c.has_b = a->num_inputs > 2;
+    c.has_s = g.scale >= 0;
+    c.has_b = g.bias >= 0;
     if (c.has_s)
-        c.s = opd_all(&a->inputs[1]);
+        c.s = opd_all(&a->inputs[g.scale]);
     if (c.has_b)
-        c.b = opd_all(&a->inputs[2]);
+        c.b = opd_all(&a->inputs[g.bias]);
     c.mean = opd_all(&a->outputs[1]);
     c.inv = opd_all(&a->outputs[2]);
     c.eps = ck_attr_f(a, "epsilon", 1e-5);
@@ -685,65 +620,32 @@ keel_status k_layer_norm(void *, const keel_kernel_args *a)
     return ck_end(&l);
 }
 
-/* Inputs of the norm grads: (x, [scale], mean, invstd, dy). */
-keel_status norm_grad_check(const keel_kernel_args *a, const char *op,
-                            int64_t nstat, int64_t nparam)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int mi = a->num_inputs == 5 ? 2 : 1;
-
-    NEED(ck_same_shape(x, &a->outputs[0]) &&
-             ck_same_shape(x, &a->inputs[a->num_inputs - 1]) &&
-             a->outputs[0].dtype == x->dtype &&
-             a->inputs[a->num_inputs - 1].dtype == x->dtype,
-         "%s: x, dy and dx must match", op);
-    NEED(vec_ok(&a->inputs[mi], nstat) && vec_ok(&a->inputs[mi + 1], nstat),
-         "%s: mean and invstd need %lld values", op, (long long)nstat);
-    NEED(mi == 1 || vec_ok(&a->inputs[1], nparam),
-         "%s: scale needs %lld values", op, (long long)nparam);
-    NEED(vec_ok(&a->outputs[1], nparam) && vec_ok(&a->outputs[2], nparam),
-         "%s: dscale and dbias need %lld values", op, (long long)nparam);
-    return KEEL_STATUS_OK;
-}
-
-/* Arity and x dtype of the norm grads. */
-keel_status norm_grad_arity(const keel_kernel_args *a, const char *op)
-{
-    NEED((a->num_inputs == 4 || a->num_inputs == 5) && a->num_outputs == 3,
-         "%s: needs 4 or 5 inputs and 3 outputs", op);
-    NEED(ck_float_dtype(a->inputs[0].dtype), "%s: x must be floating", op);
-    return KEEL_STATUS_OK;
-}
-
 keel_status k_layer_norm_grad(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "layer_norm_grad", &l);
 
-    if (st || (st = norm_grad_arity(a, "layer_norm_grad")))
+    if (st)
         return st;
+    const keel_kit_norm g = norm_of(a, KEEL_OP_LAYER_NORM_GRAD);
     const keel_tensor_desc *x = &a->inputs[0], *dx = &a->outputs[0];
-    const keel_tensor_desc *dy = &a->inputs[a->num_inputs - 1];
-    int b = ck_axis(ck_attr_i(a, "begin_norm_axis", -1), x->ndim);
-    int mi = a->num_inputs == 5 ? 2 : 1;
-    NEED(b >= 0, "layer_norm_grad: bad begin_norm_axis");
+    const keel_tensor_desc *dy = &a->inputs[g.dy];
+    const int b = g.axis;
     ln_args c;
     memset(&c, 0, sizeof(c));
     c.xl = nv_dims(x, 0, b);
     c.x = opd_of(x, nv_dims(x, b, x->ndim));
     c.M = c.xl.n;
     c.N = c.x.v.n;
-    if ((st = norm_grad_check(a, "layer_norm_grad", c.M, c.N)))
-        return st;
     c.dyl = nv_dims(dy, 0, b);
     c.dy = opd_of(dy, nv_dims(dy, b, dy->ndim));
     c.yl = nv_dims(dx, 0, b);
     c.y = opd_of(dx, nv_dims(dx, b, dx->ndim));
-    c.has_s = mi == 2;
+    c.has_s = g.scale >= 0;
     if (c.has_s)
-        c.s = opd_all(&a->inputs[1]);
-    c.mean = opd_all(&a->inputs[mi]);
-    c.inv = opd_all(&a->inputs[mi + 1]);
+        c.s = opd_all(&a->inputs[g.scale]);
+    c.mean = opd_all(&a->inputs[g.stat[0]]);
+    c.inv = opd_all(&a->inputs[g.stat[1]]);
     c.ds = opd_all(&a->outputs[1]);
     c.db = opd_all(&a->outputs[2]);
     bool dbl = x->dtype == KEEL_F64;
@@ -923,29 +825,16 @@ keel_status k_group_norm(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs >= 1 && a->num_inputs <= 3 && a->num_outputs == 3,
-         "group_norm: needs 1 to 3 inputs and 3 outputs");
     const keel_tensor_desc *x = &a->inputs[0];
-    int64_t g = ck_attr_i(a, "groups", 1);
-    NEED(x->ndim >= 2 && ck_float_dtype(x->dtype) && g > 0 &&
-             x->shape[1] % g == 0 && ck_same_shape(x, &a->outputs[0]) &&
-             a->outputs[0].dtype == x->dtype,
-         "group_norm: x must be [N, C, ...] with groups dividing C");
-    for (int i = 1; i < a->num_inputs; i++)
-        NEED(is_vec(&a->inputs[i], x->shape[1]) &&
-                 ck_float_dtype(a->inputs[i].dtype),
-             "group_norm: input %d must be a floating [C] vector", i);
-    for (int i = 1; i < 3; i++)
-        NEED(vec_ok(&a->outputs[i], x->shape[0] * g),
-             "group_norm: output %d must be [N, groups]", i);
+    const keel_kit_norm g = norm_of(a, KEEL_OP_GROUP_NORM);
     gn_args c;
     gn_setup(a, &c);
-    c.has_s = a->num_inputs > 1;
-    c.has_b = a->num_inputs > 2;
+    c.has_s = g.scale >= 0;
+    c.has_b = g.bias >= 0;
     if (c.has_s)
-        c.s = opd_all(&a->inputs[1]);
+        c.s = opd_all(&a->inputs[g.scale]);
     if (c.has_b)
-        c.b = opd_all(&a->inputs[2]);
+        c.b = opd_all(&a->inputs[g.bias]);
     if (c.N * c.G == 0)
         return KEEL_STATUS_OK;
     unsigned gr = row_grid(c.N * c.G);
@@ -962,27 +851,21 @@ keel_status k_group_norm_grad(void *, const keel_kernel_args *a)
     struct ck_launch l;
     keel_status st = ck_begin(a, "group_norm_grad", &l);
 
-    if (st || (st = norm_grad_arity(a, "group_norm_grad")))
+    if (st)
         return st;
+    const keel_kit_norm g = norm_of(a, KEEL_OP_GROUP_NORM_GRAD);
     const keel_tensor_desc *x = &a->inputs[0];
-    const keel_tensor_desc *dy = &a->inputs[a->num_inputs - 1];
-    int64_t g = ck_attr_i(a, "groups", 1);
-    int mi = a->num_inputs == 5 ? 2 : 1;
-    NEED(x->ndim >= 2 && g > 0 && x->shape[1] % g == 0,
-         "group_norm_grad: x must be [N, C, ...] with groups dividing C");
-    if ((st = norm_grad_check(a, "group_norm_grad", x->shape[0] * g,
-                              x->shape[1])))
-        return st;
+    const keel_tensor_desc *dy = &a->inputs[g.dy];
     gn_args c;
     gn_setup(a, &c);
     c.dy = opd_of(dy, nv_dims(dy, 2, dy->ndim));
     c.gs0 = dy->strides[0];
     c.gs1 = dy->strides[1];
-    c.has_s = mi == 2;
+    c.has_s = g.scale >= 0;
     if (c.has_s)
-        c.s = opd_all(&a->inputs[1]);
-    c.mean = opd_all(&a->inputs[mi]);
-    c.inv = opd_all(&a->inputs[mi + 1]);
+        c.s = opd_all(&a->inputs[g.scale]);
+    c.mean = opd_all(&a->inputs[g.stat[0]]);
+    c.inv = opd_all(&a->inputs[g.stat[1]]);
     bool dbl = x->dtype == KEEL_F64;
     if (c.N * c.G > 0) {
         unsigned gr = row_grid(c.N * c.G);
@@ -1153,7 +1036,7 @@ template <class C> __global__ void ce_fwd_kernel(ce_args a)
                 loss = wi * ce;
             }
         }
-        if (a.red == RED_NONE) {
+        if (a.red == KEEL_KIT_RED_NONE) {
             stx<double>(a.loss, a.lossdt, s, loss);
         } else {
             a.part[2 * s] = loss;
@@ -1216,9 +1099,9 @@ template <class C> __global__ void ce_bwd_kernel(ce_args a)
     const double wsum = ce_wsum<C>(a);
     double g0 = 0;
 
-    if (a.red != RED_NONE) {
+    if (a.red != KEEL_KIT_RED_NONE) {
         g0 = ldv<double>(a.dloss, 0);
-        if (a.red == RED_MEAN)
+        if (a.red == KEEL_KIT_RED_MEAN)
             g0 /= a.denom_n > 0 ? (double)a.denom_n
                                 : (*a.tot != 0 ? *a.tot : 1);
     }
@@ -1226,7 +1109,7 @@ template <class C> __global__ void ce_bwd_kernel(ce_args a)
         const int64_t pr = geo_row(a.x, s), dr = geo_row(a.dx, s);
         const int64_t tr = a.soft ? geo_row(a.lab, s) : 0;
         double st, wi = ce_weight<C>(a, s, wsum, &st);
-        double g = a.red == RED_NONE ? ldv<double>(a.dloss, s) : g0;
+        double g = a.red == KEEL_KIT_RED_NONE ? ldv<double>(a.dloss, s) : g0;
         const double gwd = g * wi;
         const int64_t y = a.soft ? -1 : ldvi(a.hard, s);
         const bool zero = !a.soft && (y == a.ignore || !in_range(y, a.C));
@@ -1268,43 +1151,13 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
     if (st)
         return st;
     const int wi = grad ? 3 : 2;
-    NEED(a->num_inputs >= wi && a->num_inputs <= wi + 1 &&
-             a->num_outputs == (grad ? 1 : 2),
-         "%s: wrong number of operands", op);
     const keel_tensor_desc *x = &a->inputs[0], *lab = &a->inputs[1];
     const bool soft = ck_attr_i(a, "soft_label", 0) != 0;
     int axis = ck_axis(ck_attr_i(a, "axis", -1), x->ndim);
-    NEED(axis >= 0 && ck_float_dtype(x->dtype) && x->shape[axis] > 0,
-         "%s: the input needs a non-empty class axis", op);
-    const char *rname;
-    int red = reduction_of(a, &rname);
-    NEED(red >= 0, "%s: reduction must be none, mean or sum, got '%s'", op,
-         rname);
+    int red = keel_kit_reduction(a);
     const int64_t C = x->shape[axis], ns = ck_numel(x) / C;
-    if (soft)
-        NEED(ck_same_shape(lab, x) && ck_float_dtype(lab->dtype),
-             "%s: a soft label must be a floating tensor like the input",
-             op);
-    else
-        NEED(ck_numel(lab) == ns && is_int(lab->dtype),
-             "%s: a hard label needs one integer per sample", op);
     const bool has_w = a->num_inputs > wi;
-    NEED(!has_w || (is_vec(&a->inputs[wi], C) &&
-                    ck_float_dtype(a->inputs[wi].dtype)),
-         "%s: weight must be a floating [C] vector", op);
     const keel_tensor_desc *o = &a->outputs[grad ? 0 : 1];
-    NEED(ck_same_shape(o, x) && o->dtype == x->dtype,
-         "%s: output %d must have the input's shape", op, grad ? 0 : 1);
-    const int64_t nloss = red == RED_NONE ? ns : 1;
-    if (grad)
-        NEED(ck_float_dtype(a->inputs[2].dtype) &&
-                 ck_numel(&a->inputs[2]) == nloss,
-             "%s: dloss must have the loss' size", op);
-    else
-        NEED(ck_float_dtype(a->outputs[0].dtype) &&
-                 ck_numel(&a->outputs[0]) == nloss &&
-                 ck_contig(&a->outputs[0]),
-             "%s: the loss output has the wrong size", op);
 
     ce_args c;
     memset(&c, 0, sizeof(c));
@@ -1331,7 +1184,7 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
         c.sm = geo_of(o, axis);
         c.loss = (char *)(uintptr_t)a->outputs[0].data;
         c.lossdt = (int)a->outputs[0].dtype;
-        if (red != RED_NONE &&
+        if (red != KEEL_KIT_RED_NONE &&
             (st = ck_scratch(&l, (size_t)(2 * ns) * sizeof(double),
                              &scratch)))
             return st;
@@ -1344,9 +1197,9 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
                 ce_fwd_kernel<float><<<row_grid(ns), bs, 0, l.stream>>>(c);
         }
         c.denom_n = ce_mean_n(c);
-        if (red != RED_NONE)
+        if (red != KEEL_KIT_RED_NONE)
             fin_launch(&l, c.part, ns,
-                       red == RED_SUM ? FIN_SUM
+                       red == KEEL_KIT_RED_SUM ? FIN_SUM
                        : c.denom_n > 0 ? FIN_MEAN_N : FIN_MEAN_W,
                        c.denom_n, &a->outputs[0]);
         ck_scratch_free(&l, scratch);
@@ -1358,7 +1211,7 @@ keel_status ce_run(const keel_kernel_args *a, bool grad)
     c.denom_n = ce_mean_n(c);
     if (ns == 0)
         return KEEL_STATUS_OK;
-    if (red == RED_MEAN) {
+    if (red == KEEL_KIT_RED_MEAN) {
         /* ns pairs of weights, then their sum (one more double). */
         if ((st = ck_scratch(&l, (size_t)(2 * ns + 1) * sizeof(double),
                              &scratch)))
@@ -1458,34 +1311,19 @@ keel_status loss_run(const keel_kernel_args *a, bool bce)
 
     if (st)
         return st;
-    NEED(a->num_inputs >= 2 && a->num_inputs <= (bce ? 3 : 2) &&
-             a->num_outputs == 1,
-         "%s: wrong number of operands", op);
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
-    for (int i = 0; i < a->num_inputs; i++)
-        NEED(ck_same_shape(&a->inputs[i], x) &&
-                 ck_float_dtype(a->inputs[i].dtype),
-             "%s: input %d must be a floating tensor of the input's shape",
-             op, i);
-    const char *rname;
-    int red = reduction_of(a, &rname);
-    NEED(red >= 0, "%s: reduction must be none, mean or sum, got '%s'", op,
-         rname);
-    NEED(ck_float_dtype(out->dtype) &&
-             (red == RED_NONE ? ck_same_shape(out, x) && ck_contig(out)
-                              : ck_numel(out) == 1),
-         "%s: the loss output has the wrong shape", op);
+    int red = keel_kit_reduction(a);
     loss_args c;
     memset(&c, 0, sizeof(c));
     const keel_tensor_desc *d[4] = {
-        red == RED_NONE ? out : x, x, &a->inputs[1],
+        red == KEEL_KIT_RED_NONE ? out : x, x, &a->inputs[1],
         a->num_inputs > 2 ? &a->inputs[2] : x};
     ck_iter_make<4>(&c.it, d);
     for (int k = 0; k < 4; k++)
         c.dt[k] = (int)d[k]->dtype;
     c.bce = bce;
     c.has_pw = a->num_inputs > 2;
-    c.none = red == RED_NONE;
+    c.none = red == KEEL_KIT_RED_NONE;
     const bool dbl = x->dtype == KEEL_F64;
     const int64_t n = c.it.numel;
     if (c.none) {
@@ -1511,7 +1349,8 @@ keel_status loss_run(const keel_kernel_args *a, bool bce)
         loss_kernel<double><<<g, CK_BLOCK, 0, l.stream>>>(c);
     else
         loss_kernel<float><<<g, CK_BLOCK, 0, l.stream>>>(c);
-    fin_launch(&l, c.part, g, red == RED_SUM ? FIN_SUM : FIN_MEAN_N, n, out);
+    fin_launch(&l, c.part, g, red == KEEL_KIT_RED_SUM ? FIN_SUM : FIN_MEAN_N,
+               n, out);
     ck_scratch_free(&l, scratch);
     return ck_end(&l);
 }
@@ -1585,25 +1424,9 @@ keel_status k_nll_loss(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED((a->num_inputs == 2 || a->num_inputs == 3) && a->num_outputs == 1 &&
-             a->inputs[0].ndim >= 1 && ck_float_dtype(a->inputs[0].dtype),
-         "nll_loss: needs (logp [N, C, ...], label[, weight]) and one "
-         "output");
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
-    const char *rname;
-    int red = reduction_of(a, &rname);
-    NEED(red >= 0, "nll_loss: reduction must be none, mean or sum, got '%s'",
-         rname);
+    int red = keel_kit_reduction(a);
     const int64_t C = x->shape[x->ndim == 1 ? 0 : 1];
-    NEED(C > 0 && is_int(a->inputs[1].dtype) &&
-             ck_numel(&a->inputs[1]) == ck_numel(x) / C,
-         "nll_loss: the label needs one integer per sample");
-    NEED(a->num_inputs == 2 || (is_vec(&a->inputs[2], C) &&
-                                ck_float_dtype(a->inputs[2].dtype)),
-         "nll_loss: weight must be a floating [C] vector");
-    NEED(ck_float_dtype(out->dtype) && ck_contig(out) &&
-             ck_numel(out) == (red == RED_NONE ? ck_numel(x) / C : 1),
-         "nll_loss: the loss output has the wrong size");
     nll_args c;
     memset(&c, 0, sizeof(c));
     c.x = (char *)(uintptr_t)x->data;
@@ -1627,7 +1450,7 @@ keel_status k_nll_loss(void *, const keel_kernel_args *a)
     c.ignore = ck_attr_i(a, "ignore_index", -100);
     c.out = (char *)(uintptr_t)out->data;
     c.odt = (int)out->dtype;
-    c.none = red == RED_NONE;
+    c.none = red == KEEL_KIT_RED_NONE;
     if (c.none) {
         if (c.ns > 0)
             nll_kernel<<<ck_grid(c.ns, CK_BLOCK), CK_BLOCK, 0, l.stream>>>(c);
@@ -1641,7 +1464,8 @@ keel_status k_nll_loss(void *, const keel_kernel_args *a)
         return st;
     c.part = (double *)scratch;
     nll_kernel<<<g, CK_BLOCK, 0, l.stream>>>(c);
-    fin_launch(&l, c.part, g, red == RED_SUM ? FIN_SUM : FIN_MEAN_W, 0, out);
+    fin_launch(&l, c.part, g, red == KEEL_KIT_RED_SUM ? FIN_SUM : FIN_MEAN_W,
+               0, out);
     ck_scratch_free(&l, scratch);
     return ck_end(&l);
 }
@@ -1696,18 +1520,7 @@ keel_status k_embedding(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs == 2 && a->num_outputs == 1,
-         "embedding: needs (ids, table [V, D]) -> [ids..., D]");
-    const keel_tensor_desc *ids = &a->inputs[0], *w = &a->inputs[1],
-                           *o = &a->outputs[0];
-    NEED(is_int(ids->dtype) && w->ndim == 2 && ck_float_dtype(w->dtype) &&
-             o->dtype == w->dtype && o->ndim == ids->ndim + 1 &&
-             ck_contig(o),
-         "embedding: needs (ids, table [V, D]) -> [ids..., D]");
-    bool ok = o->shape[ids->ndim] == w->shape[1];
-    for (int i = 0; ok && i < ids->ndim; i++)
-        ok = o->shape[i] == ids->shape[i];
-    NEED(ok, "embedding: the output must be [ids..., D]");
+    const keel_tensor_desc *w = &a->inputs[1], *o = &a->outputs[0];
     const int64_t n = ck_numel(o);
     if (n == 0)
         return KEEL_STATUS_OK;
@@ -1792,19 +1605,8 @@ keel_status k_embedding_grad(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs == 2 && a->num_outputs == 1,
-         "embedding_grad: needs (ids, dout [ids..., D]) -> [V, D]");
     const keel_tensor_desc *ids = &a->inputs[0], *dy = &a->inputs[1],
                            *o = &a->outputs[0];
-    NEED(is_int(ids->dtype) && ck_float_dtype(dy->dtype) &&
-             dy->ndim == ids->ndim + 1 && o->ndim == 2 &&
-             o->dtype == dy->dtype && ck_contig(o) &&
-             o->shape[1] == dy->shape[ids->ndim],
-         "embedding_grad: needs (ids, dout [ids..., D]) -> [V, D]");
-    bool ok = true;
-    for (int i = 0; ok && i < ids->ndim; i++)
-        ok = dy->shape[i] == ids->shape[i];
-    NEED(ok, "embedding_grad: dout must be [ids..., D]");
     const int64_t V = o->shape[0], D = o->shape[1];
     if (V == 0 || D == 0)
         return KEEL_STATUS_OK;
@@ -1897,20 +1699,9 @@ keel_status k_dropout(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs == 1 && a->num_outputs == 2,
-         "dropout: needs x -> (out like x, uint8 mask like x)");
     const keel_tensor_desc *x = &a->inputs[0];
     const char *mode = ck_attr_s(a, "mode", "upscale_in_train");
     const double p = ck_attr_f(a, "p", 0.5);
-    NEED(ck_float_dtype(x->dtype) && ck_same_shape(x, &a->outputs[0]) &&
-             a->outputs[0].dtype == x->dtype && ck_contig(&a->outputs[0]) &&
-             ck_same_shape(x, &a->outputs[1]) &&
-             a->outputs[1].dtype == KEEL_U8 && ck_contig(&a->outputs[1]),
-         "dropout: needs x -> (out like x, uint8 mask like x)");
-    NEED(p >= 0 && p <= 1, "dropout: p = %g is not in [0, 1]", p);
-    NEED(!strcmp(mode, "upscale_in_train") ||
-             !strcmp(mode, "downscale_in_infer"),
-         "dropout: unknown mode '%s'", mode);
     const bool up = !strcmp(mode, "upscale_in_train");
     const bool train = ck_attr_i(a, "training", 1) != 0;
     double sc;
@@ -1959,16 +1750,7 @@ keel_status k_one_hot(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    NEED(a->num_inputs == 1 && a->num_outputs == 1,
-         "one_hot: needs an integer x -> float32 [x..., num_classes]");
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    NEED(is_int(x->dtype) && o->dtype == KEEL_F32 &&
-             o->ndim == x->ndim + 1 && ck_contig(o) && o->shape[x->ndim] > 0,
-         "one_hot: needs an integer x -> float32 [x..., num_classes]");
-    bool ok = true;
-    for (int i = 0; ok && i < x->ndim; i++)
-        ok = o->shape[i] == x->shape[i];
-    NEED(ok, "one_hot: the output must be [x..., num_classes]");
     oh_args c;
     c.x = opd_all(x);
     c.nc = o->shape[x->ndim];
@@ -2070,25 +1852,13 @@ keel_status opt_run(const keel_kernel_args *a, int kind)
 
     if (st)
         return st;
-    NEED(a->num_inputs == nin && a->num_outputs == 0 &&
-             ck_float_dtype(a->inputs[0].dtype),
-         "%s: needs %d floating inputs and no outputs", op, nin);
     const keel_tensor_desc *p = &a->inputs[0];
-    for (int i = 1; i < nin; i++)
-        NEED(ck_same_shape(&a->inputs[i], p) &&
-                 (i == 1 ? ck_float_dtype(a->inputs[i].dtype)
-                         : a->inputs[i].dtype == p->dtype),
-             "%s: input %d must match the param", op, i);
     double h[8];
     const double b1 = ck_attr_f(a, "beta1", 0.9);
     const double b2 = ck_attr_f(a, "beta2", 0.999);
     const double b1p = ck_attr_f(a, "beta1_pow", b1);
     const double b2p = ck_attr_f(a, "beta2_pow", b2);
     const double eps = ck_attr_f(a, "epsilon", 1e-8);
-    if (kind == OPT_ADAM || kind == OPT_ADAMW)
-        NEED(ck_attr_f(a, "beta1_pow", 0) < 1 &&
-                 ck_attr_f(a, "beta2_pow", 0) < 1,
-             "%s: beta1_pow and beta2_pow must be < 1", op);
     h[0] = ck_attr_f(a, "lr", 0);
     h[1] = kind == OPT_ADAMW ? 0 : ck_attr_f(a, "weight_decay", 0);
     h[2] = ck_attr_f(a, "mu", 0.9);
