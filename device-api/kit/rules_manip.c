@@ -95,6 +95,17 @@ static keel_status key_dtype(const struct kit_ctx *c, keel_dtype dt)
     return KEEL_STATUS_OK;
 }
 
+/* One input x, whose dtype keys the lookup, and one output. */
+static keel_status unary(const struct kit_ctx *c, const keel_tensor_desc **x)
+{
+    keel_status st = kit_arity(c, 1, 1);
+
+    if (st)
+        return st;
+    *x = KIN(c, 0);
+    return key_dtype(c, (*x)->dtype);
+}
+
 /* Attribute `axis` (default def) normalised for ndim dims into *axis. */
 static keel_status get_axis(const struct kit_ctx *c, int64_t def, int ndim,
                             int *axis)
@@ -349,10 +360,7 @@ keel_status kit_rule_tile(const struct kit_ctx *c)
     int on;
     keel_status st;
 
-    if ((st = kit_arity(c, 1, 1)))
-        return st;
-    x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)))
+    if ((st = unary(c, &x)))
         return st;
     keel_kit_attr_ints(c->a, "repeat_times", &nr);
     if (nr > KEEL_MAX_DIMS)
@@ -379,10 +387,7 @@ keel_status kit_rule_pad(const struct kit_ctx *c)
     int mode;
     keel_status st;
 
-    if ((st = kit_arity(c, 1, 1)))
-        return st;
-    x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)))
+    if ((st = unary(c, &x)))
         return st;
     mode = keel_kit_pad_mode(c->a);
     if (mode < 0)
