@@ -303,9 +303,94 @@ static inline uint16_t keel_kit_f32_to_bf16(float f)
 
 /* ---- reduce family (rules_reduce.c) ------------------------------------------ */
 
+/**
+ * As keel_kit_axis, except that a 0-d tensor accepts 0 and -1 (both give
+ * 0), as the reductions, cumsum, softmax and the sorts do: -1 when out of
+ * range.
+ */
+int keel_kit_axis_0d(int64_t axis, int ndim);
+
+/**
+ * Bit mask (bit d: dim d) of the axes listed in the integer-list attribute
+ * `name`, each normalised for `ndim` dims (0-d: 0 and -1 name no dim, so
+ * give no bit). Empty or absent: 0. Entries out of range are skipped
+ * (keel_kit_check refuses them for the ops whose rule checks the list).
+ */
+uint32_t keel_kit_axes_bits(const keel_kernel_args *a, const char *name,
+                            int ndim);
+
+/**
+ * The dims a reduction (rules reduce, reduce_arg, reduce_bool) or a
+ * cumsum scans, from its `axis` attribute, for its input of `ndim` dims:
+ * the listed axes, or every dim when the list is empty (0 for a 0-d
+ * input). After keel_kit_check the list has no repeat and no axis out of
+ * range.
+ */
+uint32_t keel_kit_reduce_mask(const keel_kernel_args *a, int ndim);
+
+/**
+ * Element counts of reducing `x` over the dims in `mask`: *nout the kept
+ * elements (outputs), *nred the elements folded into each (either may be
+ * NULL).
+ */
+void keel_kit_reduce_counts(const keel_tensor_desc *x, uint32_t mask,
+                            int64_t *nout, int64_t *nred);
+
+/**
+ * The axis of a sort, argsort or topk launch (attribute `axis`, default
+ * -1) normalised for input `x`, 0 for a 0-d x; *len receives x's size
+ * along it (1 for a 0-d x). -1 when the axis is out of range.
+ */
+int keel_kit_sort_axis(const keel_kernel_args *a, const keel_tensor_desc *x,
+                       int64_t *len);
+
 /* (end of reduce family) */
 
 /* ---- manip family (rules_manip.c) -------------------------------------------- */
+
+/** Element counts around dim `axis` of `d`: *outer = prod(shape[0, axis)),
+ *  *inner = prod(shape[axis + 1, ndim)) (either may be NULL). */
+void keel_kit_outer_inner(const keel_tensor_desc *d, int axis,
+                          int64_t *outer, int64_t *inner);
+
+/** `pad`'s modes. */
+enum keel_kit_pad_mode {
+    KEEL_KIT_PAD_CONSTANT = 0,
+    KEEL_KIT_PAD_REFLECT = 1,
+    KEEL_KIT_PAD_REPLICATE = 2
+};
+
+/** pad's `mode` attribute (absent: constant), or -1 for another string
+ *  (which keel_kit_check refuses). */
+int keel_kit_pad_mode(const keel_kernel_args *a);
+
+/** pad's widths for each of `ndim` dims: before[d] = pad[2d], after[d] =
+ *  pad[2d + 1], 0 past the attribute's entries. */
+void keel_kit_pad_widths(const keel_kernel_args *a, int ndim,
+                         int64_t *before, int64_t *after);
+
+/**
+ * `x`'s shape and element strides right-aligned to `nd` >= x->ndim dims,
+ * the missing leading dims of size 1 and stride 0 (tile aligns x to its
+ * output this way).
+ */
+void keel_kit_align_right(const keel_tensor_desc *x, int nd, int64_t *shape,
+                          int64_t *strides);
+
+/**
+ * tile's repeat of dim d of its output of `ndim` dims: `repeat_times`
+ * aligned to the output's dims from the right, 1 where it has no entry.
+ */
+int64_t keel_kit_tile_repeat(const keel_kernel_args *a, int ndim, int d);
+
+/**
+ * The output of a gather or index_select launch (x, index) seen with x's
+ * rank: *v is the output's descriptor with x's shape resized to the
+ * index's length along `axis`; when the output dropped the axis (gather of
+ * a 0-d index, which arrives as [1]) v has stride 0 there.
+ */
+void keel_kit_gather_out(const keel_kernel_args *a, int axis,
+                         keel_tensor_desc *v);
 
 /* (end of manip family) */
 

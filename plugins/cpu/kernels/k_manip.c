@@ -259,11 +259,6 @@ static inline int64_t idx_at(const char *p, keel_dtype dt, int64_t i)
     return dt == KEEL_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
 }
 
-static bool is_index_dtype(keel_dtype dt)
-{
-    return dt == KEEL_I32 || dt == KEEL_I64;
-}
-
 /*
  * Validate every value of index input `which`: -size <= v < size when
  * negatives are allowed, else 0 <= v < size. Reads the index on the host
@@ -281,10 +276,6 @@ static keel_status check_index(const keel_kernel_args *a, int which,
     void *h;
     keel_status st;
 
-    if (!is_index_dtype(d->dtype))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the index must be int32 or int64, got %s", op,
-                       cpu_dtype_name(d->dtype));
     if (n == 0)
         return KEEL_STATUS_OK;
     if ((st = cpu_dev_get(a->device, op, &dev)))
@@ -327,34 +318,21 @@ static keel_status check_index(const keel_kernel_args *a, int which,
     return KEEL_STATUS_OK;
 }
 
-/* ---- argument checks ----------------------------------------------------- */
+/* ---- argument checks -----------------------------------------------------
+ *
+ * keel_kit_check (run by cpu_kernel_launch) has checked operand counts,
+ * dtypes, axes, attributes and every output shape; what is left here is
+ * this kernel's own: the index values (data) and its limits.
+ */
 
-#define BAD(...) cpu_err(KEEL_STATUS_INVALID_ARGUMENT, __VA_ARGS__)
-
-static keel_status need_operands(const keel_kernel_args *a, const char *op,
-                                 int nin, int nout)
+/* concat, stack and split handle at most KMANIP_MAX_PARTS parts. */
+static keel_status parts_limit(int n, const char *op)
 {
-    if ((nin >= 0 && a->num_inputs != nin) ||
-        (nin < 0 && (a->num_inputs < 1 ||
-                     a->num_inputs > KMANIP_MAX_PARTS)) ||
-        (nout >= 0 && a->num_outputs != nout) ||
-        (nout < 0 &&
-         (a->num_outputs < 1 || a->num_outputs > KMANIP_MAX_PARTS)))
-        return BAD("%s: wrong operand count (%d inputs, %d outputs)", op,
-                   (int)a->num_inputs, (int)a->num_outputs);
+    if (n > KMANIP_MAX_PARTS)
+        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: %d parts, the CPU kernel takes at most %d", op,
+                       n, KMANIP_MAX_PARTS);
     return KEEL_STATUS_OK;
-}
-
-/* a and b have one dtype, one rank and equal dims except `skip`. */
-static bool same_geometry(const keel_tensor_desc *a, const keel_tensor_desc *b,
-                          int skip)
-{
-    if (a->dtype != b->dtype || a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (d != skip && a->shape[d] != b->shape[d])
-            return false;
-    return true;
 }
 
 /* ---- concat, stack, split ------------------------------------------------ */
@@ -408,16 +386,6 @@ static bool seg_worth(const keel_tensor_desc *d, int64_t len, int64_t inner,
     return knumel(d) == 0 || len * inner * es >= 64;
 }
 
-/* Product of shape[from, to). */
-static int64_t prod(const int64_t *shape, int from, int to)
-{
-    int64_t n = 1;
-
-    for (int d = from; d < to; d++)
-        n *= shape[d];
-    return n;
-}
-
 /*
  * Join parts (inputs) into the output along `axis` of the output.
  * new_axis: stack (each part contributes one index along axis; parts have
@@ -429,12 +397,12 @@ static void join_impl(const struct kcall *k, bool new_axis)
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = kaxis(kattr_i(a, "axis", 0), o->ndim);
     int es = keel_dtype_size(o->dtype);
-    int64_t outer = prod(o->shape, 0, axis);
-    int64_t inner = prod(o->shape, axis + 1, o->ndim);
+    int64_t outer, inner;
     bool contig = kcontig(o);
     struct seg_job j;
     int64_t at = 0;
 
+    keel_kit_outer_inner(o, axis, &outer, &inner);
     if (knumel(o) == 0)
         return;
     for (int i = 0; i < a->num_inputs && contig; i++) {
@@ -481,51 +449,12 @@ static void stack_impl(const struct kcall *k)
 
 static keel_status concat_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *o = &a->outputs[0];
-    int64_t sum = 0;
-    keel_status st = need_operands(a, "concat", -1, 1);
-    int axis;
-
-    if (st)
-        return st;
-    axis = kaxis(kattr_i(a, "axis", 0), o->ndim);
-    if (axis < 0)
-        return BAD("concat: axis %lld out of range for %d dims",
-                   (long long)kattr_i(a, "axis", 0), (int)o->ndim);
-    for (int i = 0; i < a->num_inputs; i++) {
-        if (!same_geometry(&a->inputs[i], o, axis))
-            return BAD("concat: input %d does not match the output", i);
-        sum += a->inputs[i].shape[axis];
-    }
-    if (sum != o->shape[axis])
-        return BAD("concat: inputs add up to %lld along axis %d, the "
-                   "output has %lld",
-                   (long long)sum, axis, (long long)o->shape[axis]);
-    return KEEL_STATUS_OK;
+    return parts_limit(a->num_inputs, "concat");
 }
 
 static keel_status stack_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *o = &a->outputs[0];
-    keel_status st = need_operands(a, "stack", -1, 1);
-    int axis;
-
-    if (st)
-        return st;
-    axis = kaxis(kattr_i(a, "axis", 0), o->ndim);
-    if (axis < 0 || o->shape[axis] != a->num_inputs)
-        return BAD("stack: axis %lld does not hold the %d inputs",
-                   (long long)kattr_i(a, "axis", 0), (int)a->num_inputs);
-    for (int i = 0; i < a->num_inputs; i++) {
-        const keel_tensor_desc *x = &a->inputs[i];
-        bool ok = x->dtype == o->dtype && x->ndim + 1 == o->ndim;
-        for (int d = 0, s = 0; ok && d < o->ndim; d++)
-            if (d != axis)
-                ok = x->shape[s++] == o->shape[d];
-        if (!ok)
-            return BAD("stack: input %d does not match the output", i);
-    }
-    return KEEL_STATUS_OK;
+    return parts_limit(a->num_inputs, "stack");
 }
 
 static void split_impl(const struct kcall *k)
@@ -534,12 +463,12 @@ static void split_impl(const struct kcall *k)
     const keel_tensor_desc *x = &a->inputs[0];
     int axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
     int es = keel_dtype_size(x->dtype);
-    int64_t outer = prod(x->shape, 0, axis);
-    int64_t inner = prod(x->shape, axis + 1, x->ndim);
+    int64_t outer, inner;
     bool contig = kcontig(x);
     struct seg_job j;
     int64_t at = 0;
 
+    keel_kit_outer_inner(x, axis, &outer, &inner);
     if (knumel(x) == 0)
         return;
     for (int i = 0; i < a->num_outputs && contig; i++)
@@ -572,27 +501,7 @@ static void split_impl(const struct kcall *k)
 
 static keel_status split_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *x = &a->inputs[0];
-    keel_status st = need_operands(a, "split", 1, -1);
-    int64_t sum = 0;
-    int axis;
-
-    if (st)
-        return st;
-    axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("split: axis %lld out of range for %d dims",
-                   (long long)kattr_i(a, "axis", 0), (int)x->ndim);
-    for (int i = 0; i < a->num_outputs; i++) {
-        if (!same_geometry(&a->outputs[i], x, axis))
-            return BAD("split: output %d does not match the input", i);
-        sum += a->outputs[i].shape[axis];
-    }
-    if (sum != x->shape[axis])
-        return BAD("split: outputs add up to %lld along axis %d, the input "
-                   "has %lld",
-                   (long long)sum, axis, (long long)x->shape[axis]);
-    return KEEL_STATUS_OK;
+    return parts_limit(a->num_outputs, "split");
 }
 
 KERNEL(k_concat, "concat", concat_impl, concat_check)
@@ -705,18 +614,20 @@ static void gather_impl(const struct kcall *k)
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = kaxis(kattr_i(a, "axis", 0), x->ndim), nd = x->ndim;
     int es = keel_dtype_size(x->dtype);
-    int64_t shape[KEEL_MAX_DIMS], ost[KEEL_MAX_DIMS], ist[KEEL_MAX_DIMS];
+    int64_t ist[KEEL_MAX_DIMS];
+    const int64_t *shape, *ost;
+    keel_tensor_desc v;
     struct gather_job g;
 
     if (knumel(o) == 0)
         return;
     /* The output as [x dims with the index's length along axis]; a 0-d
      * index (output without the axis) gives length 1. */
-    for (int d = 0, s = 0; d < nd; d++) {
-        shape[d] = d == axis ? ix->shape[0] : x->shape[d];
-        ost[d] = d == axis && o->ndim < nd ? 0 : o->strides[s++];
+    keel_kit_gather_out(a, axis, &v);
+    shape = v.shape;
+    ost = v.strides;
+    for (int d = 0; d < nd; d++)
         ist[d] = d == axis ? ix->strides[0] : 0;
-    }
     geo_init(&g.inner, nd - axis - 1, shape + axis + 1, ost + axis + 1,
              x->strides + axis + 1);
     if (g.inner.numel < 16) {
@@ -742,36 +653,17 @@ static void gather_impl(const struct kcall *k)
     g.os_axis = ost[axis];
     {
         int64_t grain = KGRAIN / g.inner.numel;
-        cpu_parallel_for(prod(shape, 0, axis) * g.nidx, grain > 0 ? grain : 1,
-                         gather_rows, &g);
+        cpu_parallel_for(keel_kit_prod(shape, 0, axis) * g.nidx,
+                         grain > 0 ? grain : 1, gather_rows, &g);
     }
 }
 
+/* The index values: 0 <= i < size along the axis. */
 static keel_status gather_check_op(const keel_kernel_args *a, const char *op)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
-    const keel_tensor_desc *o = &a->outputs[0];
-    keel_status st = need_operands(a, op, 2, 1);
-    int axis;
-    bool ok;
+    const keel_tensor_desc *x = &a->inputs[0];
+    int axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
 
-    if (st)
-        return st;
-    axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("%s: axis %lld out of range for %d dims", op,
-                   (long long)kattr_i(a, "axis", 0), (int)x->ndim);
-    if (ix->ndim != 1)
-        return BAD("%s: the index must be 1-D", op);
-    ok = o->dtype == x->dtype &&
-         (o->ndim == x->ndim || (o->ndim + 1 == x->ndim && ix->shape[0] == 1));
-    for (int d = 0, s = 0; ok && d < x->ndim; d++) {
-        if (d == axis && o->ndim < x->ndim)
-            continue;
-        ok = o->shape[s++] == (d == axis ? ix->shape[0] : x->shape[d]);
-    }
-    if (!ok)
-        return BAD("%s: the output does not match x and the index", op);
     return check_index(a, 1, x->shape[axis], false, op, axis);
 }
 
@@ -804,26 +696,12 @@ static void take_along_impl(const struct kcall *k)
              keel_dtype_size(o->dtype));
 }
 
+/* The index values: -size <= i < size (negative counts from the end). */
 static keel_status take_along_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
-    const keel_tensor_desc *o = &a->outputs[0];
-    keel_status st = need_operands(a, "take_along_axis", 2, 1);
-    int axis;
+    const keel_tensor_desc *x = &a->inputs[0];
+    int axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
 
-    if (st)
-        return st;
-    axis = kaxis(kattr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("take_along_axis: axis %lld out of range for %d dims",
-                   (long long)kattr_i(a, "axis", 0), (int)x->ndim);
-    if (!same_geometry(x, o, axis) || ix->ndim != o->ndim)
-        return BAD("take_along_axis: x and the output do not match");
-    for (int d = 0; d < o->ndim; d++)
-        if (ix->shape[d] != o->shape[d])
-            return BAD("take_along_axis: the index and the output differ "
-                       "in dim %d",
-                       d);
     return check_index(a, 1, x->shape[axis], true, "take_along_axis", axis);
 }
 
@@ -1055,18 +933,12 @@ out:
     free(order);
 }
 
+/* A contiguous output (this kernel's layout), then the index values:
+ * 0 <= i < rows. */
 static keel_status scatter_check(const keel_kernel_args *a)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
-    const keel_tensor_desc *u = &a->inputs[2], *o = &a->outputs[0];
-    keel_status st = need_operands(a, "scatter", 3, 1);
+    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
 
-    if (st)
-        return st;
-    if (x->ndim < 1 || ix->ndim != 1 || !same_geometry(x, o, -1) ||
-        !same_geometry(x, u, 0) || u->shape[0] != ix->shape[0])
-        return BAD("scatter: x, index, updates and the output do not "
-                   "match");
     if (!kcontig(o))
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
                        "scatter: the CPU kernel needs a contiguous output");
@@ -1076,18 +948,6 @@ static keel_status scatter_check(const keel_kernel_args *a)
 KERNEL(k_scatter, "scatter", scatter_impl, scatter_check)
 
 /* ---- tile ---------------------------------------------------------------- */
-
-/* x's geometry right-aligned to nd dims (missing dims: size 1). */
-static void align_right(const keel_tensor_desc *x, int nd, int64_t *shape,
-                        int64_t *st)
-{
-    int off = nd - x->ndim;
-
-    for (int d = 0; d < nd; d++) {
-        shape[d] = d < off ? 1 : x->shape[d - off];
-        st[d] = d < off ? 0 : x->strides[d - off];
-    }
-}
 
 static void tile_impl(const struct kcall *k)
 {
@@ -1099,7 +959,7 @@ static void tile_impl(const struct kcall *k)
 
     if (knumel(o) == 0)
         return;
-    align_right(x, nd, xs, xst);
+    keel_kit_align_right(x, nd, xs, xst);
     nd_copy(out, o->strides, k->in[0], xst, nd, xs, es);
     /* Fill axis d by doubling the filled part; dims after d are full,
      * dims before d still hold only the corner. */
@@ -1117,49 +977,9 @@ static void tile_impl(const struct kcall *k)
     }
 }
 
-static keel_status tile_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    int64_t nr, xs[KEEL_MAX_DIMS], xst[KEEL_MAX_DIMS];
-    const int64_t *rep = kattr_ints(a, "repeat_times", &nr);
-    keel_status st = need_operands(a, "tile", 1, 1);
-
-    if (st)
-        return st;
-    if (o->dtype != x->dtype || o->ndim < x->ndim || nr > o->ndim)
-        return BAD("tile: the output does not match x");
-    align_right(x, o->ndim, xs, xst);
-    for (int d = 0; d < o->ndim; d++) {
-        int ri = d - (o->ndim - (int)nr);
-        int64_t r = ri >= 0 ? rep[ri] : 1;
-        if (r < 0 || o->shape[d] != xs[d] * r)
-            return BAD("tile: output dim %d is %lld, expected %lld x %lld",
-                       d, (long long)o->shape[d], (long long)xs[d],
-                       (long long)r);
-    }
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_tile, "tile", tile_impl, tile_check)
+KERNEL(k_tile, "tile", tile_impl, NULL)
 
 /* ---- flip ---------------------------------------------------------------- */
-
-static unsigned flip_mask(const keel_kernel_args *a, int nd, bool *ok)
-{
-    int64_t n;
-    const int64_t *ax = kattr_ints(a, "axis", &n);
-    unsigned mask = 0;
-
-    *ok = true;
-    for (int64_t i = 0; i < n; i++) {
-        int d = kaxis(ax[i], nd);
-        if (d < 0)
-            *ok = false;
-        else
-            mask |= 1u << d; /* a repeated axis flips once, as Paddle */
-    }
-    return mask;
-}
 
 static void flip_impl(const struct kcall *k)
 {
@@ -1167,8 +987,8 @@ static void flip_impl(const struct kcall *k)
     int es = keel_dtype_size(x->dtype);
     int64_t st[KEEL_MAX_DIMS];
     const char *src = k->in[0];
-    bool ok;
-    unsigned mask = flip_mask(k->a, x->ndim, &ok);
+    /* The axes (in range: the kit's check of rule 'same'), as bits. */
+    uint32_t mask = keel_kit_axes_bits(k->a, "axis", x->ndim);
 
     if (knumel(x) == 0)
         return;
@@ -1182,40 +1002,15 @@ static void flip_impl(const struct kcall *k)
     nd_copy(k->out[0], o->strides, src, st, x->ndim, x->shape, es);
 }
 
-static keel_status flip_check(const keel_kernel_args *a)
-{
-    keel_status st = need_operands(a, "flip", 1, 1);
-    bool ok;
-
-    if (st)
-        return st;
-    if (!same_geometry(&a->inputs[0], &a->outputs[0], -1))
-        return BAD("flip: the output does not match x");
-    flip_mask(a, a->inputs[0].ndim, &ok);
-    if (!ok)
-        return BAD("flip: an axis is out of range for %d dims",
-                   (int)a->inputs[0].ndim);
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_flip, "flip", flip_impl, flip_check)
+KERNEL(k_flip, "flip", flip_impl, NULL)
 
 /* ---- pad ----------------------------------------------------------------- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE, PAD_BAD };
-
-static int pad_mode(const keel_kernel_args *a)
-{
-    const char *m = kattr_s(a, "mode", "constant");
-
-    if (!strcmp(m, "constant"))
-        return PAD_CONSTANT;
-    if (!strcmp(m, "reflect"))
-        return PAD_REFLECT;
-    if (!strcmp(m, "replicate"))
-        return PAD_REPLICATE;
-    return PAD_BAD;
-}
+enum {
+    PAD_CONSTANT = KEEL_KIT_PAD_CONSTANT,
+    PAD_REFLECT = KEEL_KIT_PAD_REFLECT,
+    PAD_REPLICATE = KEEL_KIT_PAD_REPLICATE
+};
 
 struct pad_job {
     const char *x;
@@ -1298,8 +1093,7 @@ static void pad_impl(const struct kcall *k)
 {
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    int64_t np, rows, grain;
-    const int64_t *pad = kattr_ints(a, "pad", &np);
+    int64_t rows, grain;
     struct pad_job p;
 
     if (knumel(o) == 0)
@@ -1312,16 +1106,15 @@ static void pad_impl(const struct kcall *k)
     p.x = k->in[0];
     p.out = k->out[0];
     p.nd = o->ndim;
-    p.mode = pad_mode(a);
+    p.mode = keel_kit_pad_mode(a);
     p.x_empty = knumel(x) == 0;
     for (int d = 0; d < p.nd; d++) {
         p.xshape[d] = x->shape[d];
         p.xst[d] = x->strides[d];
         p.oshape[d] = o->shape[d];
         p.ost[d] = o->strides[d];
-        p.before[d] = 2 * d < np ? pad[2 * d] : 0;
-        p.after[d] = 2 * d + 1 < np ? pad[2 * d + 1] : 0;
     }
+    keel_kit_pad_widths(a, p.nd, p.before, p.after);
     memset(p.pat, 0, sizeof(p.pat));
     kstore(p.pat, o->dtype, kattr_f(a, "value", 0.0));
     rows = knumel(o) / o->shape[p.nd - 1];
@@ -1329,42 +1122,7 @@ static void pad_impl(const struct kcall *k)
     cpu_parallel_for(rows, grain > 0 ? grain : 1, pad_rows, &p);
 }
 
-static keel_status pad_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    int64_t np;
-    const int64_t *pad = kattr_ints(a, "pad", &np);
-    int mode = pad_mode(a);
-    keel_status st = need_operands(a, "pad", 1, 1);
-
-    if (st)
-        return st;
-    if (mode == PAD_BAD)
-        return BAD("pad: mode '%s' is not one of constant, reflect, "
-                   "replicate",
-                   kattr_s(a, "mode", ""));
-    if (np % 2 || np > 2 * x->ndim || o->dtype != x->dtype ||
-        o->ndim != x->ndim)
-        return BAD("pad: %lld pad entries do not fit %d dims", (long long)np,
-                   (int)x->ndim);
-    for (int d = 0; d < x->ndim; d++) {
-        int64_t bf = 2 * d < np ? pad[2 * d] : 0;
-        int64_t af = 2 * d + 1 < np ? pad[2 * d + 1] : 0;
-        int64_t n = x->shape[d];
-        if (bf < 0 || af < 0 || o->shape[d] != n + bf + af)
-            return BAD("pad: dim %d: output %lld != %lld + %lld + %lld", d,
-                       (long long)o->shape[d], (long long)bf, (long long)n,
-                       (long long)af);
-        if ((mode == PAD_REFLECT && (bf >= n || af >= n) && bf + af > 0) ||
-            (mode == PAD_REPLICATE && n == 0 && bf + af > 0))
-            return BAD("pad: dim %d of size %lld cannot be padded by "
-                       "(%lld, %lld) in this mode",
-                       d, (long long)n, (long long)bf, (long long)af);
-    }
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_pad, "pad", pad_impl, pad_check)
+KERNEL(k_pad, "pad", pad_impl, NULL)
 
 /* ---- sort, argsort, topk ------------------------------------------------- */
 
@@ -1715,8 +1473,8 @@ static void sort_common(const struct kcall *k, int vi, bool desc, bool sorted,
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0], *io = &a->outputs[vi];
     const keel_tensor_desc *vo = vi ? &a->outputs[0] : NULL;
-    int axis = x->ndim ? kaxis(kattr_i(a, "axis", -1), x->ndim) : 0;
-    int64_t rows, grain;
+    int64_t n, rows, grain;
+    int axis = keel_kit_sort_axis(a, x, &n);
     struct sort_job j;
     kpar_fn fn;
 
@@ -1730,7 +1488,7 @@ static void sort_common(const struct kcall *k, int vi, bool desc, bool sorted,
     j.desc = desc;
     j.sorted = sorted;
     j.k = kk;
-    j.n = x->ndim ? x->shape[axis] : 1;
+    j.n = n;
     j.xs = x->ndim ? x->strides[axis] : 1;
     j.ovs = vo && x->ndim ? vo->strides[axis] : 1;
     j.ois = x->ndim ? io->strides[axis] : 1;
@@ -1763,24 +1521,25 @@ static void sort_common(const struct kcall *k, int vi, bool desc, bool sorted,
     cpu_parallel_for(rows, grain > 0 ? grain : 1, fn, &j);
 }
 
+/* Length along the sort axis: sort and argsort keep all of it. */
+static int64_t axis_len(const keel_kernel_args *a)
+{
+    int64_t n;
+
+    keel_kit_sort_axis(a, &a->inputs[0], &n);
+    return n;
+}
+
 static void sort_impl(const struct kcall *k)
 {
-    const keel_tensor_desc *x = &k->a->inputs[0];
-
     sort_common(k, 1, kattr_i(k->a, "descending", 0) != 0, true,
-                x->ndim ? x->shape[kaxis(kattr_i(k->a, "axis", -1),
-                                         x->ndim)]
-                        : 1);
+                axis_len(k->a));
 }
 
 static void argsort_impl(const struct kcall *k)
 {
-    const keel_tensor_desc *x = &k->a->inputs[0];
-
     sort_common(k, 0, kattr_i(k->a, "descending", 0) != 0, true,
-                x->ndim ? x->shape[kaxis(kattr_i(k->a, "axis", -1),
-                                         x->ndim)]
-                        : 1);
+                axis_len(k->a));
 }
 
 static void topk_impl(const struct kcall *k)
@@ -1789,64 +1548,9 @@ static void topk_impl(const struct kcall *k)
                 kattr_i(k->a, "sorted", 1) != 0, kattr_i(k->a, "k", 1));
 }
 
-/* Outputs [values,] indices shaped as x with kk along the axis. */
-static keel_status sort_check_common(const keel_kernel_args *a,
-                                     const char *op, int nout, int64_t kk)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    keel_status st = need_operands(a, op, 1, nout);
-    int axis;
-
-    if (st)
-        return st;
-    axis = x->ndim ? kaxis(kattr_i(a, "axis", -1), x->ndim) : 0;
-    if (axis < 0 || (!x->ndim && kattr_i(a, "axis", -1) != 0 &&
-                     kattr_i(a, "axis", -1) != -1))
-        return BAD("%s: axis %lld out of range for %d dims", op,
-                   (long long)kattr_i(a, "axis", -1), (int)x->ndim);
-    if (kk < 0 || kk > (x->ndim ? x->shape[axis] : 1) ||
-        (!x->ndim && kk != 1))
-        return BAD("%s: k = %lld is out of range", op, (long long)kk);
-    for (int i = 0; i < nout; i++) {
-        const keel_tensor_desc *o = &a->outputs[i];
-        bool ok = o->ndim == x->ndim &&
-                  o->dtype == (i == nout - 1 ? KEEL_I64 : x->dtype);
-        for (int d = 0; ok && d < x->ndim; d++)
-            ok = o->shape[d] == (d == axis ? kk : x->shape[d]);
-        if (!ok)
-            return BAD("%s: output %d does not match x", op, i);
-    }
-    return KEEL_STATUS_OK;
-}
-
-static int64_t axis_len(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    int axis = kaxis(kattr_i(a, "axis", -1), x->ndim);
-
-    if (!x->ndim)
-        return 1;
-    return axis < 0 ? 0 : x->shape[axis];
-}
-
-static keel_status sort_check(const keel_kernel_args *a)
-{
-    return sort_check_common(a, "sort", 2, axis_len(a));
-}
-
-static keel_status argsort_check(const keel_kernel_args *a)
-{
-    return sort_check_common(a, "argsort", 1, axis_len(a));
-}
-
-static keel_status topk_check(const keel_kernel_args *a)
-{
-    return sort_check_common(a, "topk", 2, kattr_i(a, "k", 1));
-}
-
-KERNEL(k_sort, "sort", sort_impl, sort_check)
-KERNEL(k_argsort, "argsort", argsort_impl, argsort_check)
-KERNEL(k_topk, "topk", topk_impl, topk_check)
+KERNEL(k_sort, "sort", sort_impl, NULL)
+KERNEL(k_argsort, "argsort", argsort_impl, NULL)
+KERNEL(k_topk, "topk", topk_impl, NULL)
 
 /* ---- registration -------------------------------------------------------- */
 

@@ -996,20 +996,19 @@ enum rkind {
 static const struct rop {
     const char *name;
     int pass1, pass2;
-    bool needs_identity; /* an empty reduction is an error */
 } rops[] = {
-    [R_SUM] = {"sum", P_SUM, P_NONE, false},
-    [R_MEAN] = {"mean", P_SUM, P_NONE, false},
-    [R_MAX] = {"max", P_MAX, P_NONE, true},
-    [R_MIN] = {"min", P_MIN, P_NONE, true},
-    [R_PROD] = {"prod", P_PROD, P_NONE, false},
-    [R_ARGMAX] = {"argmax", P_MAX, P_FIND, true},
-    [R_ARGMIN] = {"argmin", P_MIN, P_FIND, true},
-    [R_VAR] = {"var", P_SUM, P_SQDEV, false},
-    [R_STD] = {"std", P_SUM, P_SQDEV, false},
-    [R_LSE] = {"logsumexp", P_MAX, P_SUMEXP, false},
-    [R_ALL] = {"all", P_NZ, P_NONE, false},
-    [R_ANY] = {"any", P_NZ, P_NONE, false},
+    [R_SUM] = {"sum", P_SUM, P_NONE},
+    [R_MEAN] = {"mean", P_SUM, P_NONE},
+    [R_MAX] = {"max", P_MAX, P_NONE},
+    [R_MIN] = {"min", P_MIN, P_NONE},
+    [R_PROD] = {"prod", P_PROD, P_NONE},
+    [R_ARGMAX] = {"argmax", P_MAX, P_FIND},
+    [R_ARGMIN] = {"argmin", P_MIN, P_FIND},
+    [R_VAR] = {"var", P_SUM, P_SQDEV},
+    [R_STD] = {"std", P_SUM, P_SQDEV},
+    [R_LSE] = {"logsumexp", P_MAX, P_SUMEXP},
+    [R_ALL] = {"all", P_NZ, P_NONE},
+    [R_ANY] = {"any", P_NZ, P_NONE},
 };
 
 struct rjob {
@@ -1325,65 +1324,15 @@ static int64_t cols_width(const struct geom *g, int64_t *units)
     return cw;
 }
 
-/* Reduced dims of `ndim` from the "axis" attribute (empty: all). */
-static keel_status axes_mask(const keel_kernel_args *a, const char *op,
-                             int ndim, int maxaxes, uint32_t *mask)
-{
-    int64_t n;
-    const int64_t *ax = kattr_ints(a, "axis", &n);
-    uint32_t seen = 0;
-
-    if (n > maxaxes)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: %lld axes given, at most %d", op, (long long)n,
-                       maxaxes);
-    for (int64_t i = 0; i < n; i++) {
-        int d = kaxis(ax[i], ndim ? ndim : 1);
-        if (d < 0 || (seen & (1u << d)))
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: axis %lld is out of range or repeated for a "
-                           "%d-d input",
-                           op, (long long)ax[i], ndim);
-        seen |= 1u << d;
-    }
-    if (n == 0)
-        seen = (1u << ndim) - 1;
-    *mask = ndim ? seen : 0;
-    return KEEL_STATUS_OK;
-}
-
+/* keel_kit_check (run by cpu_kernel_launch) has checked the axes, the
+ * output's shape and dtype and the empty reductions without an identity;
+ * the layout is this kernel's. */
 static keel_status reduce_check(const keel_kernel_args *a, int kind)
 {
-    const char *op = rops[kind].name;
-    int64_t nout = 1, nred = 1;
-    uint32_t mask;
-    keel_status st;
-
-    if (a->num_inputs != 1 || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs one input and one output", op);
-    st = axes_mask(a, op, a->inputs[0].ndim, KEEL_MAX_DIMS, &mask);
-    if (st)
-        return st;
-    for (int d = 0; d < a->inputs[0].ndim; d++) {
-        if (mask & (1u << d))
-            nred *= a->inputs[0].shape[d];
-        else
-            nout *= a->inputs[0].shape[d];
-    }
-    if (knumel(&a->outputs[0]) != nout)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output has %lld elements, the reduction "
-                       "gives %lld",
-                       op, (long long)knumel(&a->outputs[0]),
-                       (long long)nout);
     if (!kcontig(&a->outputs[0]))
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "%s: the CPU kernel needs a contiguous output", op);
-    if (rops[kind].needs_identity && nred == 0 && nout > 0)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: cannot reduce over an empty axis (no identity)",
-                       op);
+                       "%s: the CPU kernel needs a contiguous output",
+                       rops[kind].name);
     return KEEL_STATUS_OK;
 }
 
@@ -1392,10 +1341,9 @@ static void reduce_run(const struct kcall *k, int kind)
     const keel_kernel_args *a = k->a;
     struct rjob j;
     const struct geom *g = &j.g;
-    uint32_t mask = 0;
+    uint32_t mask = keel_kit_reduce_mask(a, a->inputs[0].ndim);
     int64_t units;
 
-    axes_mask(a, rops[kind].name, a->inputs[0].ndim, KEEL_MAX_DIMS, &mask);
     geom_build(&j.g, &a->inputs[0], NULL, mask, false);
     j.kind = kind;
     j.op = &rops[kind];
@@ -1625,12 +1573,10 @@ static void cumsum_impl(const struct kcall *k)
     const keel_tensor_desc *x = &a->inputs[0];
     struct sjob j;
     const struct geom *g = &j.g;
-    int64_t naxes, units;
-    uint32_t mask = (1u << x->ndim) - 1;
+    int64_t units;
+    /* One axis, or none: the flattened tensor, every dim scanned. */
+    uint32_t mask = keel_kit_reduce_mask(a, x->ndim);
 
-    kattr_ints(a, "axis", &naxes);
-    if (naxes > 0)
-        axes_mask(a, "cumsum", x->ndim, 1, &mask);
     geom_build(&j.g, x, NULL, mask, true);
     j.dt = x->dtype;
     j.odt = a->outputs[0].dtype;
@@ -1652,21 +1598,13 @@ static void cumsum_impl(const struct kcall *k)
     }
 }
 
+/* The kit has checked the axis and the output's shape and dtype; the
+ * layout is this kernel's. */
 static keel_status cumsum_check(const keel_kernel_args *a)
 {
-    uint32_t mask;
-    keel_status st;
-
-    if (a->num_inputs != 1 || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cumsum: needs one input and one output");
-    if ((st = axes_mask(a, "cumsum", a->inputs[0].ndim, 1, &mask)))
-        return st;
-    if (knumel(&a->outputs[0]) != knumel(&a->inputs[0]) ||
-        !kcontig(&a->outputs[0]))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cumsum: needs a contiguous output of the input's "
-                       "size");
+    if (!kcontig(&a->outputs[0]))
+        return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "cumsum: the CPU kernel needs a contiguous output");
     return KEEL_STATUS_OK;
 }
 
@@ -1901,7 +1839,7 @@ static void softmax_run(const struct kcall *k, int kind)
     const keel_kernel_args *a = k->a;
     const keel_tensor_desc *x = &a->inputs[0];
     const keel_tensor_desc *y = kind >= SM_GRAD ? &a->inputs[1] : NULL;
-    int axis = kaxis(kattr_i(a, "axis", -1), x->ndim ? x->ndim : 1);
+    int axis = keel_kit_axis_0d(kattr_i(a, "axis", -1), x->ndim);
     struct smjob j;
     int64_t units, total;
     const struct geom *g = &j.g;
@@ -1928,32 +1866,14 @@ static void softmax_run(const struct kcall *k, int kind)
     }
 }
 
+/* The kit has checked the axis and that inputs and output share one
+ * shape and dtype; the layout is this kernel's. */
 static keel_status softmax_check(const keel_kernel_args *a, int kind)
 {
-    const char *op = sm_names[kind];
-    int nin = kind >= SM_GRAD ? 2 : 1;
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-
-    if (a->num_inputs != nin || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs %d input%s and one output", op, nin,
-                       nin == 1 ? "" : "s");
-    if (kaxis(kattr_i(a, "axis", -1), x->ndim ? x->ndim : 1) < 0)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: axis %lld is out of range for a %d-d input", op,
-                       (long long)kattr_i(a, "axis", -1), x->ndim);
-    for (int i = 0; i < nin; i++) {
-        const keel_tensor_desc *t = &a->inputs[i];
-        if (t->dtype != x->dtype || t->ndim != o->ndim ||
-            memcmp(t->shape, o->shape, sizeof(int64_t) * (size_t)o->ndim))
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: inputs and output must have one shape and "
-                           "dtype",
-                           op);
-    }
-    if (!kcontig(o))
+    if (!kcontig(&a->outputs[0]))
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "%s: the CPU kernel needs a contiguous output", op);
+                       "%s: the CPU kernel needs a contiguous output",
+                       sm_names[kind]);
     return KEEL_STATUS_OK;
 }
 

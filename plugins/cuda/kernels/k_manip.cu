@@ -72,54 +72,19 @@ namespace {
 
 #define BAD(...) ck_fail(KEEL_STATUS_INVALID_ARGUMENT, __VA_ARGS__)
 
-/* ---- argument checks ----------------------------------------------------- */
+/* ---- argument checks -----------------------------------------------------
+ *
+ * keel_kit_check (run by ck_begin) has checked operand counts, dtypes
+ * (int32 or int64 indices included), axes, attributes and every output
+ * shape; what is left here is this plugin's own limit on the parts.
+ */
 
-/* Operand counts (-1: 1 to MP_MAX_PARTS) and sane ranks. */
-keel_status need_operands(const keel_kernel_args *a, const char *op, int nin,
-                          int nout)
+/* concat, stack and split handle at most MP_MAX_PARTS parts. */
+keel_status parts_limit(int n, const char *op)
 {
-    if ((nin >= 0 && a->num_inputs != nin) ||
-        (nin < 0 && (a->num_inputs < 1 || a->num_inputs > MP_MAX_PARTS)) ||
-        (nout >= 0 && a->num_outputs != nout) ||
-        (nout < 0 && (a->num_outputs < 1 || a->num_outputs > MP_MAX_PARTS)))
-        return BAD("%s: wrong operand count (%d inputs, %d outputs)", op,
-                   (int)a->num_inputs, (int)a->num_outputs);
-    for (int i = 0; i < a->num_inputs + a->num_outputs; i++) {
-        const keel_tensor_desc *d =
-            i < a->num_inputs ? &a->inputs[i]
-                              : &a->outputs[i - a->num_inputs];
-        if (d->ndim < 0 || d->ndim > KEEL_MAX_DIMS ||
-            (unsigned)d->dtype >= KEEL_DTYPE_COUNT_)
-            return BAD("%s: operand %d has a bad rank or dtype", op, i);
-        for (int k = 0; k < d->ndim; k++)
-            if (d->shape[k] < 0)
-                return BAD("%s: operand %d has a negative dim", op, i);
-    }
-    return KEEL_STATUS_OK;
-}
-
-/* a and b have one dtype, one rank and equal dims except `skip`. */
-bool same_geometry(const keel_tensor_desc *a, const keel_tensor_desc *b,
-                   int skip)
-{
-    if (a->dtype != b->dtype || a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (d != skip && a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
-bool is_index_dtype(keel_dtype dt)
-{
-    return dt == KEEL_I32 || dt == KEEL_I64;
-}
-
-keel_status need_index_dtype(const keel_tensor_desc *d, const char *op)
-{
-    if (!is_index_dtype(d->dtype))
-        return BAD("%s: the index must be int32 or int64, got %s", op,
-                   ck_dtype_name(d->dtype));
+    if (n > MP_MAX_PARTS)
+        return BAD("%s: %d parts, the CUDA kernel takes at most %d", op, n,
+                   MP_MAX_PARTS);
     return KEEL_STATUS_OK;
 }
 
@@ -182,48 +147,14 @@ keel_dptr shifted(const keel_tensor_desc *d, int64_t elems)
            (keel_dptr)(elems * (int64_t)keel_dtype_size(d->dtype));
 }
 
-int64_t prod(const int64_t *shape, int from, int to)
-{
-    int64_t n = 1;
-
-    for (int d = from; d < to; d++)
-        n *= shape[d];
-    return n;
-}
-
 /* ---- concat, stack, split ------------------------------------------------ */
-
-keel_status concat_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *o = &a->outputs[0];
-    int64_t sum = 0;
-    keel_status st = need_operands(a, "concat", -1, 1);
-    int axis;
-
-    if (st)
-        return st;
-    axis = ck_axis(ck_attr_i(a, "axis", 0), o->ndim);
-    if (axis < 0)
-        return BAD("concat: axis %lld out of range for %d dims",
-                   (long long)ck_attr_i(a, "axis", 0), (int)o->ndim);
-    for (int i = 0; i < a->num_inputs; i++) {
-        if (!same_geometry(&a->inputs[i], o, axis))
-            return BAD("concat: input %d does not match the output", i);
-        sum += a->inputs[i].shape[axis];
-    }
-    if (sum != o->shape[axis])
-        return BAD("concat: inputs add up to %lld along axis %d, the "
-                   "output has %lld",
-                   (long long)sum, axis, (long long)o->shape[axis]);
-    return KEEL_STATUS_OK;
-}
 
 keel_status k_concat(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "concat", &l);
 
-    if (st || (st = concat_check(a)))
+    if (st || (st = parts_limit(a->num_inputs, "concat")))
         return st;
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = ck_axis(ck_attr_i(a, "axis", 0), o->ndim);
@@ -243,36 +174,12 @@ keel_status k_concat(void *, const keel_kernel_args *a)
     return ck_end(&l);
 }
 
-keel_status stack_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *o = &a->outputs[0];
-    keel_status st = need_operands(a, "stack", -1, 1);
-    int axis;
-
-    if (st)
-        return st;
-    axis = ck_axis(ck_attr_i(a, "axis", 0), o->ndim);
-    if (axis < 0 || o->shape[axis] != a->num_inputs)
-        return BAD("stack: axis %lld does not hold the %d inputs",
-                   (long long)ck_attr_i(a, "axis", 0), (int)a->num_inputs);
-    for (int i = 0; i < a->num_inputs; i++) {
-        const keel_tensor_desc *x = &a->inputs[i];
-        bool ok = x->dtype == o->dtype && x->ndim + 1 == o->ndim;
-        for (int d = 0, s = 0; ok && d < o->ndim; d++)
-            if (d != axis)
-                ok = x->shape[s++] == o->shape[d];
-        if (!ok)
-            return BAD("stack: input %d does not match the output", i);
-    }
-    return KEEL_STATUS_OK;
-}
-
 keel_status k_stack(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "stack", &l);
 
-    if (st || (st = stack_check(a)))
+    if (st || (st = parts_limit(a->num_inputs, "stack")))
         return st;
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = ck_axis(ck_attr_i(a, "axis", 0), o->ndim);
@@ -293,37 +200,12 @@ keel_status k_stack(void *, const keel_kernel_args *a)
     return ck_end(&l);
 }
 
-keel_status split_check(const keel_kernel_args *a)
-{
-    const keel_tensor_desc *x = &a->inputs[0];
-    keel_status st = need_operands(a, "split", 1, -1);
-    int64_t sum = 0;
-    int axis;
-
-    if (st)
-        return st;
-    axis = ck_axis(ck_attr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("split: axis %lld out of range for %d dims",
-                   (long long)ck_attr_i(a, "axis", 0), (int)x->ndim);
-    for (int i = 0; i < a->num_outputs; i++) {
-        if (!same_geometry(&a->outputs[i], x, axis))
-            return BAD("split: output %d does not match the input", i);
-        sum += a->outputs[i].shape[axis];
-    }
-    if (sum != x->shape[axis])
-        return BAD("split: outputs add up to %lld along axis %d, the input "
-                   "has %lld",
-                   (long long)sum, axis, (long long)x->shape[axis]);
-    return KEEL_STATUS_OK;
-}
-
 keel_status k_split(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "split", &l);
 
-    if (st || (st = split_check(a)))
+    if (st || (st = parts_limit(a->num_outputs, "split")))
         return st;
     const keel_tensor_desc *x = &a->inputs[0];
     int axis = ck_axis(ck_attr_i(a, "axis", 0), x->ndim);
@@ -347,38 +229,17 @@ keel_status k_split(void *, const keel_kernel_args *a)
 
 /* ---- flip ---------------------------------------------------------------- */
 
-unsigned flip_mask(const keel_kernel_args *a, int nd, bool *ok)
-{
-    int64_t n;
-    const int64_t *ax = ck_attr_ints(a, "axis", &n);
-    unsigned mask = 0;
-
-    *ok = true;
-    for (int64_t i = 0; i < n; i++) {
-        int d = ck_axis(ax[i], nd);
-        if (d < 0)
-            *ok = false;
-        else
-            mask |= 1u << d; /* a repeated axis flips once */
-    }
-    return mask;
-}
-
 keel_status k_flip(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "flip", &l);
-    bool ok;
 
-    if (st || (st = need_operands(a, "flip", 1, 1)))
+    if (st)
         return st;
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    if (!same_geometry(x, o, -1))
-        return BAD("flip: the output does not match x");
-    unsigned mask = flip_mask(a, x->ndim, &ok);
-    if (!ok)
-        return BAD("flip: an axis is out of range for %d dims",
-                   (int)x->ndim);
+    /* The axes (in range: the kit's check of rule 'same'); a repeated
+     * one flips once. */
+    uint32_t mask = keel_kit_axes_bits(a, "axis", x->ndim);
     if (ck_numel(x) == 0)
         return KEEL_STATUS_OK;
     /* x seen from its far end along each flipped dim. */
@@ -439,7 +300,7 @@ keel_status take_launch(const struct ck_launch *l, const take_geo &g,
                         const keel_tensor_desc *o, const keel_tensor_desc *x,
                         const keel_tensor_desc *ix)
 {
-    int64_t n = prod(g.shape, 0, g.nd);
+    int64_t n = keel_kit_prod(g.shape, 0, g.nd);
 
     if (n <= 0)
         return KEEL_STATUS_OK;
@@ -455,44 +316,28 @@ keel_status gather_common(const keel_kernel_args *a, const char *op)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, op, &l);
-    bool ok;
 
-    if (st || (st = need_operands(a, op, 2, 1)))
+    if (st)
         return st;
     const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = ck_axis(ck_attr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("%s: axis %lld out of range for %d dims", op,
-                   (long long)ck_attr_i(a, "axis", 0), (int)x->ndim);
-    if (ix->ndim != 1)
-        return BAD("%s: the index must be 1-D", op);
-    ok = o->dtype == x->dtype &&
-         (o->ndim == x->ndim ||
-          (o->ndim + 1 == x->ndim && ix->shape[0] == 1));
-    for (int d = 0, s = 0; ok && d < x->ndim; d++) {
-        if (d == axis && o->ndim < x->ndim)
-            continue;
-        ok = o->shape[s++] == (d == axis ? ix->shape[0] : x->shape[d]);
-    }
-    if (!ok)
-        return BAD("%s: the output does not match x and the index", op);
-    if ((st = need_index_dtype(ix, op)))
-        return st;
     if (ck_numel(o) == 0)
         return KEEL_STATUS_OK;
 
     /* The output as x's dims with the index's length along axis; an
      * output without the axis (index of length 1) has stride 0 there. */
+    keel_tensor_desc v;
     take_geo g;
+    keel_kit_gather_out(a, axis, &v);
     g.nd = x->ndim;
     g.axis = axis;
     g.i32 = ix->dtype == KEEL_I32;
     g.wrap = false;
     g.size = x->shape[axis];
-    for (int d = 0, s = 0; d < x->ndim; d++) {
-        g.shape[d] = d == axis ? ix->shape[0] : x->shape[d];
-        g.os[d] = d == axis && o->ndim < x->ndim ? 0 : o->strides[s++];
+    for (int d = 0; d < x->ndim; d++) {
+        g.shape[d] = v.shape[d];
+        g.os[d] = v.strides[d];
         g.xs[d] = x->strides[d];
         g.is[d] = d == axis ? ix->strides[0] : 0;
     }
@@ -515,22 +360,11 @@ keel_status k_take_along_axis(void *, const keel_kernel_args *a)
     struct ck_launch l;
     keel_status st = ck_begin(a, op, &l);
 
-    if (st || (st = need_operands(a, op, 2, 1)))
+    if (st)
         return st;
     const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
     const keel_tensor_desc *o = &a->outputs[0];
     int axis = ck_axis(ck_attr_i(a, "axis", 0), x->ndim);
-    if (axis < 0)
-        return BAD("%s: axis %lld out of range for %d dims", op,
-                   (long long)ck_attr_i(a, "axis", 0), (int)x->ndim);
-    if (!same_geometry(x, o, axis) || ix->ndim != o->ndim)
-        return BAD("%s: x and the output do not match", op);
-    for (int d = 0; d < o->ndim; d++)
-        if (ix->shape[d] != o->shape[d])
-            return BAD("%s: the index and the output differ in dim %d", op,
-                       d);
-    if ((st = need_index_dtype(ix, op)))
-        return st;
     if (ck_numel(o) == 0)
         return KEEL_STATUS_OK;
 
@@ -579,29 +413,16 @@ keel_status k_tile(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "tile", &l);
-    int64_t nr;
 
-    if (st || (st = need_operands(a, "tile", 1, 1)))
+    if (st)
         return st;
-    const int64_t *rep = ck_attr_ints(a, "repeat_times", &nr);
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    if (o->dtype != x->dtype || o->ndim < x->ndim || nr > o->ndim)
-        return BAD("tile: the output does not match x");
     tile_geo g;
-    int off = o->ndim - x->ndim;
     g.nd = o->ndim;
+    keel_kit_align_right(x, o->ndim, g.xshape, g.xs);
     for (int d = 0; d < o->ndim; d++) {
-        int ri = d - (o->ndim - (int)nr);
-        int64_t r = ri >= 0 ? rep[ri] : 1;
-
         g.oshape[d] = o->shape[d];
         g.os[d] = o->strides[d];
-        g.xshape[d] = d < off ? 1 : x->shape[d - off];
-        g.xs[d] = d < off ? 0 : x->strides[d - off];
-        if (r < 0 || o->shape[d] != g.xshape[d] * r)
-            return BAD("tile: output dim %d is %lld, expected %lld x %lld",
-                       d, (long long)o->shape[d], (long long)g.xshape[d],
-                       (long long)r);
     }
     int64_t n = ck_numel(o);
     if (n == 0)
@@ -617,20 +438,11 @@ keel_status k_tile(void *, const keel_kernel_args *a)
 
 /* ---- pad ----------------------------------------------------------------- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE, PAD_BAD };
-
-int pad_mode(const keel_kernel_args *a)
-{
-    const char *m = ck_attr_s(a, "mode", "constant");
-
-    if (!strcmp(m, "constant"))
-        return PAD_CONSTANT;
-    if (!strcmp(m, "reflect"))
-        return PAD_REFLECT;
-    if (!strcmp(m, "replicate"))
-        return PAD_REPLICATE;
-    return PAD_BAD;
-}
+enum {
+    PAD_CONSTANT = KEEL_KIT_PAD_CONSTANT,
+    PAD_REFLECT = KEEL_KIT_PAD_REFLECT,
+    PAD_REPLICATE = KEEL_KIT_PAD_REPLICATE
+};
 
 struct pad_geo {
     int nd, mode;
@@ -720,42 +532,20 @@ keel_status k_pad(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "pad", &l);
-    int64_t np;
 
-    if (st || (st = need_operands(a, "pad", 1, 1)))
+    if (st)
         return st;
-    const int64_t *pad = ck_attr_ints(a, "pad", &np);
-    int mode = pad_mode(a);
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    if (mode == PAD_BAD)
-        return BAD("pad: mode '%s' is not one of constant, reflect, "
-                   "replicate",
-                   ck_attr_s(a, "mode", ""));
-    if (np % 2 || np > 2 * x->ndim || o->dtype != x->dtype ||
-        o->ndim != x->ndim)
-        return BAD("pad: %lld pad entries do not fit %d dims", (long long)np,
-                   (int)x->ndim);
+    int64_t after[KEEL_MAX_DIMS];
     pad_geo g;
     g.nd = o->ndim;
-    g.mode = mode;
+    g.mode = keel_kit_pad_mode(a);
+    keel_kit_pad_widths(a, x->ndim, g.before, after);
     for (int d = 0; d < x->ndim; d++) {
-        int64_t bf = 2 * d < np ? pad[2 * d] : 0;
-        int64_t af = 2 * d + 1 < np ? pad[2 * d + 1] : 0;
-        int64_t n = x->shape[d];
-        if (bf < 0 || af < 0 || o->shape[d] != n + bf + af)
-            return BAD("pad: dim %d: output %lld != %lld + %lld + %lld", d,
-                       (long long)o->shape[d], (long long)bf, (long long)n,
-                       (long long)af);
-        if ((mode == PAD_REFLECT && (bf >= n || af >= n) && bf + af > 0) ||
-            (mode == PAD_REPLICATE && n == 0 && bf + af > 0))
-            return BAD("pad: dim %d of size %lld cannot be padded by "
-                       "(%lld, %lld) in this mode",
-                       d, (long long)n, (long long)bf, (long long)af);
         g.oshape[d] = o->shape[d];
         g.os[d] = o->strides[d];
-        g.xshape[d] = n;
+        g.xshape[d] = x->shape[d];
         g.xs[d] = x->strides[d];
-        g.before[d] = bf;
     }
     int64_t n = ck_numel(o);
     if (n == 0)
@@ -914,16 +704,10 @@ keel_status k_scatter(void *, const keel_kernel_args *a)
     struct ck_launch l;
     keel_status st = ck_begin(a, "scatter", &l);
 
-    if (st || (st = need_operands(a, "scatter", 3, 1)))
+    if (st)
         return st;
     const keel_tensor_desc *x = &a->inputs[0], *ix = &a->inputs[1];
     const keel_tensor_desc *u = &a->inputs[2], *o = &a->outputs[0];
-    if (x->ndim < 1 || ix->ndim != 1 || !same_geometry(x, o, -1) ||
-        !same_geometry(x, u, 0) || u->shape[0] != ix->shape[0])
-        return BAD("scatter: x, index, updates and the output do not "
-                   "match");
-    if ((st = need_index_dtype(ix, "scatter")))
-        return st;
     int64_t n = ck_numel(o), nidx = ix->shape[0], rows = o->shape[0];
     if (n == 0)
         return KEEL_STATUS_OK;
@@ -1332,34 +1116,18 @@ keel_status sort_common(const keel_kernel_args *a, int kind)
 
     q.op = names[kind];
     q.vi = kind == ARGSORT ? 0 : 1;
-    int nout = q.vi + 1;
     keel_status st = ck_begin(a, q.op, &l);
-    if (st || (st = need_operands(a, q.op, 1, nout)))
+    if (st)
         return st;
     q.desc = ck_attr_i(a, is_topk ? "largest" : "descending",
                        is_topk ? 1 : 0) != 0;
     q.sorted = !is_topk || ck_attr_i(a, "sorted", 1) != 0;
     q.k = is_topk ? ck_attr_i(a, "k", 1) : 0;
     const keel_tensor_desc *x = &a->inputs[0];
-    int64_t axis_attr = ck_attr_i(a, "axis", -1);
-    int axis = x->ndim ? ck_axis(axis_attr, x->ndim) : 0;
-    if (axis < 0 || (!x->ndim && axis_attr != 0 && axis_attr != -1))
-        return BAD("%s: axis %lld out of range for %d dims", q.op,
-                   (long long)axis_attr, (int)x->ndim);
-    int64_t n = x->ndim ? x->shape[axis] : 1;
+    int64_t n;
+    int axis = keel_kit_sort_axis(a, x, &n);
     if (!is_topk)
         q.k = n;
-    if (q.k < 0 || q.k > n || (!x->ndim && q.k != 1))
-        return BAD("%s: k = %lld is out of range", q.op, (long long)q.k);
-    for (int i = 0; i < nout; i++) {
-        const keel_tensor_desc *o = &a->outputs[i];
-        bool ok = o->ndim == x->ndim &&
-                  o->dtype == (i == nout - 1 ? KEEL_I64 : x->dtype);
-        for (int d = 0; ok && d < x->ndim; d++)
-            ok = o->shape[d] == (d == axis ? q.k : x->shape[d]);
-        if (!ok)
-            return BAD("%s: output %d does not match x", q.op, i);
-    }
     if (ck_numel(x) == 0 || q.k == 0)
         return KEEL_STATUS_OK;
 

@@ -674,17 +674,12 @@ enum rkind {
     R_ANY
 };
 
+/* Names by kind (dtypes and empty reductions: the kit's check). */
 const struct {
     const char *name;
-    uint32_t dtypes;
-    bool no_identity; /* an empty reduction with outputs is an error */
 } rinfo[] = {
-    {"sum", KEEL_DT_ALL, false},           {"mean", KEEL_DT_FLOAT, false},
-    {"max", KEEL_DT_NUMERIC, true},        {"min", KEEL_DT_NUMERIC, true},
-    {"prod", KEEL_DT_NUMERIC, false},      {"argmax", KEEL_DT_NUMERIC, true},
-    {"argmin", KEEL_DT_NUMERIC, true},     {"var", KEEL_DT_FLOAT, false},
-    {"std", KEEL_DT_FLOAT, false},         {"logsumexp", KEEL_DT_FLOAT, false},
-    {"all", KEEL_DT_ALL, false},           {"any", KEEL_DT_ALL, false},
+    {"sum"}, {"mean"}, {"max"}, {"min"}, {"prod"}, {"argmax"},
+    {"argmin"}, {"var"}, {"std"}, {"logsumexp"}, {"all"}, {"any"},
 };
 
 template <class T>
@@ -737,54 +732,14 @@ keel_status red_typed(const struct ck_launch *l, int kind, const rgeo &g,
     default: FALLBACK;                                                       \
     }
 
-/* ndim, shape and dtype of a descriptor are usable. */
-keel_status desc_check(const keel_tensor_desc *d, const char *op,
+/* A descriptor with elements has data: the kit checks shapes and dtypes
+ * but never looks at the address. */
+keel_status data_check(const keel_tensor_desc *d, const char *op,
                        const char *what)
 {
-    if (d->ndim < 0 || d->ndim > KEEL_MAX_DIMS)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: %s has ndim %d (0 to %d allowed)", op, what,
-                       (int)d->ndim, KEEL_MAX_DIMS);
-    for (int i = 0; i < d->ndim; i++)
-        if (d->shape[i] < 0)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: %s has a negative extent %lld", op, what,
-                           (long long)d->shape[i]);
-    if ((unsigned)d->dtype >= KEEL_DTYPE_COUNT_)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: %s has an unknown dtype %d", op, what,
-                       (int)d->dtype);
     if (!d->data && ck_numel(d) > 0)
         return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: %s has elements but no data", op, what);
-    return KEEL_STATUS_OK;
-}
-
-/* Reduced dims of an ndim-d input from the "axis" ints attribute (empty:
- * all; a 0-d input accepts 0 and -1 and reduces nothing). */
-keel_status axes_mask(const keel_kernel_args *a, const char *op, int ndim,
-                      int maxaxes, uint32_t *mask)
-{
-    int64_t n;
-    const int64_t *ax = ck_attr_ints(a, "axis", &n);
-    uint32_t seen = 0;
-
-    if (n > maxaxes)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: %lld axes given, at most %d", op, (long long)n,
-                       maxaxes);
-    for (int64_t i = 0; i < n; i++) {
-        int d = ck_axis(ax[i], ndim ? ndim : 1);
-        if (d < 0 || (seen & (1u << d)))
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: axis %lld is out of range or repeated for a "
-                           "%d-d input",
-                           op, (long long)ax[i], ndim);
-        seen |= 1u << d;
-    }
-    if (n == 0)
-        seen = (1u << ndim) - 1;
-    *mask = ndim ? seen : 0;
     return KEEL_STATUS_OK;
 }
 
@@ -792,12 +747,11 @@ keel_status red_geom(const keel_kernel_args *a, const char *op, rgeo *g)
 {
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
     int64_t *kst[1] = {g->kx}, *rst[1] = {g->rx}, *ost[1] = {g->ost};
-    uint32_t mask;
+    uint32_t mask = keel_kit_reduce_mask(a, x->ndim);
     keel_status st;
 
-    if ((st = desc_check(x, op, "the input")) ||
-        (st = desc_check(out, op, "the output")) ||
-        (st = axes_mask(a, op, x->ndim, KEEL_MAX_DIMS, &mask)))
+    if ((st = data_check(x, op, "the input")) ||
+        (st = data_check(out, op, "the output")))
         return st;
     g->nk = g->nr = g->ond = 0;
     g->nout = g->nred = 1;
@@ -820,11 +774,6 @@ keel_status red_geom(const keel_kernel_args *a, const char *op, rgeo *g)
         g->rshape[0] = g->nred;
         g->rx[0] = 0;
     }
-    if (ck_numel(out) != g->nout)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output has %lld elements, the reduction "
-                       "gives %lld",
-                       op, (long long)ck_numel(out), (long long)g->nout);
     for (int d = 0; d < out->ndim; d++)
         if (out->shape[d] != 1)
             push_dim(&g->ond, g->oshape, ost, &out->strides[d], 1,
@@ -847,17 +796,12 @@ keel_status reduce_entry(const keel_kernel_args *a, int kind)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, op, 1, 1)) || (st = red_geom(a, op, &g)))
+    /* keel_kit_check (in ck_begin) has checked the operand counts, the
+     * dtype, the axes, the output's shape and dtype and the empty
+     * reductions without an identity. */
+    if ((st = red_geom(a, op, &g)))
         return st;
     keel_dtype dt = a->inputs[0].dtype;
-    if (!(rinfo[kind].dtypes & KEEL_DTYPE_BIT(dt)))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: input dtype %s is not supported", op,
-                       ck_dtype_name(dt));
-    if (rinfo[kind].no_identity && g.nred == 0 && g.nout > 0)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: cannot reduce over an empty axis (no identity)",
-                       op);
     if (g.nout == 0)
         return KEEL_STATUS_OK;
     bool unbiased = ck_attr_i(a, "unbiased", 1) != 0;
@@ -1129,31 +1073,19 @@ keel_status k_cumsum(void *, const keel_kernel_args *a)
 {
     struct ck_launch l;
     keel_status st = ck_begin(a, "cumsum", &l);
-    int64_t os[KEEL_MAX_DIMS], naxes, acc = 1;
+    int64_t os[KEEL_MAX_DIMS], acc = 1;
     uint32_t mask;
     sgeo g;
 
     if (st)
         return st;
-    if ((st = ck_arity(a, "cumsum", 1, 1)))
-        return st;
+    /* The kit has checked the axis (one or none: flattened, every dim
+     * scanned) and the output's shape and dtype. */
     const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
-    if ((st = desc_check(x, "cumsum", "the input")) ||
-        (st = desc_check(out, "cumsum", "the output")) ||
-        (st = axes_mask(a, "cumsum", x->ndim, 1, &mask)))
+    if ((st = data_check(x, "cumsum", "the input")) ||
+        (st = data_check(out, "cumsum", "the output")))
         return st;
-    if (!(KEEL_DT_NUMERIC & KEEL_DTYPE_BIT(x->dtype)))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cumsum: input dtype %s is not supported",
-                       ck_dtype_name(x->dtype));
-    if (ck_numel(out) != ck_numel(x))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cumsum: the output has %lld elements, the input "
-                       "%lld",
-                       (long long)ck_numel(out), (long long)ck_numel(x));
-    ck_attr_ints(a, "axis", &naxes);
-    if (naxes == 0)
-        mask = (1u << x->ndim) - 1; /* flattened: scan everything */
+    mask = keel_kit_reduce_mask(a, x->ndim);
     /* The output in x's index space: its own strides when it has x's
      * shape, else (the flattened form) it must be dense. */
     bool same = out->ndim == x->ndim;
@@ -1341,35 +1273,16 @@ keel_status softmax_entry(const keel_kernel_args *a, int kind)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, op, nin, 1)))
-        return st;
+    /* The kit has checked the counts, the floating dtype, the axis and
+     * that inputs and output share one shape and dtype. */
     const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
     const keel_tensor_desc *y = nin == 2 ? &a->inputs[1] : NULL;
-    if ((st = desc_check(o, op, "the output")))
+    if ((st = data_check(o, op, "the output")))
         return st;
-    for (int i = 0; i < nin; i++) {
-        const keel_tensor_desc *t = &a->inputs[i];
-        if ((st = desc_check(t, op, "an input")))
+    for (int i = 0; i < nin; i++)
+        if ((st = data_check(&a->inputs[i], op, "an input")))
             return st;
-        bool ok = t->dtype == x->dtype && t->ndim == o->ndim;
-        for (int d = 0; d < o->ndim && ok; d++)
-            ok = t->shape[d] == o->shape[d];
-        if (!ok)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: inputs and output must have one shape and "
-                           "dtype",
-                           op);
-    }
-    if (!(KEEL_DT_FLOAT & KEEL_DTYPE_BIT(x->dtype)))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: input dtype %s is not supported", op,
-                       ck_dtype_name(x->dtype));
-    int64_t axv = ck_attr_i(a, "axis", -1);
-    int axis = ck_axis(axv, x->ndim ? x->ndim : 1);
-    if (axis < 0)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: axis %lld is out of range for a %d-d input", op,
-                       (long long)axv, (int)x->ndim);
+    int axis = keel_kit_axis_0d(ck_attr_i(a, "axis", -1), x->ndim);
     sgeo_build(&g, x, y, o->strides, x->ndim ? 1u << axis : 0);
     g.out = (char *)(uintptr_t)o->data;
     g.odt = o->dtype;
