@@ -1138,7 +1138,11 @@ static void describe_case(struct kt_run *r, const struct kt_tensor *in,
 /* Output dtypes and shapes for the tested dtype: a run on cpu:0 in that
  * dtype; when it cannot run, the float64 reference with float64 mapped to
  * the tested dtype. */
-static void meta_from_ref(const struct kt_result *ref, int dt,
+/* Output metadata from the reference run. A reference computed in
+ * float64 for a tested dtype `dt` has float64 outputs that stand for dt;
+ * one computed in dt itself (ref_in_dt) has the right dtypes already, such
+ * as a cast's float64 target. */
+static void meta_from_ref(const struct kt_result *ref, int dt, bool ref_in_dt,
                           struct kt_result *meta)
 {
     memset(meta, 0, sizeof(*meta));
@@ -1146,7 +1150,7 @@ static void meta_from_ref(const struct kt_result *ref, int dt,
     for (int o = 0; o < ref->nout; o++) {
         meta->out[o] = ref->out[o];
         meta->out[o].v = NULL;
-        if (meta->out[o].dtype == KEEL_F64)
+        if (!ref_in_dt && meta->out[o].dtype == KEEL_F64)
             meta->out[o].dtype = dt;
     }
 }
@@ -1171,10 +1175,10 @@ static enum case_result run_case(struct kt_run *r, int tdt_ref,
         if (run_on_cpu(r->op, r->c, r->in, r->dt, r->dt, r->at, 0, &meta, err,
                        sizeof(err))) {
             result_free(&meta);
-            meta_from_ref(&ref, r->dt, &meta);
+            meta_from_ref(&ref, r->dt, false, &meta);
         }
     } else {
-        meta_from_ref(&ref, r->dt, &meta);
+        meta_from_ref(&ref, r->dt, true, &meta);
     }
     tol = cf_dtype_is_float(r->dt) ? cf_env.cfg->tolerance[r->dt] : 0;
     for (int o = 0; o < meta.nout; o++)

@@ -324,8 +324,8 @@ keel_status kit_out_is(const struct kit_ctx *c, int k, keel_dtype dt,
         return kit_bad(c, "output %d is %s, expected %s", k,
                        keel_kit_dtype_name(o->dtype),
                        keel_kit_dtype_name(dt));
-    if (o->ndim != ndim || memcmp(o->shape, shape, sizeof(int64_t) *
-                                                       (size_t)ndim))
+    if (o->ndim != ndim ||
+        (ndim > 0 && memcmp(o->shape, shape, sizeof(int64_t) * (size_t)ndim)))
         return kit_bad(c, "output %d has shape %s, expected %s", k,
                        kit_shape_str(got, sizeof(got), o->ndim, o->shape),
                        kit_shape_str(want, sizeof(want), ndim, shape));
@@ -348,6 +348,14 @@ keel_status kit_same_dtype(const struct kit_ctx *c, uint32_t mask, int ref)
                            "one dtype", i,
                            keel_kit_dtype_name(KIN(c, i)->dtype), ref,
                            keel_kit_dtype_name(dt));
+    return KEEL_STATUS_OK;
+}
+
+keel_status kit_key_dtype(const struct kit_ctx *c, keel_dtype dt)
+{
+    if (!(c->info->dtype_mask & KEEL_DTYPE_BIT(dt)))
+        return kit_bad(c, "dtype %s is not one of the op's dtypes",
+                       keel_kit_dtype_name(dt));
     return KEEL_STATUS_OK;
 }
 
@@ -445,6 +453,10 @@ static keel_status check_descs(const struct kit_ctx *c)
                            "or byte span beyond int64)",
                            in ? "input" : "output", k, (int)d->dtype,
                            (int)d->ndim);
+        /* The core allocates every output new and row-major contiguous
+         * (docs/ops.md, "What a kernel receives"). */
+        if (!in && !keel_kit_contiguous(d))
+            return kit_bad(c, "output %d is not row-major contiguous", k);
     }
     return KEEL_STATUS_OK;
 }

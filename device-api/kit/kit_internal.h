@@ -4,10 +4,11 @@
  * One check per shape rule of ops.def, named kit_rule_<SHAPE>. The table in
  * kit.c is built from ops.def, so a rule named there without a definition
  * here does not link. A rule runs after the generic checks (arity within
- * the catalog's maximum, every descriptor sane, attributes typed as the
- * catalog says, the key dtype in the op's set), and checks what is
- * particular to the rule: the minimum arity, dtypes, shapes and attribute
- * ranges.
+ * the catalog's maximum, every descriptor sane, every output row-major
+ * contiguous, attributes typed as the catalog says and required ones
+ * present), and checks what is particular to the rule: the exact arity,
+ * the key dtype in the op's set (kit_key_dtype: only the rule knows which
+ * operand keys the look-up), dtypes, shapes and attribute ranges.
  */
 #ifndef KEEL_KIT_INTERNAL_H
 #define KEEL_KIT_INTERNAL_H
@@ -59,6 +60,8 @@ keel_status kit_out_like(const struct kit_ctx *c, int k,
                          const keel_tensor_desc *d, keel_dtype dt);
 /* All of inputs in mask (bit i = input i) share input `ref`'s dtype. */
 keel_status kit_same_dtype(const struct kit_ctx *c, uint32_t mask, int ref);
+/* dt, the key dtype the rule picked, is in the op's catalog set. */
+keel_status kit_key_dtype(const struct kit_ctx *c, keel_dtype dt);
 /* Input i is a floating dtype. */
 keel_status kit_need_float(const struct kit_ctx *c, int i);
 /* "[2, 3, 4]" into buf. */

@@ -86,15 +86,6 @@ void keel_kit_gather_out(const keel_kernel_args *a, int axis,
 
 /* ---- rule helpers ------------------------------------------------------------ */
 
-/* The key dtype (the rule's choice: x's here) is in the op's set. */
-static keel_status key_dtype(const struct kit_ctx *c, keel_dtype dt)
-{
-    if (!(c->info->dtype_mask & KEEL_DTYPE_BIT(dt)))
-        return kit_bad(c, "dtype %s is not one of the op's dtypes",
-                       keel_kit_dtype_name(dt));
-    return KEEL_STATUS_OK;
-}
-
 /* One input x, whose dtype keys the lookup, and one output. */
 static keel_status unary(const struct kit_ctx *c, const keel_tensor_desc **x)
 {
@@ -103,7 +94,7 @@ static keel_status unary(const struct kit_ctx *c, const keel_tensor_desc **x)
     if (st)
         return st;
     *x = KIN(c, 0);
-    return key_dtype(c, (*x)->dtype);
+    return kit_key_dtype(c, (*x)->dtype);
 }
 
 /* Attribute `axis` (default def) normalised for ndim dims into *axis. */
@@ -185,7 +176,7 @@ keel_status kit_rule_concat(const struct kit_ctx *c)
     x0 = KIN(c, 0);
     if (x0->ndim == 0)
         return kit_bad(c, "cannot concatenate 0-d tensors");
-    if ((st = key_dtype(c, x0->dtype)) ||
+    if ((st = kit_key_dtype(c, x0->dtype)) ||
         (st = get_axis(c, 0, x0->ndim, &axis)) ||
         (st = parts_match(c, axis)))
         return st;
@@ -215,7 +206,7 @@ keel_status kit_rule_stack(const struct kit_ctx *c)
         return kit_bad(c, "stacking %d-d inputs gives more than %d dims", nd,
                        KEEL_MAX_DIMS);
     /* The axis counts in the output's dims. */
-    if ((st = key_dtype(c, x0->dtype)) ||
+    if ((st = kit_key_dtype(c, x0->dtype)) ||
         (st = get_axis(c, 0, nd + 1, &axis)) || (st = parts_match(c, -1)))
         return st;
     for (int d = 0, s = 0; d < nd + 1; d++)
@@ -237,7 +228,7 @@ keel_status kit_rule_split(const struct kit_ctx *c)
         return kit_bad(c, "needs one input and at least one output, got %d "
                        "and %d", (int)KNIN(c), (int)KNOUT(c));
     x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) ||
         (st = get_axis(c, 0, x->ndim, &axis)))
         return st;
     if (n != KNOUT(c))
@@ -284,7 +275,7 @@ keel_status kit_rule_gather(const struct kit_ctx *c)
     x = KIN(c, 0);
     ix = KIN(c, 1);
     o = KOUT(c, 0);
-    if ((st = key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)) ||
         (st = get_axis(c, 0, x->ndim, &axis)))
         return st;
     /* A 0-d index arrives as [1] (stride 0). */
@@ -310,7 +301,7 @@ keel_status kit_rule_scatter(const struct kit_ctx *c)
     x = KIN(c, 0);
     ix = KIN(c, 1);
     up = KIN(c, 2);
-    if ((st = key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)))
+    if ((st = kit_key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)))
         return st;
     if (x->ndim < 1)
         return kit_bad(c, "x must have at least 1 dim");
@@ -341,7 +332,7 @@ keel_status kit_rule_take_along_axis(const struct kit_ctx *c)
         return st;
     x = KIN(c, 0);
     ix = KIN(c, 1);
-    if ((st = key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) || (st = index_dtype(c, 1)) ||
         (st = get_axis(c, 0, x->ndim, &axis)))
         return st;
     /* Both arrive with the output's shape, x keeping its size along axis

@@ -69,15 +69,6 @@ int keel_kit_sort_axis(const keel_kernel_args *a, const keel_tensor_desc *x,
 
 /* ---- rule helpers ------------------------------------------------------------ */
 
-/* The key dtype (the rule's choice: x's here) is in the op's set. */
-static keel_status key_dtype(const struct kit_ctx *c, keel_dtype dt)
-{
-    if (!(c->info->dtype_mask & KEEL_DTYPE_BIT(dt)))
-        return kit_bad(c, "dtype %s is not one of the op's dtypes",
-                       keel_kit_dtype_name(dt));
-    return KEEL_STATUS_OK;
-}
-
 /* One axis `v` of an ndim-d input (0-d: 0 and -1); *axis normalised. */
 static keel_status one_axis(const struct kit_ctx *c, int64_t v, int ndim,
                             int *axis)
@@ -136,7 +127,7 @@ static keel_status reduced(const struct kit_ctx *c, bool one,
     if ((st = kit_arity(c, 1, 1)))
         return st;
     x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) ||
         (st = axes(c, one, &mask, &naxes)))
         return st;
     for (int d = 0; d < x->ndim; d++)
@@ -186,7 +177,7 @@ keel_status kit_rule_cumsum(const struct kit_ctx *c)
     if ((st = kit_arity(c, 1, 1)))
         return st;
     x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)) || (st = axes(c, true, &mask, &naxes)))
+    if ((st = kit_key_dtype(c, x->dtype)) || (st = axes(c, true, &mask, &naxes)))
         return st;
     /* Floating x keeps its dtype; integers and bool sum in int64. */
     odt = keel_kit_float_dtype(x->dtype) ? x->dtype : KEEL_I64;
@@ -206,7 +197,7 @@ keel_status kit_rule_same_axis(const struct kit_ctx *c)
     if ((st = kit_arity(c, 1, 1)))
         return st;
     x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) ||
         (st = one_axis(c, keel_kit_attr_i(c->a, "axis", -1), x->ndim,
                        &axis)))
         return st;
@@ -226,7 +217,7 @@ keel_status kit_rule_same_axis_grad(const struct kit_ctx *c)
     if (!keel_kit_same_shape(y, dy))
         return kit_bad(c, "out and dout must have the same shape");
     /* The core casts both to their promoted dtype. */
-    if ((st = kit_same_dtype(c, 0x3, 0)) || (st = key_dtype(c, y->dtype)) ||
+    if ((st = kit_same_dtype(c, 0x3, 0)) || (st = kit_key_dtype(c, y->dtype)) ||
         (st = one_axis(c, keel_kit_attr_i(c->a, "axis", -1), y->ndim,
                        &axis)))
         return st;
@@ -245,7 +236,7 @@ static keel_status sorted(const struct kit_ctx *c, int nout, bool topk)
     if ((st = kit_arity(c, 1, nout)))
         return st;
     x = KIN(c, 0);
-    if ((st = key_dtype(c, x->dtype)) ||
+    if ((st = kit_key_dtype(c, x->dtype)) ||
         (st = one_axis(c, keel_kit_attr_i(c->a, "axis", -1), x->ndim,
                        &axis)))
         return st;

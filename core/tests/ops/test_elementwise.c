@@ -1607,42 +1607,22 @@ static void test_kernel_checks(void)
     CU_ASSERT_EQUAL(api->memory->copy_d2h(pl.device, got, p[2], 16),
                     KEEL_STATUS_OK);
     CU_ASSERT(got[0] == 1 && got[1] == 4 && got[2] == 9 && got[3] == 16);
-    /* strided outputs (the core never makes them; the kernels take
-     * them): every other element, the rest left alone */
+    /* strided outputs: the core never makes them, and the kernel kit's
+     * check (which every CPU kernel runs first) refuses them, so nothing
+     * is written */
     {
         float o8[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
-        uint16_t h[2] = {0x3C00, 0x4000}, ho[4] = {0x7777, 0x7777, 0x7777,
-                                                   0x7777};
-        keel_tensor_desc hin = desc1(p[0], KEEL_F16, 2), hout;
         CU_ASSERT_EQUAL(api->memory->copy_h2d(pl.device, p[2], o8, 32),
                         KEEL_STATUS_OK);
         out = desc1(p[2], KEEL_F32, 4);
         out.strides[0] = 2;
         CU_ASSERT_EQUAL(call_kernel(api, pl.device, "add", KEEL_F32, in, 2,
                                     &out),
-                        KEEL_STATUS_OK);
+                        KEEL_STATUS_INVALID_ARGUMENT);
         CU_ASSERT_EQUAL(api->memory->copy_d2h(pl.device, o8, p[2], 32),
                         KEEL_STATUS_OK);
-        for (int i = 0; i < 4; i++) {
-            CU_ASSERT_EQUAL(o8[2 * i], 2 * host[i]);
-            CU_ASSERT_EQUAL(o8[2 * i + 1], -7);
-        }
-        /* float16 through float32, scattered: neg(1, 2) = (-1, -2) */
-        CU_ASSERT_EQUAL(api->memory->copy_h2d(pl.device, p[0], h, 4),
-                        KEEL_STATUS_OK);
-        CU_ASSERT_EQUAL(api->memory->copy_h2d(pl.device, p[3], ho, 8),
-                        KEEL_STATUS_OK);
-        hout = desc1(p[3], KEEL_F16, 2);
-        hout.strides[0] = 2;
-        CU_ASSERT_EQUAL(call_kernel(api, pl.device, "neg", KEEL_F16, &hin, 1,
-                                    &hout),
-                        KEEL_STATUS_OK);
-        CU_ASSERT_EQUAL(api->memory->copy_d2h(pl.device, ho, p[3], 8),
-                        KEEL_STATUS_OK);
-        CU_ASSERT(ho[0] == 0xBC00 && ho[1] == 0x7777 && ho[2] == 0xC000 &&
-                  ho[3] == 0x7777);
-        CU_ASSERT_EQUAL(api->memory->copy_h2d(pl.device, p[0], host, 16),
-                        KEEL_STATUS_OK);
+        for (int i = 0; i < 8; i++)
+            CU_ASSERT_EQUAL(o8[i], -7);
         out = desc1(p[2], KEEL_F32, 4);
     }
     /* wrong output dtype, operand count, shape */
@@ -1659,14 +1639,15 @@ static void test_kernel_checks(void)
     in[1].dtype = KEEL_I32;
     CU_ASSERT_EQUAL(call_kernel(api, pl.device, "less", KEEL_F32, in, 2, &out),
                     KEEL_STATUS_INVALID_ARGUMENT);
-    /* a dtype the op does not define, through a kernel of another */
+    /* a dtype the op does not define, through a kernel of another: the
+     * launch is inconsistent with the catalog */
     in[0].dtype = in[1].dtype = out.dtype = KEEL_BOOL;
     CU_ASSERT_EQUAL(call_kernel(api, pl.device, "add", KEEL_F32, in, 2, &out),
-                    KEEL_STATUS_NOT_SUPPORTED);
+                    KEEL_STATUS_INVALID_ARGUMENT);
     in[0].dtype = in[1].dtype = KEEL_I32;
     out.dtype = KEEL_I32;
     CU_ASSERT_EQUAL(call_kernel(api, pl.device, "exp", KEEL_F32, in, 1, &out),
-                    KEEL_STATUS_NOT_SUPPORTED);
+                    KEEL_STATUS_INVALID_ARGUMENT);
     /* where: the condition must be bool */
     in[0] = desc1(p[3], KEEL_F32, 4);
     in[1] = desc1(p[0], KEEL_F32, 4);

@@ -24,7 +24,8 @@ static keel_tensor_desc *desc(keel_tensor_desc *d, keel_dtype dt, int ndim,
     for (int i = ndim - 1; i >= 0; i--) {
         d->shape[i] = shape[i];
         d->strides[i] = s;
-        s *= shape[i] ? shape[i] : 1;
+        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s))
+            s = INT64_MAX;
     }
     return d;
 }
@@ -38,7 +39,10 @@ keel_tensor_desc *kt_in(struct kt *k, keel_dtype dt, int ndim,
 keel_tensor_desc *kt_out(struct kt *k, keel_dtype dt, int ndim,
                          const int64_t *shape)
 {
-    return desc(&k->out[k->nout++], dt, ndim, shape);
+    keel_tensor_desc *d = desc(&k->out[k->nout], dt, ndim, shape);
+
+    memcpy(k->out_made[k->nout++], d->strides, sizeof(d->strides));
+    return d;
 }
 
 static keel_attr *attr(struct kt *k, const char *name, keel_attr_type t)
@@ -103,6 +107,20 @@ void kt_attr_floats(struct kt *k, const char *name, int n, const double *v)
 
 keel_status kt_run(struct kt *k)
 {
+    for (int i = 0; i < k->nout; i++) {
+        keel_tensor_desc *d = &k->out[i];
+        int64_t st = 1;
+        if (memcmp(d->strides, k->out_made[i], sizeof(d->strides)))
+            continue;
+        for (int j = KEEL_MAX_DIMS - 1; j >= 0; j--) {
+            bool in = j < d->ndim && d->ndim <= KEEL_MAX_DIMS;
+            d->strides[j] = in ? st : 0;
+            if (in && __builtin_mul_overflow(st, d->shape[j] > 0 ? d->shape[j] : 1,
+                                             &st))
+                st = INT64_MAX; /* overflow tests: any stride will do */
+        }
+        memcpy(k->out_made[i], d->strides, sizeof(d->strides));
+    }
     keel_kernel_args a = {sizeof(a), 0, NULL, k->in, k->nin, k->out,
                           k->nout, k->attr, k->nattr};
 

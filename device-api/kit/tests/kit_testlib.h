@@ -26,6 +26,10 @@ struct kt {
     keel_attr attr[KT_MAX];
     int64_t ints[KT_MAX][KEEL_MAX_DIMS];
     double floats[KT_MAX][KEEL_MAX_DIMS];
+    /* Output strides as kt_out made them: kt_run recomputes row-major
+     * strides for an output whose strides a test did not touch, so that
+     * changing an output's shape changes only its shape. */
+    int64_t out_made[KT_MAX][KEEL_MAX_DIMS];
     keel_kernel_args a;
     keel_kit_msg msg;
 };
