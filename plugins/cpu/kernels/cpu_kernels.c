@@ -81,18 +81,8 @@ static void copy_impl(const struct kcall *k)
     kiter_call(k, copy_row, &es);
 }
 
-static keel_status same_dtype_check(const keel_kernel_args *a)
-{
-    if (a->num_inputs != 1 || a->num_outputs != 1 ||
-        a->inputs[0].dtype != a->outputs[0].dtype ||
-        knumel(&a->inputs[0]) != knumel(&a->outputs[0]))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "copy: needs one input and one output of the same "
-                       "dtype and size");
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_copy, "copy", copy_impl, same_dtype_check)
+/* The kit's checks are all the creation, copy and cast kernels need. */
+KERNEL(k_copy, "copy", copy_impl, NULL)
 
 /* ---- full ---------------------------------------------------------------------- */
 
@@ -160,15 +150,7 @@ static void full_impl(const struct kcall *k)
     kiter_call(k, fill_row, &f);
 }
 
-static keel_status one_output_check(const keel_kernel_args *a)
-{
-    if (a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "creation kernel: needs exactly one output");
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_full, "full", full_impl, one_output_check)
+KERNEL(k_full, "full", full_impl, NULL)
 
 /* ---- cast ------------------------------------------------------------------------ */
 
@@ -259,16 +241,7 @@ static void cast_impl(const struct kcall *k)
     kiter_call(k, cast_row, &c);
 }
 
-static keel_status cast_check(const keel_kernel_args *a)
-{
-    if (a->num_inputs != 1 || a->num_outputs != 1 ||
-        knumel(&a->inputs[0]) != knumel(&a->outputs[0]))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cast: needs one input and one output of one size");
-    return KEEL_STATUS_OK;
-}
-
-KERNEL(k_cast, "cast", cast_impl, cast_check)
+KERNEL(k_cast, "cast", cast_impl, NULL)
 
 /* ---- arange, linspace, eye (contiguous outputs) ---------------------------------- */
 
@@ -324,26 +297,9 @@ static void eye_impl(const struct kcall *k)
         kstore(p + (i * m + i) * es, o->dtype, 1.0);
 }
 
-static keel_status contig_out_check(const keel_kernel_args *a)
-{
-    if (a->num_outputs != 1 || !kcontig(&a->outputs[0]))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "creation kernel: needs one contiguous output");
-    return KEEL_STATUS_OK;
-}
-
-static keel_status eye_check(const keel_kernel_args *a)
-{
-    keel_status st = contig_out_check(a);
-
-    if (!st && a->outputs[0].ndim != 2)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT, "eye: output not 2-D");
-    return st;
-}
-
-KERNEL(k_arange, "arange", arange_impl, contig_out_check)
-KERNEL(k_linspace, "linspace", linspace_impl, contig_out_check)
-KERNEL(k_eye, "eye", eye_impl, eye_check)
+KERNEL(k_arange, "arange", arange_impl, NULL)
+KERNEL(k_linspace, "linspace", linspace_impl, NULL)
+KERNEL(k_eye, "eye", eye_impl, NULL)
 
 /* ---- random: Philox counters, see keel/philox.h ---------------------------------- */
 
@@ -456,17 +412,15 @@ static void bernoulli_impl(const struct kcall *k)
 
 static keel_status bernoulli_check(const keel_kernel_args *a)
 {
-    keel_status st = contig_out_check(a);
-
-    if (!st && (a->num_inputs != 1 || !kcontig(&a->inputs[0])))
+    if (!kcontig(&a->inputs[0]))
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
                        "bernoulli: the CPU kernel needs a contiguous p");
-    return st;
+    return KEEL_STATUS_OK;
 }
 
-KERNEL(k_uniform, "uniform", uniform_impl, contig_out_check)
-KERNEL(k_normal, "normal", normal_impl, contig_out_check)
-KERNEL(k_randint, "randint", randint_impl, contig_out_check)
+KERNEL(k_uniform, "uniform", uniform_impl, NULL)
+KERNEL(k_normal, "normal", normal_impl, NULL)
+KERNEL(k_randint, "randint", randint_impl, NULL)
 KERNEL(k_bernoulli, "bernoulli", bernoulli_impl, bernoulli_check)
 
 const struct cpu_kernel_entry cpu_kernels_core[] = {

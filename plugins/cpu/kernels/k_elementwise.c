@@ -1140,59 +1140,12 @@ static void elem_run(const struct kcall *k, const struct eop *op)
               cv == CV_NONE ? op->cost : op->cost + 1);
 }
 
-static bool same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
-/* Operand counts, dtypes and shapes, before anything runs. `cond` is the
- * index of a bool condition input (where), else -1. */
-static keel_status elem_check_args(const keel_kernel_args *a,
-                                   const char *name, int nin, int cond,
-                                   bool bool_out)
-{
-    keel_dtype dt;
-
-    if (a->num_inputs != nin || a->num_outputs != 1)
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: takes %d input%s and 1 output, got %d and %d",
-                       name, nin, nin == 1 ? "" : "s", (int)a->num_inputs,
-                       (int)a->num_outputs);
-    dt = a->inputs[cond == 0 ? 1 : 0].dtype;
-    for (int i = 0; i < nin; i++) {
-        keel_dtype want = i == cond ? KEEL_BOOL : dt;
-        if (a->inputs[i].dtype != want)
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: input %d is %s, expected %s", name, i,
-                           cpu_dtype_name(a->inputs[i].dtype),
-                           cpu_dtype_name(want));
-        if (!same_shape(&a->inputs[i], &a->outputs[0]))
-            return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: input %d does not have the output's shape "
-                           "(the core broadcasts before the launch)",
-                           name, i);
-    }
-    if (a->outputs[0].dtype != (bool_out ? KEEL_BOOL : dt))
-        return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: output is %s, expected %s", name,
-                       cpu_dtype_name(a->outputs[0].dtype),
-                       cpu_dtype_name(bool_out ? KEEL_BOOL : dt));
-    return KEEL_STATUS_OK;
-}
-
+/* The kit checked counts, dtypes and shapes (keel/kit.h); what is left is
+ * whether this plugin has loops for the dtype. */
 static keel_status elem_check(const keel_kernel_args *a, const struct eop *op)
 {
     int cv;
-    keel_status st;
 
-    st = elem_check_args(a, op->name, op->nin, -1, op->bool_out);
-    if (st)
-        return st;
     if (!eop_loops(op, a->inputs[0].dtype, &cv))
         return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: no CPU kernel for %s", op->name,
@@ -1292,12 +1245,7 @@ static void where_impl(const struct kcall *k)
     elem_rows(k, where_row, &w, 0);
 }
 
-static keel_status where_check(const keel_kernel_args *a)
-{
-    return elem_check_args(a, "where", 3, 0, false);
-}
-
-KERNEL(k_where, "where", where_impl, where_check)
+KERNEL(k_where, "where", where_impl, NULL)
 
 const struct cpu_kernel_entry cpu_kernels_elementwise[] = {
     {"add", KEEL_DT_NUMERIC, k_add},

@@ -112,13 +112,6 @@ keel_status k_copy(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, "copy", 1, 1)))
-        return st;
-    if (a->inputs[0].dtype != a->outputs[0].dtype ||
-        ck_numel(&a->inputs[0]) != ck_numel(&a->outputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "copy: needs one input and one output of the same "
-                       "dtype and size");
     ck_iter<2> it;
     ck_iter_args<2>(&it, a);
     if (it.contig) {
@@ -156,14 +149,6 @@ keel_status k_full(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if (a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "full: needs exactly one output");
-    if (!ck_desc_ok(&a->outputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "full: bad output descriptor (dtype %d, ndim %d, "
-                       "or a negative dimension)",
-                       (int)a->outputs[0].dtype, (int)a->outputs[0].ndim);
     double v = ck_attr_f(a, "value", 0.0);
     ck_iter<1> it;
     const keel_tensor_desc *d[1] = {&a->outputs[0]};
@@ -211,11 +196,6 @@ keel_status k_cast(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if ((st = ck_arity(a, "cast", 1, 1)))
-        return st;
-    if (ck_numel(&a->inputs[0]) != ck_numel(&a->outputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "cast: needs one input and one output of one size");
     ck_iter<2> it;
     ck_iter_args<2>(&it, a);
     CK_SWITCH_ALL(a->outputs[0].dtype, To,
@@ -238,7 +218,7 @@ template <class T, class G> struct gen_op {
     }
 };
 
-/* Check the single output and build its iterator. */
+/* Begin (the kit checks the single output) and build its iterator. */
 keel_status gen_begin(const keel_kernel_args *a, const char *op,
                       struct ck_launch *l, ck_iter<1> *it)
 {
@@ -246,16 +226,6 @@ keel_status gen_begin(const keel_kernel_args *a, const char *op,
 
     if (st)
         return st;
-    if (a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: needs exactly one output, got %d", op,
-                       (int)a->num_outputs);
-    if (!ck_desc_ok(&a->outputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: bad output descriptor (dtype %d, ndim %d, or a "
-                       "negative dimension)",
-                       op, (int)a->outputs[0].dtype,
-                       (int)a->outputs[0].ndim);
     const keel_tensor_desc *d[1] = {&a->outputs[0]};
     ck_iter_make<1>(it, d);
     return KEEL_STATUS_OK;
@@ -331,11 +301,7 @@ keel_status k_eye(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if (a->outputs[0].ndim != 2)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "eye: output is %d-D, expected 2-D",
-                       (int)a->outputs[0].ndim);
-    /* m >= 1 whenever anything is launched (numel > 0). */
+    /* The kit checked the output is 2-D; m >= 1 whenever anything is launched (numel > 0). */
     eye_gen g = {a->outputs[0].shape[1] > 0 ? a->outputs[0].shape[1] : 1};
     return gen_run(&l, it, a->outputs[0].dtype, g);
 }
@@ -470,38 +436,13 @@ keel_status k_bernoulli(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    if (a->num_inputs != 1 || !ck_desc_ok(&a->inputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "bernoulli: needs one input p with a valid "
-                       "descriptor, got %d input(s)",
-                       (int)a->num_inputs);
+    /* The kit checked that p has the output's shape and a float dtype. */
     const keel_tensor_desc *o = &a->outputs[0];
-    keel_tensor_desc p = a->inputs[0];
-    bool same = p.ndim == o->ndim;
-
-    for (int k = 0; same && k < o->ndim; k++)
-        same = p.shape[k] == o->shape[k];
-    if (!same) {
-        /* A dense p of another shape but the same size is read in order,
-         * as the CPU plugin reads it. */
-        if (!ck_contig(&p) || ck_numel(&p) != ck_numel(o))
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "bernoulli: p must have the output's shape (or "
-                           "its size, contiguous)");
-        int64_t s = 1;
-
-        p.ndim = o->ndim;
-        for (int k = o->ndim - 1; k >= 0; k--) {
-            p.shape[k] = o->shape[k];
-            p.strides[k] = s;
-            s *= o->shape[k];
-        }
-    }
-    const keel_tensor_desc *d[2] = {o, &p};
+    const keel_tensor_desc *d[2] = {o, &a->inputs[0]};
     ck_iter<2> it;
     ck_iter_make<2>(&it, d);
     rnd_attrs r = rnd_from(a);
-    CK_SWITCH_ALL(o->dtype, TO, (st = bernoulli_to<TO>(&l, it, p.dtype, r)),
+    CK_SWITCH_ALL(o->dtype, TO, (st = bernoulli_to<TO>(&l, it, a->inputs[0].dtype, r)),
                   return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
                                  "bernoulli: unknown output dtype"))
     if (st)

@@ -619,55 +619,14 @@ bool bin_vec(const struct ck_launch *l, const ck_iter<3> &it, F f)
 /* ---- argument checks ---------------------------------------------------- */
 
 /*
- * Operand counts, dtypes and shapes. `cond`: index of the bool condition
- * input (where), else -1. Every input has the output's shape (the core
- * broadcasts before the launch); the inputs share one dtype, which the
- * output has too unless the op yields bool. *dt receives that dtype.
+ * The value dtype of a launch the kit has checked (keel/kit.h: operand
+ * counts, dtypes and shapes): input 0's, or input 1's for where (`cond`
+ * 0). NOT_SUPPORTED when this plugin has no instantiation for it (`mask`).
  */
-keel_status check_args(const keel_kernel_args *a, const char *name, int nin,
-                       int cond, bool bool_out, uint32_t mask,
-                       keel_dtype *dt)
+keel_status value_dtype(const keel_kernel_args *a, const char *name,
+                        int cond, uint32_t mask, keel_dtype *dt)
 {
-    keel_dtype want;
-
-    if (a->num_inputs != nin || a->num_outputs != 1)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: takes %d input%s and 1 output, got %d and %d",
-                       name, nin, nin == 1 ? "" : "s", (int)a->num_inputs,
-                       (int)a->num_outputs);
-    if (!ck_desc_ok(&a->outputs[0]))
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output has a bad descriptor (dtype %d, "
-                       "ndim %d, or a negative dimension)",
-                       name, (int)a->outputs[0].dtype,
-                       (int)a->outputs[0].ndim);
-    for (int i = 0; i < nin; i++)
-        if (!ck_desc_ok(&a->inputs[i]))
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: input %d has a bad descriptor (dtype %d, "
-                           "ndim %d, or a negative dimension)",
-                           name, i, (int)a->inputs[i].dtype,
-                           (int)a->inputs[i].ndim);
     *dt = a->inputs[cond == 0 ? 1 : 0].dtype;
-    for (int i = 0; i < nin; i++) {
-        want = i == cond ? KEEL_BOOL : *dt;
-        if (a->inputs[i].dtype != want)
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: input %d is %s, expected %s", name, i,
-                           ck_dtype_name(a->inputs[i].dtype),
-                           ck_dtype_name(want));
-        if (!ck_same_shape(&a->inputs[i], &a->outputs[0]))
-            return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                           "%s: input %d does not have the output's shape "
-                           "(the core broadcasts before the launch)",
-                           name, i);
-    }
-    want = bool_out ? KEEL_BOOL : *dt;
-    if (a->outputs[0].dtype != want)
-        return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: output is %s, expected %s", name,
-                       ck_dtype_name(a->outputs[0].dtype),
-                       ck_dtype_name(want));
     if (!(mask & KEEL_DTYPE_BIT(*dt)))
         return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: no CUDA kernel for %s", name,
@@ -743,7 +702,7 @@ keel_status bin_launch(const keel_kernel_args *a, const char *name)
 
     if (st)
         return st;
-    st = check_args(a, name, 2, -1, BOOL_OUT, MASK, &dt);
+    st = value_dtype(a, name, -1, MASK, &dt);
     if (st)
         return st;
     st = dispatch<MASK>(dt, bin_vis<F, BOOL_OUT, VEC>{&l, a}, name);
@@ -790,7 +749,7 @@ keel_status un_launch(const keel_kernel_args *a, const char *name,
 
     if (st)
         return st;
-    st = check_args(a, name, 1, -1, false, MASK, &dt);
+    st = value_dtype(a, name, -1, MASK, &dt);
     if (st)
         return st;
     double v0 = at.n0 ? ck_attr_f(a, at.n0, at.d0) : 0.0;
@@ -895,7 +854,7 @@ keel_status k_logical_not(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    st = check_args(a, "logical_not", 1, -1, true, DT_ALL, &dt);
+    st = value_dtype(a, "logical_not", -1, DT_ALL, &dt);
     if (st)
         return st;
     st = dispatch<DT_ALL>(dt, not_vis{&l, a}, "logical_not");
@@ -913,7 +872,7 @@ keel_status k_where(void *, const keel_kernel_args *a)
 
     if (st)
         return st;
-    st = check_args(a, "where", 3, 0, false, DT_ALL, &dt);
+    st = value_dtype(a, "where", 0, DT_ALL, &dt);
     if (st)
         return st;
     ck_iter<4> it;
