@@ -21,10 +21,14 @@
  * what a plugin like this gets right; KEEL_STRICT=report lists every kernel
  * a workload still needs.
  *
+ * Its kernels get their argument checks from the kernel kit (keel/kit.h,
+ * libkeel-kit.a): one call checks a launch against the op catalog, so the
+ * plugin keeps only what is its own (where memory lives, float32 only).
+ *
  * Build outside the keel tree (against an installed keel):
  *
  *   cc -std=c11 -O2 -fPIC -shared -o libkeel-sample.so sample_plugin.c \
- *      $(pkg-config --cflags keel-device-api) -lpthread
+ *      $(pkg-config --cflags --libs keel-kit) -lpthread
  *
  * or with the Makefile / meson.build beside this file. Load it with
  * KEEL_PLUGIN_PATH=/path/to/libkeel-sample.so. SAMPLE_DEVICES=N (1..8)
@@ -42,6 +46,7 @@
 #include <time.h>
 
 #include <keel/device_api.h>
+#include <keel/kit.h>
 
 #define SAMPLE_MAX_DEVICES 8
 #define SAMPLE_MEMORY (UINT64_C(1) << 32) /* what each device claims */
@@ -1113,88 +1118,58 @@ static keel_status task_kernel(struct task *t, char *msg, size_t n)
     return run_elementwise(t, device);
 }
 
-static bool same_shape(const keel_tensor_desc *a, const keel_tensor_desc *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
-/* A float32 descriptor of this device whose reachable range fits. */
-static bool desc_ok(int device, const keel_tensor_desc *d)
+/* Reachable from this device's memory: the part of the checks that is the
+ * plugin's own (the kit knows nothing of where memory lives). Negative
+ * strides are not handled by these simple loops. */
+static keel_status reachable(int device, const char *op, const char *role,
+                             int i, const keel_tensor_desc *d)
 {
     int64_t hi = 0;
 
-    if (d->dtype != KEEL_F32 || d->ndim < 0 || d->ndim > KEEL_MAX_DIMS)
-        return false;
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->shape[i] < 0 || d->strides[i] < 0)
-            return false;
-        if (d->shape[i] == 0)
-            return true; /* empty: nothing is read or written */
-        if (__builtin_mul_overflow(d->shape[i] - 1, d->strides[i], &(int64_t){0}))
-            return false;
-        hi += (d->shape[i] - 1) * d->strides[i];
+    for (int k = 0; k < d->ndim; k++) {
+        if (d->shape[k] == 0)
+            return KEEL_STATUS_OK; /* empty: nothing is read or written */
+        if (d->strides[k] < 0)
+            return fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "sample %s: %s %d has a negative stride", op, role, i);
+        hi += (d->shape[k] - 1) * d->strides[k]; /* the kit bounds it */
     }
-    return hi < INT64_MAX / 4 &&
-           host_of(device, d->data, (uint64_t)(hi + 1) * 4) != NULL;
+    if (!host_of(device, d->data, (uint64_t)(hi + 1) * 4))
+        return fail(KEEL_STATUS_INVALID_ARGUMENT,
+                    "sample %s: %s %d is not memory of device %d", op, role,
+                    i, device);
+    return KEEL_STATUS_OK;
 }
 
 static keel_status sample_kernel(void *kernel_data, const keel_kernel_args *a)
 {
     int kind = (int)(intptr_t)kernel_data;
-    int nin = kind == K_RELU ? 1 : 2;
+    const char *op = kernel_names[kind];
     struct task t = {.run = task_kernel};
+    keel_kit_msg m;
+    keel_status st;
 
     CHECK_ARG(a && a->struct_size >= sizeof(keel_kernel_args));
     CHECK_DEVICE(a->device);
     STREAM(s, a->device, a->stream);
-    if (a->num_inputs != nin || a->num_outputs != 1 || !a->inputs ||
-        !a->outputs)
-        return fail(KEEL_STATUS_INVALID_ARGUMENT,
-                    "sample %s: takes %d inputs and 1 output, got %d and %d",
-                    kernel_names[kind], nin, (int)a->num_inputs,
-                    (int)a->num_outputs);
-    for (int i = 0; i < nin; i++)
-        if (!desc_ok(a->device, &a->inputs[i]))
-            return fail(KEEL_STATUS_INVALID_ARGUMENT,
-                        "sample %s: input %d is not a float32 tensor of "
-                        "device %d", kernel_names[kind], i, (int)a->device);
-    if (!desc_ok(a->device, &a->outputs[0]))
-        return fail(KEEL_STATUS_INVALID_ARGUMENT,
-                    "sample %s: the output is not a float32 tensor of "
-                    "device %d", kernel_names[kind], (int)a->device);
+    /* Every argument check the catalog implies (counts, dtypes, shapes,
+     * strides, attributes) comes from the kernel kit (keel/kit.h). After
+     * it: inputs of the output's shape for add, multiply and relu; x
+     * [B.., M, K] and y [B.., K, N] for matmul; one float dtype, which is
+     * float32 here since lookup only hands out float32 kernels. */
+    if ((st = keel_kit_check_name(op, a, &m)))
+        return fail(st, "sample: %s", m.text);
+    if (a->inputs[0].dtype != KEEL_F32)
+        return fail(KEEL_STATUS_NOT_SUPPORTED, "sample %s: float32 only", op);
+    for (int i = 0; i < a->num_inputs; i++)
+        if ((st = reachable(a->device, op, "input", i, &a->inputs[i])))
+            return st;
+    if ((st = reachable(a->device, op, "output", 0, &a->outputs[0])))
+        return st;
     t.u.kern.kind = kind;
     t.u.kern.out = a->outputs[0];
-    for (int i = 0; i < nin; i++)
+    for (int i = 0; i < a->num_inputs; i++)
         t.u.kern.in[i] = a->inputs[i];
-    if (kind == K_MATMUL) {
-        const keel_tensor_desc *x = &a->inputs[0], *y = &a->inputs[1];
-        int nb = x->ndim - 2;
-        bool ok = x->ndim >= 2 && x->ndim == y->ndim &&
-                  x->shape[nb + 1] == y->shape[nb];
-        for (int k = 0; ok && k < nb; k++)
-            ok = x->shape[k] == y->shape[k];
-        if (ok) {
-            int64_t want = x->shape[nb] * y->shape[nb + 1];
-            for (int k = 0; k < nb; k++)
-                want *= x->shape[k];
-            ok = numel(&a->outputs[0]) == want;
-        }
-        if (!ok)
-            return fail(KEEL_STATUS_INVALID_ARGUMENT,
-                        "sample matmul: operands are not [B.., M, K] and "
-                        "[B.., K, N] with a [B.., M, N] output");
-    } else {
-        for (int i = 0; i < nin; i++)
-            if (!same_shape(&a->inputs[i], &a->outputs[0]))
-                return fail(KEEL_STATUS_INVALID_ARGUMENT,
-                            "sample %s: input %d does not have the output's "
-                            "shape", kernel_names[kind], i);
-    }
     if (numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     return enqueue(s, &t);
