@@ -1592,12 +1592,42 @@ out:
     free(z);
 }
 
+/* The cases of `op` on the first device in float32, or the op's first
+ * dtype the device has, with *mode (kt_scribble or kt_mutants) set during
+ * the run. 1: ran (*t and *dtp filled); 0: not provided; -1: a failure,
+ * already reported. */
+static int run_first_dtype(int op, bool *mode, struct kt_tally *t, int *dtp)
+{
+    uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask &
+                    cf_env.props[0].dtype_mask;
+    int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
+    keel_kernel k;
+    keel_stream s = NULL;
+    bool missing;
+
+    for (int q = 0; dt < 0 && q < KEEL_DTYPE_COUNT_; q++)
+        if (mask & KEEL_DTYPE_BIT(q))
+            dt = q;
+    if (dt < 0 || kr_case_count(op) == 0)
+        return 0;
+    if (!kernel_for(0, op, dt, &k, &missing))
+        return missing ? 0 : -1;
+    if (!cf_stream_new(cf_env.dev[0], &s))
+        return -1;
+    memset(t, 0, sizeof(*t));
+    *mode = true;
+    run_cases(op, dt, 0, k, s, t);
+    *mode = false;
+    cf_stream_del(cf_env.dev[0], s);
+    *dtp = dt;
+    return 1;
+}
+
 /* Every op the plugin provides, in float32 or its first dtype: the valid
  * launch of its first recipe case, and the kit's bad-argument cases of it
  * (run_mutants). Without the reference the valid launches cannot be made. */
 static void bad_descriptors_every_op(void)
 {
-    uint32_t devmask = cf_env.props[0].dtype_mask;
     int ops = 0;
 
     kt_mut_tried = kt_mut_total = 0;
@@ -1607,31 +1637,12 @@ static void bad_descriptors_every_op(void)
         return;
     }
     for (int op = 0; op < KEEL_OP_COUNT; op++) {
-        uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask & devmask;
-        int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
         struct kt_tally t;
-        keel_kernel k;
-        keel_stream s = NULL;
-        bool missing;
+        int dt, st = run_first_dtype(op, &kt_mutants, &t, &dt);
 
-        for (int q = 0; dt < 0 && q < KEEL_DTYPE_COUNT_; q++)
-            if (mask & KEEL_DTYPE_BIT(q))
-                dt = q;
-        if (dt < 0 || kr_case_count(op) == 0)
-            continue;
-        if (!kernel_for(0, op, dt, &k, &missing)) {
-            if (missing)
-                continue;
-            return; /* lookup failed: already reported */
-        }
-        if (!cf_stream_new(cf_env.dev[0], &s))
+        if (st < 0)
             return;
-        memset(&t, 0, sizeof(t));
-        kt_mutants = true;
-        run_cases(op, dt, 0, k, s, &t);
-        kt_mutants = false;
-        cf_stream_del(cf_env.dev[0], s);
-        ops++;
+        ops += st;
     }
     cf_note("the kit's bad-argument cases on %d op(s): %d mutants, %d of "
             "them refused by the kit and run", ops, kt_mut_total,
@@ -1709,7 +1720,6 @@ static void args_lifetime_any(void)
                                        KEEL_OP_RELU, KEEL_OP_MATMUL,
                                        KEEL_OP_EXP, KEEL_OP_SUM};
     int n = (int)(sizeof(first) / sizeof(first[0]));
-    uint32_t devmask = cf_env.props[0].dtype_mask;
 
     if (!cf_env.have_ref) {
         cf_skip("leaky_relu (float32) is not provided, and without the "
@@ -1718,32 +1728,16 @@ static void args_lifetime_any(void)
         return;
     }
     for (int q = 0; q < n + KEEL_OP_COUNT; q++) {
-        int op = q < n ? (int)first[q] : q - n;
-        uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask & devmask;
-        int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
+        int op = q < n ? (int)first[q] : q - n, dt, st;
         struct kt_tally t;
-        keel_kernel k;
-        keel_stream s = NULL;
-        bool missing;
 
-        for (int d = 0; dt < 0 && d < KEEL_DTYPE_COUNT_; d++)
-            if (mask & KEEL_DTYPE_BIT(d))
-                dt = d;
-        if (dt < 0 || kr_case_count(op) == 0 ||
-            keel_op_get_info((keel_op_id)op)->num_inputs == 0)
+        if (keel_op_get_info((keel_op_id)op)->num_inputs == 0)
             continue;
-        if (!kernel_for(0, op, dt, &k, &missing)) {
-            if (missing)
-                continue;
-            return; /* lookup failed: already reported */
-        }
-        if (!cf_stream_new(cf_env.dev[0], &s))
-            return;
-        memset(&t, 0, sizeof(t));
-        kt_scribble = true;
-        run_cases(op, dt, 0, k, s, &t);
-        kt_scribble = false;
-        cf_stream_del(cf_env.dev[0], s);
+        st = run_first_dtype(op, &kt_scribble, &t, &dt);
+        if (st < 0)
+            return; /* already reported */
+        if (st == 0)
+            continue;
         if (t.ran > 0) {
             cf_note("leaky_relu (float32) is not provided; checked with %s "
                     "(%s)",
