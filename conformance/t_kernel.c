@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/kit.h>
+
 #include "conform.h"
 #include "kernel_recipes.h"
 
@@ -1034,6 +1036,111 @@ static void scratch_attrs(struct kt_scratch *sc, const struct kt_attrs *at)
     }
 }
 
+/* kernels/bad_descriptors: the valid launch of each op's first case is
+ * mutated by the kit (keel_kit_mutate), and every mutant the kit's check
+ * refuses must be refused by the kernel too, writing nothing. */
+static bool kt_mutants;
+static int kt_mut_tried, kt_mut_total; /* for the note */
+
+/* Whether mutant `what` only sets a bool or dtype attribute of op to a
+ * value outside its catalog type ("attr training=2", "attr dtype=99"). */
+static bool type_domain_only(int op, const char *what)
+{
+    const char *p = keel_op_get_info((keel_op_id)op)->attrs;
+    size_t nl;
+
+    if (strncmp(what, "attr ", 5))
+        return false;
+    what += 5;
+    nl = strcspn(what, "=+-[");
+    if (strcmp(what + nl, "=2") && strcmp(what + nl, "=99"))
+        return false;
+    while (p && *p) {
+        const char *colon = strchr(p, ':');
+        if (colon && (size_t)(colon - p) == nl && !strncmp(p, what, nl))
+            return !strncmp(colon + 1, "bool", 4) ||
+                   !strncmp(colon + 1, "dtype", 5);
+        p = strchr(p, ';');
+        p = p ? p + 1 : NULL;
+    }
+    return false;
+}
+
+/* The kit-refused mutants of `args` through the kernel: each must return
+ * INVALID_ARGUMENT or NOT_SUPPORTED; then no byte of any buffer (inputs,
+ * outputs, guards) may have changed. */
+static void run_mutants(struct kt_run *r, const keel_kernel_args *args,
+                        const struct kt_buf *in, int nin,
+                        const struct kt_buf *out, int nout)
+{
+    static keel_kit_mutant m; /* large: not on the stack */
+    int32_t d = cf_env.dev[r->i];
+    int n = keel_kit_mutant_count(r->op, args), tried = 0, bad = 0;
+    bool accepted = false;
+
+    kt_mut_total += n;
+    for (int k = 0; k < n; k++) {
+        keel_kit_msg why;
+        keel_status st;
+
+        if (!keel_kit_mutate(r->op, args, k, &m) ||
+            keel_kit_check(r->op, &m.args, &why) == KEEL_STATUS_OK)
+            continue;
+        tried++;
+        st = r->kernel.fn(r->kernel.kernel_data, &m.args);
+        if (st == KEEL_STATUS_INVALID_ARGUMENT ||
+            st == KEEL_STATUS_NOT_SUPPORTED)
+            continue;
+        if (st == KEEL_STATUS_OK) {
+            accepted = true;
+            cf_env.api->stream->stream_synchronize(d, r->stream);
+            if (type_domain_only(r->op, m.what)) {
+                /* a bool of 2 or a dtype of 99: outside the attribute's
+                 * catalog type, which the core never sends (dispatch
+                 * converts to the catalog type), and harmless to a kernel
+                 * that ignores the attribute (matmul's transposes arrive
+                 * applied): noted, not failed */
+                cf_note("%s: mutant '%s' accepted: the kernel does not "
+                        "check the attribute's catalog type (the kit "
+                        "refuses it: %s)", r->what, m.what, why.text);
+                continue;
+            }
+        }
+        if (++bad <= 8)
+            CF_FAIL("%s: mutant '%s' returned %s, expected INVALID_ARGUMENT "
+                    "or NOT_SUPPORTED (the kit refuses it: %s)",
+                    r->what, m.what, keel_status_name(st), why.text);
+    }
+    if (bad > 8)
+        CF_FAIL("%s: %d more kit-refused mutants not refused by the kernel",
+                r->what, bad - 8);
+    kt_mut_tried += tried;
+    if (accepted || tried == 0 ||
+        !CF_OK(cf_env.api->stream->stream_synchronize(d, r->stream),
+               "%s: stream_synchronize after the refused mutants", r->what))
+        return;
+    for (int q = 0; q < nin + nout; q++) {
+        const struct kt_buf *b = q < nin ? &in[q] : &out[q - nin];
+        unsigned char *img = malloc(b->bytes);
+        size_t at = 0;
+
+        if (!CF_CHECK(img, "out of host memory") ||
+            !cf_download(d, img, b->base, b->bytes)) {
+            free(img);
+            return;
+        }
+        if (memcmp(img, b->image, b->bytes)) {
+            while (img[at] == b->image[at])
+                at++;
+            CF_FAIL("%s: refused mutants wrote into %s %d (byte %lld of "
+                    "its buffer, guards included)",
+                    r->what, q < nin ? "input" : "output",
+                    q < nin ? q : q - nin, (long long)at);
+        }
+        free(img);
+    }
+}
+
 /* Launch the kernel and check everything. Returns the kernel's status. */
 static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
                               const struct kt_result *ref, double tol)
@@ -1076,6 +1183,8 @@ static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
         .attrs = r->at->a,
         .num_attrs = r->at->n,
     };
+    if (kt_mutants)
+        run_mutants(r, &args, in, nin, out, nout);
     if (kt_scribble) {
         struct kt_scratch sc;
 
@@ -1273,7 +1382,7 @@ static void run_cases(int op, int dt, int i, keel_kernel k, keel_stream s,
                 maxnd = c.in[q].ndim > maxnd ? c.in[q].ndim : maxnd;
             /* The first case also runs with strided inputs and, where an
              * input is a matrix or more, with transposed views. */
-            if (layout != KT_CONTIGUOUS && kc != 0)
+            if (layout != KT_CONTIGUOUS && (kc != 0 || kt_mutants))
                 break;
             if ((layout == KT_STRIDED && maxnd < 1) ||
                 (layout == KT_TRANSPOSED && maxnd < 2))
@@ -1288,6 +1397,8 @@ static void run_cases(int op, int dt, int i, keel_kernel k, keel_stream s,
                     set_dtype_attr(&at_ref, "dtype", tgt);
                     snprintf(extra, sizeof(extra), "to %s", cf_dtype_name(tgt));
                     tally(t, run_case(&r, dt, extra, why, sizeof(why)), why);
+                    if (kt_mutants)
+                        break;
                 }
             } else {
                 tally(t, run_case(&r, tref, "", why, sizeof(why)), why);
@@ -1296,6 +1407,8 @@ static void run_cases(int op, int dt, int i, keel_kernel k, keel_stream s,
     next:
         for (int q = 0; q < c.nin; q++)
             kt_free(&in[q]);
+        if (kt_mutants)
+            break;
     }
 }
 
@@ -1483,6 +1596,63 @@ out:
     free(z);
 }
 
+/* The cases of `op` on the first device in float32, or the op's first
+ * dtype the device has, with *mode (kt_scribble or kt_mutants) set during
+ * the run. 1: ran (*t and *dtp filled); 0: not provided; -1: a failure,
+ * already reported. */
+static int run_first_dtype(int op, bool *mode, struct kt_tally *t, int *dtp)
+{
+    uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask &
+                    cf_env.props[0].dtype_mask;
+    int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
+    keel_kernel k;
+    keel_stream s = NULL;
+    bool missing;
+
+    for (int q = 0; dt < 0 && q < KEEL_DTYPE_COUNT_; q++)
+        if (mask & KEEL_DTYPE_BIT(q))
+            dt = q;
+    if (dt < 0 || kr_case_count(op) == 0)
+        return 0;
+    if (!kernel_for(0, op, dt, &k, &missing))
+        return missing ? 0 : -1;
+    if (!cf_stream_new(cf_env.dev[0], &s))
+        return -1;
+    memset(t, 0, sizeof(*t));
+    *mode = true;
+    run_cases(op, dt, 0, k, s, t);
+    *mode = false;
+    cf_stream_del(cf_env.dev[0], s);
+    *dtp = dt;
+    return 1;
+}
+
+/* Every op the plugin provides, in float32 or its first dtype: the valid
+ * launch of its first recipe case, and the kit's bad-argument cases of it
+ * (run_mutants). Without the reference the valid launches cannot be made. */
+static void bad_descriptors_every_op(void)
+{
+    int ops = 0;
+
+    kt_mut_tried = kt_mut_total = 0;
+    if (!cf_env.have_ref) {
+        cf_note("no reference (%s): only the add cases were checked",
+                cf_env.ref_reason);
+        return;
+    }
+    for (int op = 0; op < KEEL_OP_COUNT; op++) {
+        struct kt_tally t;
+        int dt, st = run_first_dtype(op, &kt_mutants, &t, &dt);
+
+        if (st < 0)
+            return;
+        ops += st;
+    }
+    cf_note("the kit's bad-argument cases on %d op(s): %d mutants, %d of "
+            "them refused by the kit and run", ops, kt_mut_total,
+            kt_mut_tried);
+}
+
 /* Descriptors inconsistent with the op are INVALID_ARGUMENT. */
 static void t_bad_descriptors(void)
 {
@@ -1541,6 +1711,7 @@ out:
     cf_free(d, a);
     cf_free(d, b);
     cf_free(d, c);
+    bad_descriptors_every_op();
 }
 
 /* Arguments, descriptors and attributes are valid only during the call:
@@ -1553,7 +1724,6 @@ static void args_lifetime_any(void)
                                        KEEL_OP_RELU, KEEL_OP_MATMUL,
                                        KEEL_OP_EXP, KEEL_OP_SUM};
     int n = (int)(sizeof(first) / sizeof(first[0]));
-    uint32_t devmask = cf_env.props[0].dtype_mask;
 
     if (!cf_env.have_ref) {
         cf_skip("leaky_relu (float32) is not provided, and without the "
@@ -1562,32 +1732,16 @@ static void args_lifetime_any(void)
         return;
     }
     for (int q = 0; q < n + KEEL_OP_COUNT; q++) {
-        int op = q < n ? (int)first[q] : q - n;
-        uint32_t mask = keel_op_get_info((keel_op_id)op)->dtype_mask & devmask;
-        int dt = (mask & KEEL_DTYPE_BIT(KEEL_F32)) ? KEEL_F32 : -1;
+        int op = q < n ? (int)first[q] : q - n, dt, st;
         struct kt_tally t;
-        keel_kernel k;
-        keel_stream s = NULL;
-        bool missing;
 
-        for (int d = 0; dt < 0 && d < KEEL_DTYPE_COUNT_; d++)
-            if (mask & KEEL_DTYPE_BIT(d))
-                dt = d;
-        if (dt < 0 || kr_case_count(op) == 0 ||
-            keel_op_get_info((keel_op_id)op)->num_inputs == 0)
+        if (keel_op_get_info((keel_op_id)op)->num_inputs == 0)
             continue;
-        if (!kernel_for(0, op, dt, &k, &missing)) {
-            if (missing)
-                continue;
-            return; /* lookup failed: already reported */
-        }
-        if (!cf_stream_new(cf_env.dev[0], &s))
-            return;
-        memset(&t, 0, sizeof(t));
-        kt_scribble = true;
-        run_cases(op, dt, 0, k, s, &t);
-        kt_scribble = false;
-        cf_stream_del(cf_env.dev[0], s);
+        st = run_first_dtype(op, &kt_scribble, &t, &dt);
+        if (st < 0)
+            return; /* already reported */
+        if (st == 0)
+            continue;
         if (t.ran > 0) {
             cf_note("leaky_relu (float32) is not provided; checked with %s "
                     "(%s)",
@@ -1702,7 +1856,8 @@ const struct cf_test_spec cf_kernel_static_tests[] = {
     {"kernels", "stream_order", CF_LEVEL_SMOKE, t_stream_order,
      "a kernel between async copies on a stream runs in order"},
     {"kernels", "bad_descriptors", CF_LEVEL_SMOKE, t_bad_descriptors,
-     "inconsistent descriptors are INVALID_ARGUMENT, nothing breaks"},
+     "inconsistent descriptors (4 add calls, then the kit's bad-argument "
+     "cases of every op) are refused, nothing is written"},
     {"kernels", "args_lifetime", CF_LEVEL_SMOKE, t_args_lifetime,
      "arguments scribbled after the call do not change the result"},
     {"kernels", "all_devices", CF_LEVEL_FULL, t_all_devices,

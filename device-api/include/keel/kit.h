@@ -491,6 +491,69 @@ keel_status keel_kit_norm_geometry(int op, const keel_kernel_args *a,
 
 /* ---- bad-argument cases (mutate.c) -------------------------------------------- */
 
+/*
+ * Mutants: from one valid launch of an op, a deterministic list of launches
+ * that each differ from it in one place, for tests that want to know
+ * whether a kernel refuses what it must (the conformance suite, the kit's
+ * own before/after test). The generator does not judge: some mutants are
+ * legal for some ops (a dim +1 of an input that broadcasts); ask
+ * keel_kit_check which ones are bad.
+ *
+ * The list, in order, each mutant with a stable id in `what`:
+ *  - for each output k, then each input k ("out0", "in1"): each dim +1
+ *    ("out0.dim1+1"), each dim -1 when it is > 0 ("out0.dim1-1"), a
+ *    trailing dim of 1 appended when ndim < KEEL_MAX_DIMS ("out0.ndim+1"),
+ *    the last dim dropped when ndim > 0 ("out0.ndim-1"), the dtype changed
+ *    across classes (a float to int32, an integer or bool to float32:
+ *    "out0.dtype=int32") and within its class (another float, another
+ *    integer; bool to int32). A descriptor that was contiguous gets
+ *    row-major strides for its new shape, so that the mutant is about the
+ *    shape and not the layout; otherwise the strides are kept (1 for an
+ *    appended dim);
+ *  - "drop last input", "add input" (a copy of the last), "drop last
+ *    output", "add output" (a copy of the last), each when there is a last;
+ *  - for each attribute of the op's catalog spec (ATTRS), whether the
+ *    valid launch gives it or not (then its default is the base value):
+ *    int: "attr N+1", "attr N-1", "attr N=-1", "attr N=2^40";
+ *    bool: "attr N=2"; float: "attr N=nan", "attr N=-1.0", "attr N=0.0";
+ *    ints: "attr N=[]", "attr N+[last]" (the last entry repeated, 1 for an
+ *    empty list), "attr N[j]+1" and "attr N[j]=-1" for each entry j;
+ *    floats: "attr N=[]", "attr N+[last]"; str: "attr N=bogus";
+ *    dtype: "attr N=99". A value equal to the base one is left out (no
+ *    "attr axis=-1" when axis is -1, no "attr N=[]" for an empty list).
+ *
+ * Data pointers are kept from the valid launch (an added tensor shares its
+ * original's), so a caller that runs a mutant must give each tensor a
+ * buffer large enough for every mutant of it: the dims grow by at most 1.
+ */
+
+/** Capacity of a mutant: tensors per side, attributes, list entries. */
+#define KEEL_KIT_MUTANT_MAX_TENSORS 16
+#define KEEL_KIT_MUTANT_MAX_ATTRS 16
+#define KEEL_KIT_MUTANT_MAX_LIST 16
+
+/** One mutated launch. `args` points into the struct's own storage (and,
+ *  for names and lists not mutated, into the valid launch's), so the
+ *  mutant lives as long as both. */
+typedef struct keel_kit_mutant {
+    keel_kernel_args args;
+    keel_tensor_desc in[KEEL_KIT_MUTANT_MAX_TENSORS];
+    keel_tensor_desc out[KEEL_KIT_MUTANT_MAX_TENSORS];
+    keel_attr attrs[KEEL_KIT_MUTANT_MAX_ATTRS];
+    char names[KEEL_KIT_MUTANT_MAX_ATTRS][32];
+    int64_t ints[KEEL_KIT_MUTANT_MAX_ATTRS][KEEL_KIT_MUTANT_MAX_LIST];
+    double floats[KEEL_KIT_MUTANT_MAX_ATTRS][KEEL_KIT_MUTANT_MAX_LIST];
+    char what[96];
+} keel_kit_mutant;
+
+/** Number of mutants of the valid launch `valid` of catalog op `op` (0 for
+ *  an op out of range, a NULL launch, or one larger than a mutant holds). */
+int keel_kit_mutant_count(int op, const keel_kernel_args *valid);
+/** Fill `m` with mutant k (0 <= k < keel_kit_mutant_count) of `valid`;
+ *  false (and `m` untouched) when there is no such mutant. */
+bool keel_kit_mutate(int op, const keel_kernel_args *valid, int k,
+                     keel_kit_mutant *m);
+
 /* (end of bad-argument cases) */
 
 #ifdef __cplusplus
