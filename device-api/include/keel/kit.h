@@ -5,7 +5,8 @@
  * it. For every op of the catalog, keel_kit_check() validates one launch's
  * keel_kernel_args at the descriptor level: the number of inputs and
  * outputs, every descriptor (dtype known, 0 <= ndim <= KEEL_MAX_DIMS, no
- * negative dimension, element count and byte span within int64_t), the
+ * negative dimension, element count and byte span within int64_t), every
+ * output row-major contiguous (the core allocates them so), the
  * attributes against the op's catalog spec (type, required ones present),
  * the dtypes the op's shape rule allows, the output shapes the rule implies,
  * and attribute ranges (axes in range, geometry that fits). After it
