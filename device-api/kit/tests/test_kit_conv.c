@@ -13,55 +13,6 @@
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 #define I2(k, name, a, b) kt_attr_ints((k), (name), 2, S(a, b))
 
-/* A launch of `op` from `spec`: inputs, then ">" and the outputs, each
- * as its dims "2,3,9,9" (contiguous), of dtype dt or of the one after a
- * colon ("2,3,4,4:i64"). */
-static void mk(struct kt *k, int op, keel_dtype dt, const char *spec)
-{
-    static const struct {
-        const char *name;
-        keel_dtype dt;
-    } names[] = {{"f32", KEEL_F32}, {"f64", KEEL_F64}, {"f16", KEEL_F16},
-                 {"bf16", KEEL_BF16}, {"i64", KEEL_I64}, {"i32", KEEL_I32}};
-    bool out = false;
-
-    kt_init(k, op);
-    while (*spec) {
-        int64_t shape[KEEL_MAX_DIMS];
-        int n = 0;
-        keel_dtype d = dt;
-        char *end;
-        if (*spec == ' ') {
-            spec++;
-            continue;
-        }
-        if (*spec == '>') {
-            out = true;
-            spec++;
-            continue;
-        }
-        for (;;) {
-            shape[n++] = strtoll(spec, &end, 10);
-            spec = end;
-            if (*spec != ',')
-                break;
-            spec++;
-        }
-        if (*spec == ':') {
-            size_t len = strcspn(++spec, " ");
-            for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-                if (strlen(names[i].name) == len &&
-                    !strncmp(spec, names[i].name, len))
-                    d = names[i].dt;
-            spec += len;
-        }
-        if (out)
-            kt_out(k, d, n, shape);
-        else
-            kt_in(k, d, n, shape);
-    }
-}
-
 /* ---- conv2d ---------------------------------------------------------------- */
 
 /* conv2d x [2,3,9,9] * w [4,3,3,3] + b [4], padding 1 -> [2,4,9,9]. */
@@ -84,21 +35,21 @@ static void t_conv2d_ok(void)
     conv_base(&k, KEEL_BF16);
     KT_OK(&k);
     /* Without bias; attributes left out take the catalog defaults. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F64, "1,2,5,5 3,2,3,3 > 1,3,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F64, "1,2,5,5 3,2,3,3 > 1,3,3,3");
     KT_OK(&k);
     /* groups 2, stride 2: (8 - 3) / 2 + 1 = 3. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "2,4,8,8 6,2,3,3 > 2,6,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "2,4,8,8 6,2,3,3 > 2,6,3,3");
     I2(&k, "stride", 2, 2);
     kt_attr_i(&k, "groups", 2);
     KT_OK(&k);
     /* dilation 2 (kernel spans 5), padding 2: 7 + 4 - 5 + 1 = 7. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,2,7,7 3,2,3,3 3 > 1,3,7,7");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,2,7,7 3,2,3,3 3 > 1,3,7,7");
     I2(&k, "dilation", 2, 2);
     I2(&k, "padding", 2, 2);
     KT_OK(&k);
     /* One value for stride/padding; four paddings (top, bottom, left,
      * right): h 5 + 1 + 0 - 3 + 1 = 4, w 5 + 2 + 0 - 3 + 1 = 5. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,5,5 1,1,3,3 > 1,1,4,5");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,5,5 1,1,3,3 > 1,1,4,5");
     kt_attr_ints(&k, "padding", 4, S(1, 0, 2, 0));
     kt_attr_ints(&k, "stride", 1, S(1));
     KT_OK(&k);
@@ -106,12 +57,12 @@ static void t_conv2d_ok(void)
     k.out[0].shape[2] = k.out[0].shape[3] = 5;
     KT_OK(&k);
     /* SAME, stride 2 over 6: out 3, total pad (3-1)*2 + 3 - 6 = 1. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,6,5 1,1,3,3 > 1,1,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,6,5 1,1,3,3 > 1,1,3,3");
     I2(&k, "stride", 2, 2);
     kt_attr_s(&k, "padding_algorithm", "SAME");
     KT_OK(&k);
     /* VALID ignores the padding: 5 - 3 + 1 = 3. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,5,5 1,1,3,3 > 1,1,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,5,5 1,1,3,3 > 1,1,3,3");
     I2(&k, "padding", 4, 4);
     kt_attr_s(&k, "padding_algorithm", "VALID");
     KT_OK(&k);
@@ -187,7 +138,7 @@ static void t_conv2d_bad(void)
     k.in[1].shape[2] = 0;
     k.out[0].shape[2] = 11;
     KT_BAD(&k, "at least 1x1");
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,2,2 1,1,3,3 > 1,1,1,1");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,2,2 1,1,3,3 > 1,1,1,1");
     KT_BAD(&k, "larger than the padded input");
     I2(&k, "dilation", 1, 2); /* padding 1 fits 3, not 5 */
     I2(&k, "padding", 1, 1);
@@ -235,7 +186,7 @@ static void t_conv2d_bad(void)
     kt_attr_i(&k, "stride", 1);
     KT_BAD(&k, "'stride'");
     /* an empty batch does not bound the plane: h * w overflows */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "0,1,1,1 1,1,1,1 > 0,1,1,1");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "0,1,1,1 1,1,1,1 > 0,1,1,1");
     KT_OK(&k);
     k.in[0].shape[2] = k.out[0].shape[2] = (int64_t)1 << 40;
     k.in[0].shape[3] = k.out[0].shape[3] = (int64_t)1 << 30;
@@ -248,7 +199,7 @@ static void t_conv2d_bad(void)
  * (5 - 1) * 2 - 2 + 3 = 9 -> [2,3,9,9]. */
 static void convt_base(struct kt *k)
 {
-    mk(k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "2,4,5,5 4,3,3,3 3 > 2,3,9,9");
+    kt_spec(k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "2,4,5,5 4,3,3,3 3 > 2,3,9,9");
     I2(k, "stride", 2, 2);
     I2(k, "padding", 1, 1);
 }
@@ -260,7 +211,7 @@ static void t_convt(void)
     convt_base(&k);
     KT_OK(&k);
     /* output_padding 1: 8 */
-    mk(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,4,4 4,3,3,3 > 1,3,8,8");
+    kt_spec(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,4,4 4,3,3,3 > 1,3,8,8");
     I2(&k, "stride", 2, 2);
     I2(&k, "padding", 1, 1);
     I2(&k, "output_padding", 1, 1);
@@ -273,7 +224,7 @@ static void t_convt(void)
     k.out[0].shape[2] = k.out[0].shape[3] = 7;
     KT_OK(&k);
     /* groups 2: O = 3 * 2; 5 - 1 + 3 = 7 */
-    mk(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,5,5 4,3,3,3 6 > 1,6,7,7");
+    kt_spec(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,5,5 4,3,3,3 6 > 1,6,7,7");
     kt_attr_i(&k, "groups", 2);
     KT_OK(&k);
     /* SAME from the transposed conv's input: 5 / 2 -> 3, total (3 - 1) *
@@ -301,7 +252,7 @@ static void t_convt(void)
     convt_base(&k);
     kt_attr_i(&k, "groups", 3); /* 4 channels */
     KT_BAD(&k, "does not divide");
-    mk(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,1,1 4,3,1,1 > 1,3,1,1");
+    kt_spec(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,1,1 4,3,1,1 > 1,3,1,1");
     I2(&k, "padding", 1, 1);
     KT_BAD(&k, "would be -1");
     convt_base(&k);
@@ -322,7 +273,7 @@ static void t_convt(void)
 
 static void grad_base(struct kt *k)
 {
-    mk(k, KEEL_OP_CONV2D_GRAD, KEEL_F32,
+    kt_spec(k, KEEL_OP_CONV2D_GRAD, KEEL_F32,
        "2,3,9,9 4,3,3,3 2,4,9,9 > 2,3,9,9 4,3,3,3 4");
     I2(k, "padding", 1, 1);
 }
@@ -337,7 +288,7 @@ static void t_conv_grad(void)
     kt_attr_b(&k, "has_bias", 1);
     KT_OK(&k);
     /* has_bias = 0: (dx, dweight) */
-    mk(&k, KEEL_OP_CONV2D_GRAD, KEEL_F16,
+    kt_spec(&k, KEEL_OP_CONV2D_GRAD, KEEL_F16,
        "2,4,8,8 6,2,3,3 2,6,3,3 > 2,4,8,8 6,2,3,3");
     I2(&k, "stride", 2, 2);
     kt_attr_i(&k, "groups", 2);
@@ -376,7 +327,7 @@ static void t_conv_grad(void)
 
     /* Transposed: x [2,4,5,5], w [4,3,3,3], dout [2,3,9,9] -> dx, dw,
      * db [3]. */
-    mk(&k, KEEL_OP_CONV2D_TRANSPOSE_GRAD, KEEL_F32,
+    kt_spec(&k, KEEL_OP_CONV2D_TRANSPOSE_GRAD, KEEL_F32,
        "2,4,5,5 4,3,3,3 2,3,9,9 > 2,4,5,5 4,3,3,3 3");
     I2(&k, "stride", 2, 2);
     I2(&k, "padding", 1, 1);
@@ -405,7 +356,7 @@ static void t_conv_geometry(void)
 
     /* SAME, stride 2 over 6 rows and 5 columns: rows out 3, total pad 1
      * (0 before, 1 after); columns out 3, total (3-1)*2 + 3 - 5 = 2. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,6,5 1,1,3,3 > 1,1,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "1,1,6,5 1,1,3,3 > 1,1,3,3");
     I2(&k, "stride", 2, 2);
     kt_attr_s(&k, "padding_algorithm", "SAME");
     KT_OK(&k);
@@ -434,7 +385,7 @@ static void t_conv_geometry(void)
                     KEEL_STATUS_INVALID_ARGUMENT);
 
     /* A grouped conv2d: c 4, o 6, groups 2 -> cg 2, og 3. */
-    mk(&k, KEEL_OP_CONV2D, KEEL_F32, "2,4,8,8 6,2,3,3 > 2,6,3,3");
+    kt_spec(&k, KEEL_OP_CONV2D, KEEL_F32, "2,4,8,8 6,2,3,3 > 2,6,3,3");
     I2(&k, "stride", 2, 2);
     kt_attr_ints(&k, "padding", 4, S(1, 2, 3, 4));
     kt_attr_i(&k, "groups", 2);
@@ -461,7 +412,7 @@ static void t_conv_geometry(void)
 
     /* The transposed conv's view: big = its output [1,6,7,7], small = x
      * [1,4,5,5]; weight [4,3,3,3] is [o, c/g]: c 6, o 4, cg 3, og 2. */
-    mk(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,5,5 4,3,3,3 > 1,6,8,8");
+    kt_spec(&k, KEEL_OP_CONV2D_TRANSPOSE, KEEL_F32, "1,4,5,5 4,3,3,3 > 1,6,8,8");
     kt_attr_i(&k, "groups", 2);
     I2(&k, "dilation", 2, 2);
     I2(&k, "padding", 2, 2);
@@ -509,13 +460,13 @@ static void t_pool2d(void)
     kt_attr_b(&k, "exclusive", 0);
     KT_OK(&k);
     /* stride absent or empty = kernel_size: 9 / 3 = 3 */
-    mk(&k, KEEL_OP_MAX_POOL2D, KEEL_F64, "1,2,9,9 > 1,2,3,3 1,2,3,3:i64");
+    kt_spec(&k, KEEL_OP_MAX_POOL2D, KEEL_F64, "1,2,9,9 > 1,2,3,3 1,2,3,3:i64");
     kt_attr_ints(&k, "kernel_size", 1, S(3));
     KT_OK(&k);
     kt_attr_ints(&k, "stride", 0, S(0));
     KT_OK(&k);
     /* ceil_mode over 7 with 2/2: floor 3, ceil 4 */
-    mk(&k, KEEL_OP_MAX_POOL2D, KEEL_F16, "1,2,7,7 > 1,2,3,3 1,2,3,3:i64");
+    kt_spec(&k, KEEL_OP_MAX_POOL2D, KEEL_F16, "1,2,7,7 > 1,2,3,3 1,2,3,3:i64");
     I2(&k, "kernel_size", 2, 2);
     KT_OK(&k);
     kt_attr_b(&k, "ceil_mode", 1);
@@ -564,7 +515,7 @@ static void t_pool2d(void)
     k.in[0].shape[2] = 0;
     KT_BAD(&k, "must not be empty");
     /* attributes */
-    mk(&k, KEEL_OP_MAX_POOL2D, KEEL_F32, "1,1,4,4 > 1,1,2,2 1,1,2,2:i64");
+    kt_spec(&k, KEEL_OP_MAX_POOL2D, KEEL_F32, "1,1,4,4 > 1,1,2,2 1,1,2,2:i64");
     KT_BAD(&k, "'kernel_size' is required");
     kt_attr_ints(&k, "kernel_size", 0, S(0));
     KT_BAD(&k, "'kernel_size' needs 1 or 2 values, got 0");
@@ -596,7 +547,7 @@ static void t_adaptive(void)
 {
     struct kt k;
 
-    mk(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D, KEEL_F32, "2,3,9,7 > 2,3,4,3");
+    kt_spec(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D, KEEL_F32, "2,3,9,7 > 2,3,4,3");
     I2(&k, "output_size", 4, 3);
     KT_OK(&k);
     I2(&k, "output_size", -1, 3);
@@ -637,7 +588,7 @@ static void t_pool_grad(void)
     struct kt k;
 
     /* max_pool2d_grad (x, indices, dout) */
-    mk(&k, KEEL_OP_MAX_POOL2D_GRAD, KEEL_F32,
+    kt_spec(&k, KEEL_OP_MAX_POOL2D_GRAD, KEEL_F32,
        "2,3,8,8 2,3,4,4:i64 2,3,4,4 > 2,3,8,8");
     KT_OK(&k);
     k.in[1].shape[3] = k.in[2].shape[3] = 5; /* no window to agree with */
@@ -671,7 +622,7 @@ static void t_pool_grad(void)
     KT_OK(&k);
 
     /* avg_pool2d_grad (x, dout) with the forward's attributes */
-    mk(&k, KEEL_OP_AVG_POOL2D_GRAD, KEEL_F32, "2,3,9,9 2,3,5,5 > 2,3,9,9");
+    kt_spec(&k, KEEL_OP_AVG_POOL2D_GRAD, KEEL_F32, "2,3,9,9 2,3,5,5 > 2,3,9,9");
     I2(&k, "kernel_size", 3, 3);
     I2(&k, "stride", 2, 2);
     I2(&k, "padding", 1, 1);
@@ -698,7 +649,7 @@ static void t_pool_grad(void)
     KT_BAD(&k, "at most 2 input");
 
     /* adaptive_avg_pool2d_grad */
-    mk(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D_GRAD, KEEL_F32,
+    kt_spec(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D_GRAD, KEEL_F32,
        "2,3,9,7 2,3,4,3 > 2,3,9,7");
     I2(&k, "output_size", 4, 3);
     KT_OK(&k);
@@ -746,7 +697,7 @@ static void t_pool_geometry(void)
     CU_ASSERT(!g.exclusive && g.ceil_mode && g.oh == 5 && g.ow == 7);
 
     /* max: stride defaults to the kernel */
-    mk(&k, KEEL_OP_MAX_POOL2D, KEEL_F32, "1,1,6,4 > 1,1,3,2 1,1,3,2:i64");
+    kt_spec(&k, KEEL_OP_MAX_POOL2D, KEEL_F32, "1,1,6,4 > 1,1,3,2 1,1,3,2:i64");
     I2(&k, "kernel_size", 2, 2);
     KT_OK(&k);
     CU_ASSERT_EQUAL(keel_kit_pool_geometry(&k.a, KEEL_KIT_POOL_MAX, &k.in[0],
@@ -756,7 +707,7 @@ static void t_pool_geometry(void)
     CU_ASSERT(!g.exclusive && !g.adaptive);
 
     /* adaptive */
-    mk(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D, KEEL_F32, "2,3,9,7 > 2,3,4,7");
+    kt_spec(&k, KEEL_OP_ADAPTIVE_AVG_POOL2D, KEEL_F32, "2,3,9,7 > 2,3,4,7");
     I2(&k, "output_size", 4, -1);
     KT_OK(&k);
     CU_ASSERT_EQUAL(keel_kit_pool_geometry(&k.a, KEEL_KIT_POOL_ADAPTIVE,
@@ -766,7 +717,7 @@ static void t_pool_geometry(void)
               g.sh == 0 && g.pad[0] == 0);
 
     /* max_pool2d_grad: planes only */
-    mk(&k, KEEL_OP_MAX_POOL2D_GRAD, KEEL_F32,
+    kt_spec(&k, KEEL_OP_MAX_POOL2D_GRAD, KEEL_F32,
        "2,3,8,8 2,3,4,5:i64 2,3,4,5 > 2,3,8,8");
     KT_OK(&k);
     CU_ASSERT_EQUAL(keel_kit_pool_geometry(&k.a, KEEL_KIT_POOL_INDEXED,

@@ -65,18 +65,10 @@ static void t_matmul_ok(void)
     KT_OK(&k);
 
     /* 1-D @ 1-D: a 0-d output. */
-    kt_init(&k, KEEL_OP_MATMUL);
-    kt_in(&k, KEEL_F32, 2, S(1, 7));
-    kt_in(&k, KEEL_F32, 2, S(7, 1));
-    kt_out(&k, KEEL_F32, 0, NULL);
-    KT_OK(&k);
-
-    /* K = 0 and empty batches reach the kernel. */
-    kt_init(&k, KEEL_OP_MATMUL);
-    kt_in(&k, KEEL_F32, 3, S(0, 3, 0));
-    kt_in(&k, KEEL_F32, 3, S(0, 0, 5));
-    kt_out(&k, KEEL_F32, 3, S(0, 3, 5));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_MATMUL, KEEL_F32,
+        "ok 1,7 7,1 > ()\n"
+        /* K = 0 and empty batches reach the kernel. */
+        "ok 0,3,0 0,0,5 > 0,3,5\n");
 }
 
 static void t_matmul_bad(void)
@@ -100,11 +92,8 @@ static void t_matmul_bad(void)
     KT_BAD(&k, "output 0 is float16");
 
     /* Unresolved operands: ranks differ, or below 2. */
-    kt_init(&k, KEEL_OP_MATMUL);
-    kt_in(&k, KEEL_F32, 3, S(2, 3, 4));
-    kt_in(&k, KEEL_F32, 2, S(4, 5));
-    kt_out(&k, KEEL_F32, 3, S(2, 3, 5));
-    KT_BAD(&k, "one rank");
+    KT_CASES(KEEL_OP_MATMUL, KEEL_F32,
+        "bad 2,3,4 4,5 > 2,3,5 ! one rank\n");
     kt_init(&k, KEEL_OP_MATMUL);
     kt_in(&k, KEEL_F32, 1, S(4));
     kt_in(&k, KEEL_F32, 1, S(4));
@@ -171,11 +160,8 @@ static void t_linear(void)
     k.in[1].strides[1] = 8;
     KT_OK(&k);
     /* 1-D x [8] -> [6]. */
-    kt_init(&k, KEEL_OP_LINEAR);
-    kt_in(&k, KEEL_F16, 1, S(8));
-    kt_in(&k, KEEL_F16, 2, S(8, 6));
-    kt_out(&k, KEEL_F16, 1, S(6));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_LINEAR, KEEL_F16,
+        "ok 8 8,6 > 6\n");
 
     kt_init(&k, KEEL_OP_LINEAR);
     kt_in(&k, KEEL_F32, 2, S(3, 8));
@@ -198,11 +184,8 @@ static void t_linear(void)
     lin_base(&k, false);
     k.out[0].shape[2] = 5;
     KT_BAD(&k, "output 0 has shape [2, 3, 5], expected [2, 3, 6]");
-    kt_init(&k, KEEL_OP_LINEAR);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_in(&k, KEEL_F32, 2, S(1, 6));
-    kt_out(&k, KEEL_F32, 0, NULL);
-    KT_BAD(&k, "at least 1 dimension");
+    KT_CASES(KEEL_OP_LINEAR, KEEL_F32,
+        "bad () 1,6 > () ! at least 1 dimension\n");
 }
 
 static void t_plan(void)

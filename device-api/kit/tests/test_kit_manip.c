@@ -13,498 +13,152 @@
 
 static void test_concat(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_in(&k, KEEL_F32, 2, S(2, 5));
-    kt_in(&k, KEEL_F32, 2, S(2, 1));
-    kt_out(&k, KEEL_F32, 2, S(2, 9));
-    kt_attr_i(&k, "axis", -1);
-    KT_OK(&k);
-
-    /* The default axis 0; one input. */
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_BOOL, 2, S(2, 3));
-    kt_out(&k, KEEL_BOOL, 2, S(2, 3));
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_in(&k, KEEL_F32, 2, S(2, 5));
-    kt_out(&k, KEEL_F32, 2, S(2, 7));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_in(&k, KEEL_F32, 2, S(3, 3));
-    kt_out(&k, KEEL_F32, 2, S(2, 6));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "input 1 has size 3 in dim 0");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_in(&k, KEEL_F16, 2, S(2, 3));
-    kt_out(&k, KEEL_F32, 2, S(2, 6));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "one dtype");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_in(&k, KEEL_F32, 1, S(6));
-    kt_out(&k, KEEL_F32, 2, S(2, 6));
-    KT_BAD(&k, "dims");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_out(&k, KEEL_F32, 2, S(2, 3));
-    kt_attr_i(&k, "axis", 2);
-    KT_BAD(&k, "axis 2");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_F32, 1, S(1));
-    KT_BAD(&k, "0-d");
-
-    kt_init(&k, KEEL_OP_CONCAT);
-    kt_out(&k, KEEL_F32, 1, S(1));
-    KT_BAD(&k, "at least one input");
+    KT_CASES(KEEL_OP_CONCAT, KEEL_F32,
+        "ok 2,3 2,5 2,1 > 2,9 | axis=-1\n"
+        /* The default axis 0; one input. */
+        "ok 2,3:bool > 2,3:bool\n"
+        "bad 2,3 2,5 > 2,7 | axis=1 ! shape\n"
+        "bad 2,3 3,3 > 2,6 | axis=1 ! input 1 has size 3 in dim 0\n"
+        "bad 2,3 2,3:f16 > 2,6 | axis=1 ! one dtype\n"
+        "bad 2,3 6 > 2,6 ! dims\n"
+        "bad 2,3 > 2,3 | axis=2 ! axis 2\n"
+        "bad () > 1 ! 0-d\n"
+        "bad > 1 ! at least one input\n");
 }
 
 static void test_stack(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_I32, 2, S(2, 3));
-    kt_in(&k, KEEL_I32, 2, S(2, 3));
-    kt_in(&k, KEEL_I32, 2, S(2, 3));
-    kt_out(&k, KEEL_I32, 3, S(2, 3, 3));
-    kt_attr_i(&k, "axis", 1);
-    KT_OK(&k);
-
-    /* The axis counts in the output's dims: -1 is a new last dim. */
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_F32, 1, S(4));
-    kt_in(&k, KEEL_F32, 1, S(4));
-    kt_out(&k, KEEL_F32, 2, S(4, 2));
-    kt_attr_i(&k, "axis", -1);
-    KT_OK(&k);
-    kt_attr_i(&k, "axis", 2);
-    KT_BAD(&k, "axis 2");
-
-    /* 0-d inputs stack into a 1-D output. */
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_F32, 1, S(2));
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_F32, 1, S(4));
-    kt_in(&k, KEEL_F32, 1, S(5));
-    kt_out(&k, KEEL_F32, 2, S(2, 4));
-    KT_BAD(&k, "input 1 has size 5");
-
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_F32, 1, S(4));
-    kt_in(&k, KEEL_F32, 1, S(4));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_STACK);
-    kt_in(&k, KEEL_F32, 8, S(1, 1, 1, 1, 1, 1, 1, 1));
-    kt_out(&k, KEEL_F32, 8, S(1, 1, 1, 1, 1, 1, 1, 1));
-    KT_BAD(&k, "more than 8 dims");
+    KT_CASES(KEEL_OP_STACK, KEEL_F32,
+        "ok 2,3:i32 2,3:i32 2,3:i32 > 2,3,3:i32 | axis=1\n"
+        /* The axis counts in the output's dims: -1 is a new last dim. */
+        "ok 4 4 > 4,2 | axis=-1\n"
+        "bad 4 4 > 4,2 | axis=2 ! axis 2\n"
+        /* 0-d inputs stack into a 1-D output. */
+        "ok () () > 2\n"
+        "bad 4 5 > 2,4 ! input 1 has size 5\n"
+        "bad 4 4 > 3,4 ! shape\n"
+        "bad 1,1,1,1,1,1,1,1 > 1,1,1,1,1,1,1,1 ! more than 8 dims\n");
 }
 
 /* ---- split -------------------------------------------------------------------------- */
 
 static void test_split(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 2, S(7, 4));
-    kt_out(&k, KEEL_F32, 2, S(2, 4));
-    kt_out(&k, KEEL_F32, 2, S(2, 4));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    kt_attr_ints(&k, "sections", 3, S(2, 2, 3));
-    KT_OK(&k);
-
-    /* One -1 takes the rest; the outputs carry the resolved size. */
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 2, S(3, 8));
-    kt_out(&k, KEEL_F32, 2, S(3, 3));
-    kt_out(&k, KEEL_F32, 2, S(3, 5));
-    kt_attr_ints(&k, "sections", 2, S(3, -1));
-    kt_attr_i(&k, "axis", -1);
-    KT_OK(&k);
-
-    /* The -1 resolved wrongly in an output. */
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 2, S(3, 8));
-    kt_out(&k, KEEL_F32, 2, S(3, 3));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    kt_attr_ints(&k, "sections", 2, S(3, -1));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "output 1 has shape");
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_attr_ints(&k, "sections", 2, S(3, 3));
-    KT_BAD(&k, "add up to 6");
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(4));
-    kt_attr_ints(&k, "sections", 3, S(3, 4, 0));
-    KT_BAD(&k, "3 entries but there are 2 outputs");
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(9));
-    kt_out(&k, KEEL_F32, 1, S(-2));
-    kt_attr_ints(&k, "sections", 2, S(9, -2));
-    KT_BAD(&k, NULL); /* a negative output dim: the generic check */
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(0));
-    kt_attr_ints(&k, "sections", 2, S(-1, -1));
-    KT_BAD(&k, "at most one -1");
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(7));
-    kt_attr_ints(&k, "sections", 1, S(7));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "axis 1");
-
-    kt_init(&k, KEEL_OP_SPLIT);
-    kt_in(&k, KEEL_F32, 1, S(7));
-    kt_out(&k, KEEL_F32, 1, S(7));
-    KT_BAD(&k, "'sections' is required");
+    KT_CASES(KEEL_OP_SPLIT, KEEL_F32,
+        "ok 7,4 > 2,4 2,4 3,4 | sections=[2,2,3]\n"
+        /* One -1 takes the rest; the outputs carry the resolved size. */
+        "ok 3,8 > 3,3 3,5 | sections=[3,-1] axis=-1\n"
+        /* The -1 resolved wrongly in an output. */
+        "bad 3,8 > 3,3 3,4 | sections=[3,-1] axis=1 ! output 1 has shape\n"
+        "bad 7 > 3 3 | sections=[3,3] ! add up to 6\n"
+        "bad 7 > 3 4 | sections=[3,4,0] ! 3 entries but there are 2 outputs\n"
+        /* a negative output dim: the generic check */
+        "bad 7 > 9 -2 | sections=[9,-2]\n"
+        "bad 7 > 7 0 | sections=[-1,-1] ! at most one -1\n"
+        "bad 7 > 7 | sections=[7] axis=1 ! axis 1\n"
+        "bad 7 > 7 ! 'sections' is required\n");
 }
 
 /* ---- gather, index_select --------------------------------------------------------------- */
 
 static void test_gather(void)
 {
-    struct kt k;
-    keel_tensor_desc *ix;
+    KT_CASES(KEEL_OP_GATHER, KEEL_F32,
+        "ok 5,4 3:i64 > 3,4\n");
 
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_INDEX_SELECT);
-    kt_in(&k, KEEL_U8, 2, S(5, 4));
-    kt_in(&k, KEEL_I32, 1, S(6));
-    kt_out(&k, KEEL_U8, 2, S(5, 6));
-    kt_attr_i(&k, "axis", -1);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_INDEX_SELECT, KEEL_U8,
+        "ok 5,4 6:i32 > 5,6 | axis=-1\n");
 
     /* gather of a 0-d index: it arrives as [1] (stride 0), the output
      * drops the axis. */
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    ix = kt_in(&k, KEEL_I64, 1, S(1));
-    ix->strides[0] = 0;
-    kt_out(&k, KEEL_F32, 1, S(5));
-    kt_attr_i(&k, "axis", 1);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_GATHER, KEEL_F32, "ok 5,4 1@0:i64 > 5 | axis=1\n");
     /* index_select has no 0-d form. */
-    k.op = KEEL_OP_INDEX_SELECT;
-    KT_BAD(&k, "shape");
+    KT_CASES(KEEL_OP_INDEX_SELECT, KEEL_F32,
+        "bad 5,4 1@0:i64 > 5 | axis=1 ! shape\n");
 
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_BAD(&k, "int32 or int64");
-
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 2, S(3, 1));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_BAD(&k, "1-D");
-
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_out(&k, KEEL_F64, 2, S(3, 4));
-    KT_BAD(&k, "float64");
-
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    kt_attr_i(&k, "axis", 2);
-    KT_BAD(&k, "axis 2");
-
-    kt_init(&k, KEEL_OP_GATHER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_BAD(&k, "input");
+    KT_CASES(KEEL_OP_GATHER, KEEL_F32,
+        "bad 5,4 3:i64 > 5,4 ! shape\n"
+        "bad 5,4 3 > 3,4 ! int32 or int64\n"
+        "bad 5,4 3,1:i64 > 3,4 ! 1-D\n"
+        "bad 5,4 3:i64 > 3,4:f64 ! float64\n"
+        "bad 5,4 3:i64 > 3,4 | axis=2 ! axis 2\n"
+        "bad 5,4 > 3,4 ! input\n");
 }
 
 /* ---- scatter ------------------------------------------------------------------------------ */
 
 static void test_scatter(void)
 {
-    struct kt k;
-    keel_tensor_desc *u;
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_in(&k, KEEL_F32, 2, S(3, 4));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    kt_attr_b(&k, "overwrite", 0);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SCATTER, KEEL_F32,
+        "ok 5,4 3:i64 3,4 > 5,4 | overwrite=false\n");
 
     /* A 0-d index arrives as [1], updates with a leading dim 1 of
      * stride 0. */
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_I8, 2, S(5, 4));
-    kt_in(&k, KEEL_I32, 1, S(1))->strides[0] = 0;
-    u = kt_in(&k, KEEL_I8, 2, S(1, 4));
-    u->strides[0] = 0;
-    kt_out(&k, KEEL_I8, 2, S(5, 4));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SCATTER, KEEL_I8, "ok 5,4 1@0:i32 1,4@0,1 > 5,4\n");
 
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_in(&k, KEEL_F32, 2, S(2, 4));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    KT_BAD(&k, "updates has 2 rows");
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_in(&k, KEEL_F32, 2, S(3, 5));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    KT_BAD(&k, "updates has size 5 in dim 1");
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_in(&k, KEEL_F64, 2, S(3, 4));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    KT_BAD(&k, "one dtype");
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_U8, 1, S(3));
-    kt_in(&k, KEEL_F32, 2, S(3, 4));
-    kt_out(&k, KEEL_F32, 2, S(5, 4));
-    KT_BAD(&k, "int32 or int64");
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_in(&k, KEEL_I64, 1, S(1));
-    kt_in(&k, KEEL_F32, 1, S(1));
-    kt_out(&k, KEEL_F32, 0, NULL);
-    KT_BAD(&k, "at least 1 dim");
-
-    kt_init(&k, KEEL_OP_SCATTER);
-    kt_in(&k, KEEL_F32, 2, S(5, 4));
-    kt_in(&k, KEEL_I64, 1, S(3));
-    kt_in(&k, KEEL_F32, 2, S(3, 4));
-    kt_out(&k, KEEL_F32, 2, S(3, 4));
-    KT_BAD(&k, "shape");
+    KT_CASES(KEEL_OP_SCATTER, KEEL_F32,
+        "bad 5,4 3:i64 2,4 > 5,4 ! updates has 2 rows\n"
+        "bad 5,4 3:i64 3,5 > 5,4 ! updates has size 5 in dim 1\n"
+        "bad 5,4 3:i64 3,4:f64 > 5,4 ! one dtype\n"
+        "bad 5,4 3:u8 3,4 > 5,4 ! int32 or int64\n"
+        "bad () 1:i64 1 > () ! at least 1 dim\n"
+        "bad 5,4 3:i64 3,4 > 3,4 ! shape\n");
 }
 
 /* ---- take_along_axis ---------------------------------------------------------------------- */
 
 static void test_take_along_axis(void)
 {
-    struct kt k;
-    keel_tensor_desc *x;
-
     /* x [4, 1] broadcast against index [4, 3] along axis 0: x arrives as
      * [4, 3] with stride 0 in dim 1. */
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    x = kt_in(&k, KEEL_F32, 2, S(4, 3));
-    x->strides[0] = 1;
-    x->strides[1] = 0;
-    kt_in(&k, KEEL_I64, 2, S(2, 3));
-    kt_out(&k, KEEL_F32, 2, S(2, 3));
-    kt_attr_i(&k, "axis", 0);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_TAKE_ALONG_AXIS, KEEL_F32,
+        "ok 4,3@1,0 2,3:i64 > 2,3 | axis=0\n");
 
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    kt_attr_i(&k, "axis", -1);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_I32, 2, S(5, 7));
-    kt_out(&k, KEEL_F32, 2, S(5, 7));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "the index has size 5 in dim 0");
-
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_I32, 1, S(4));
-    kt_out(&k, KEEL_F32, 1, S(4));
-    kt_attr_i(&k, "axis", 0);
-    KT_BAD(&k, "dims");
-
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 3));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_BOOL, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    kt_attr_i(&k, "axis", 1);
-    KT_BAD(&k, "int32 or int64");
-
-    kt_init(&k, KEEL_OP_TAKE_ALONG_AXIS);
-    kt_in(&k, KEEL_F32, 2, S(4, 3));
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    KT_BAD(&k, "'axis' is required");
-    kt_attr_i(&k, "axis", -3);
-    KT_BAD(&k, "axis -3");
+    KT_CASES(KEEL_OP_TAKE_ALONG_AXIS, KEEL_F32,
+        "ok 4,3 4,7:i32 > 4,7 | axis=-1\n"
+        "bad 4,3 5,7:i32 > 5,7 | axis=1 ! the index has size 5 in dim 0\n"
+        "bad 4,3 4:i32 > 4 | axis=0 ! dims\n"
+        "bad 4,3 4,7:i32 > 4,3 | axis=1 ! shape\n"
+        "bad 4,3 4,7:bool > 4,7 | axis=1 ! int32 or int64\n"
+        "bad 4,3 4,7:i32 > 4,7 ! 'axis' is required\n"
+        "bad 4,3 4,7:i32 > 4,7 | axis=-3 ! axis -3\n");
 }
 
 /* ---- tile and pad -------------------------------------------------------------------------- */
 
 static void test_tile(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_out(&k, KEEL_F32, 2, S(4, 3));
-    kt_attr_ints(&k, "repeat_times", 2, S(2, 1));
-    KT_OK(&k);
-
-    /* More repeats than dims: x gains leading dims. */
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(2, 9));
-    kt_attr_ints(&k, "repeat_times", 2, S(2, 3));
-    KT_OK(&k);
-
-    /* Fewer repeats than dims: the missing ones are 1; 0 empties a dim. */
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 3, S(2, 3, 4));
-    kt_out(&k, KEEL_F32, 3, S(2, 3, 0));
-    kt_attr_ints(&k, "repeat_times", 1, S(0));
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 2, S(2, 3));
-    kt_out(&k, KEEL_F32, 2, S(4, 6));
-    kt_attr_ints(&k, "repeat_times", 2, S(2, 1));
-    KT_BAD(&k, "shape");
-
-    /* The output's rank is max(len(repeat_times), x's rank). */
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 2, S(1, 6));
-    kt_attr_ints(&k, "repeat_times", 1, S(2));
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_attr_ints(&k, "repeat_times", 1, S(-1));
-    KT_BAD(&k, "negative");
-
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_attr_ints(&k, "repeat_times", 9, S(1, 1, 1, 1, 1, 1, 1, 1, 1));
-    KT_BAD(&k, "at most 8");
-
-    kt_init(&k, KEEL_OP_TILE);
-    kt_in(&k, KEEL_F32, 1, S(1LL << 40));
-    kt_out(&k, KEEL_F32, 1, S(1));
-    kt_attr_ints(&k, "repeat_times", 1, S(1LL << 40));
-    KT_BAD(&k, "int64");
+    KT_CASES(KEEL_OP_TILE, KEEL_F32,
+        "ok 2,3 > 4,3 | repeat_times=[2,1]\n"
+        /* More repeats than dims: x gains leading dims. */
+        "ok 3 > 2,9 | repeat_times=[2,3]\n"
+        /* Fewer repeats than dims: the missing ones are 1; 0 empties a dim. */
+        "ok 2,3,4 > 2,3,0 | repeat_times=[0]\n"
+        "bad 2,3 > 4,6 | repeat_times=[2,1] ! shape\n"
+        /* The output's rank is max(len(repeat_times), x's rank). */
+        "bad 3 > 1,6 | repeat_times=[2] ! shape\n"
+        "bad 3 > 3 | repeat_times=[-1] ! negative\n"
+        "bad 3 > 3 | repeat_times=[1,1,1,1,1,1,1,1,1] ! at most 8\n"
+        "bad 1099511627776 > 1 | repeat_times=[1099511627776] ! int64\n");
 }
 
 static void test_pad(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_F32, 2, S(3, 4));
-    kt_out(&k, KEEL_F32, 2, S(6, 5));
-    kt_attr_ints(&k, "pad", 4, S(1, 2, 0, 1));
-    kt_attr_f(&k, "value", 2);
-    KT_OK(&k);
-
-    /* Pairs for the first dims only; reflect below the size. */
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_I32, 2, S(3, 4));
-    kt_out(&k, KEEL_I32, 2, S(7, 4));
-    kt_attr_ints(&k, "pad", 2, S(2, 2));
-    kt_attr_s(&k, "mode", "reflect");
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(6));
-    kt_attr_ints(&k, "pad", 2, S(0, 3));
-    kt_attr_s(&k, "mode", "reflect");
-    KT_BAD(&k, "less than the size 3");
-    kt_attr_s(&k, "mode", "replicate");
-    KT_OK(&k);
-    kt_attr_s(&k, "mode", "wrap");
-    KT_BAD(&k, "mode 'wrap'");
-
-    /* replicate cannot pad an empty dim; constant can. */
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_F32, 1, S(0));
-    kt_out(&k, KEEL_F32, 1, S(2));
-    kt_attr_ints(&k, "pad", 2, S(1, 1));
-    kt_attr_s(&k, "mode", "replicate");
-    KT_BAD(&k, "empty dim 0");
-    kt_attr_s(&k, "mode", "constant");
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(4));
-    kt_attr_ints(&k, "pad", 3, S(1, 0, 0));
-    KT_BAD(&k, "pairs");
-    kt_attr_ints(&k, "pad", 4, S(1, 0, 0, 0));
-    KT_BAD(&k, "pairs");
-    kt_attr_ints(&k, "pad", 2, S(2, -1));
-    KT_BAD(&k, "negative");
-    kt_attr_ints(&k, "pad", 2, S(0, 2));
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_PAD);
-    kt_in(&k, KEEL_F32, 1, S(3));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    KT_BAD(&k, "'pad' is required");
+    KT_CASES(KEEL_OP_PAD, KEEL_F32,
+        "ok 3,4 > 6,5 | pad=[1,2,0,1] value=2.0\n"
+        /* Pairs for the first dims only; reflect below the size. */
+        "ok 3,4:i32 > 7,4:i32 | pad=[2,2] mode=reflect\n"
+        "bad 3 > 6 | pad=[0,3] mode=reflect ! less than the size 3\n"
+        "ok 3 > 6 | pad=[0,3] mode=replicate\n"
+        "bad 3 > 6 | pad=[0,3] mode=wrap ! mode 'wrap'\n"
+        /* replicate cannot pad an empty dim; constant can. */
+        "bad 0 > 2 | pad=[1,1] mode=replicate ! empty dim 0\n"
+        "ok 0 > 2 | pad=[1,1] mode=constant\n"
+        "bad 3 > 4 | pad=[1,0,0] ! pairs\n"
+        "bad 3 > 4 | pad=[1,0,0,0] ! pairs\n"
+        "bad 3 > 4 | pad=[2,-1] ! negative\n"
+        "bad 3 > 4 | pad=[0,2] ! shape\n"
+        "bad 3 > 3 ! 'pad' is required\n");
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */

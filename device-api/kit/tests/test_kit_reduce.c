@@ -13,370 +13,156 @@
 
 static void test_reduce_ok(void)
 {
-    struct kt k;
-
     /* sum over axis 1 of [4, 6, 5]. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_F32, 2, S(4, 5));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SUM, KEEL_F32,
+        "ok 4,6,5 > 4,5 | axis=[1]\n");
 
     /* Negative axes and keepdim. */
-    kt_init(&k, KEEL_OP_MEAN);
-    kt_in(&k, KEEL_F64, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_F64, 3, S(1, 6, 1));
-    kt_attr_ints(&k, "axis", 2, S(0, -1));
-    kt_attr_b(&k, "keepdim", 1);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_MEAN, KEEL_F64,
+        "ok 4,6,5 > 1,6,1 | axis=[0,-1] keepdim=true\n");
 
     /* Empty axis: every dim; no attributes at all takes the defaults. */
-    kt_init(&k, KEEL_OP_MAX);
-    kt_in(&k, KEEL_I32, 2, S(3, 2));
-    kt_out(&k, KEEL_I32, 0, NULL);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_MAX, KEEL_I32,
+        "ok 3,2 > ()\n");
 
     /* sum of integers and bool is int64. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_BOOL, 2, S(3, 2));
-    kt_out(&k, KEEL_I64, 1, S(3));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SUM, KEEL_BOOL,
+        "ok 3,2 > 3:i64 | axis=[1]\n");
 
     /* A 0-d x accepts 0 and -1 and reduces nothing. */
-    kt_init(&k, KEEL_OP_PROD);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_F32, 0, NULL);
-    kt_attr_ints(&k, "axis", 1, S(-1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_PROD, KEEL_F32,
+        "ok () > () | axis=[-1]\n");
 
     /* An empty sum reaches the kernel (it writes 0). */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 2, S(3, 0));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SUM, KEEL_F32,
+        "ok 3,0 > 3 | axis=[1]\n");
 
     /* max over an empty axis with no outputs left is fine. */
-    kt_init(&k, KEEL_OP_MAX);
-    kt_in(&k, KEEL_F32, 2, S(0, 0));
-    kt_out(&k, KEEL_F32, 1, S(0));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_MAX, KEEL_F32,
+        "ok 0,0 > 0 | axis=[1]\n");
 }
 
 static void test_reduce_bad(void)
 {
-    struct kt k;
-
     /* Axis out of range. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 6));
-    kt_out(&k, KEEL_F32, 1, S(4));
-    kt_attr_ints(&k, "axis", 1, S(2));
-    KT_BAD(&k, "out of range");
-    kt_attr_ints(&k, "axis", 1, S(-3));
-    KT_BAD(&k, "out of range");
-
-    /* A 0-d x accepts only 0 and -1. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_F32, 0, NULL);
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "out of range");
-
-    /* Repeated axis, also as a negative alias. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 6));
-    kt_out(&k, KEEL_F32, 1, S(6));
-    kt_attr_ints(&k, "axis", 2, S(0, -2));
-    KT_BAD(&k, "repeated");
-
-    /* Wrong output shape: keepdim ignored, element count right but shape
-     * wrong, wrong dtype. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 6));
-    kt_out(&k, KEEL_F32, 1, S(6));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "shape");
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 6));
-    kt_out(&k, KEEL_F32, 1, S(4));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    kt_attr_b(&k, "keepdim", 1);
-    KT_BAD(&k, "shape");
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_I32, 2, S(4, 6));
-    kt_out(&k, KEEL_I32, 1, S(4));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "int64");
+    KT_CASES(KEEL_OP_SUM, KEEL_F32,
+        "bad 4,6 > 4 | axis=[2] ! out of range\n"
+        "bad 4,6 > 4 | axis=[-3] ! out of range\n"
+        /* A 0-d x accepts only 0 and -1. */
+        "bad () > () | axis=[1] ! out of range\n"
+        /* Repeated axis, also as a negative alias. */
+        "bad 4,6 > 6 | axis=[0,-2] ! repeated\n"
+        /* Wrong output shape: keepdim ignored, element count right but shape
+         * wrong, wrong dtype. */
+        "bad 4,6 > 6 | axis=[1] ! shape\n"
+        "bad 4,6 > 4 | axis=[1] keepdim=true ! shape\n"
+        "bad 4,6:i32 > 4:i32 | axis=[1] ! int64\n");
 
     /* max of an empty axis with outputs left has no identity. */
-    kt_init(&k, KEEL_OP_MIN);
-    kt_in(&k, KEEL_F32, 2, S(3, 0));
-    kt_out(&k, KEEL_F32, 1, S(3));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "identity");
+    KT_CASES(KEEL_OP_MIN, KEEL_F32,
+        "bad 3,0 > 3 | axis=[1] ! identity\n");
 
     /* A dtype outside the op's set: mean of integers. */
-    kt_init(&k, KEEL_OP_MEAN);
-    kt_in(&k, KEEL_I32, 1, S(4));
-    kt_out(&k, KEEL_I32, 0, NULL);
-    KT_BAD(&k, "int32");
+    KT_CASES(KEEL_OP_MEAN, KEEL_I32,
+        "bad 4 > () ! int32\n");
 
     /* Operand counts. */
-    kt_init(&k, KEEL_OP_SUM);
-    kt_in(&k, KEEL_F32, 1, S(4));
-    KT_BAD(&k, "output");
+    KT_CASES(KEEL_OP_SUM, KEEL_F32,
+        "bad 4 > ! output\n");
 }
 
 static void test_reduce_arg_bool(void)
 {
-    struct kt k;
-
     /* argmax: int64, one axis. */
-    kt_init(&k, KEEL_OP_ARGMAX);
-    kt_in(&k, KEEL_F32, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_I64, 2, S(4, 5));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_ARGMAX, KEEL_F32,
+        "ok 4,6,5 > 4,5:i64 | axis=[1]\n");
 
     /* Empty axis: the flattened tensor; keepdim keeps every dim as 1. */
-    kt_init(&k, KEEL_OP_ARGMIN);
-    kt_in(&k, KEEL_I8, 2, S(4, 6));
-    kt_out(&k, KEEL_I64, 2, S(1, 1));
-    kt_attr_b(&k, "keepdim", 1);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_ARGMIN, KEEL_I8,
+        "ok 4,6 > 1,1:i64 | keepdim=true\n");
 
-    kt_init(&k, KEEL_OP_ARGMAX);
-    kt_in(&k, KEEL_F32, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_I64, 1, S(6));
-    kt_attr_ints(&k, "axis", 2, S(0, 2));
-    KT_BAD(&k, "one axis");
-
-    kt_init(&k, KEEL_OP_ARGMAX);
-    kt_in(&k, KEEL_F32, 2, S(4, 6));
-    kt_out(&k, KEEL_I32, 1, S(4));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "int64");
-
-    kt_init(&k, KEEL_OP_ARGMAX);
-    kt_in(&k, KEEL_F32, 2, S(4, 0));
-    kt_out(&k, KEEL_I64, 1, S(4));
-    kt_attr_ints(&k, "axis", 1, S(1));
-    KT_BAD(&k, "identity");
+    KT_CASES(KEEL_OP_ARGMAX, KEEL_F32,
+        "bad 4,6,5 > 6:i64 | axis=[0,2] ! one axis\n"
+        "bad 4,6 > 4:i32 | axis=[1] ! int64\n"
+        "bad 4,0 > 4:i64 | axis=[1] ! identity\n");
 
     /* all/any: bool of the reduced shape, any input dtype. */
-    kt_init(&k, KEEL_OP_ALL);
-    kt_in(&k, KEEL_F16, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_BOOL, 2, S(4, 6));
-    kt_attr_ints(&k, "axis", 1, S(2));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_ALL, KEEL_F16,
+        "ok 4,6,5 > 4,6:bool | axis=[2]\n");
 
-    kt_init(&k, KEEL_OP_ANY);
-    kt_in(&k, KEEL_F16, 3, S(4, 6, 5));
-    kt_out(&k, KEEL_F16, 2, S(4, 6));
-    kt_attr_ints(&k, "axis", 1, S(2));
-    KT_BAD(&k, "bool");
+    KT_CASES(KEEL_OP_ANY, KEEL_F16,
+        "bad 4,6,5 > 4,6 | axis=[2] ! bool\n");
 }
 
 /* ---- cumsum ---------------------------------------------------------------- */
 
 static void test_cumsum(void)
 {
-    struct kt k;
-
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    kt_attr_ints(&k, "axis", 1, S(-1));
-    KT_OK(&k);
-
-    /* Empty axis: 1-D with x's element count; integers sum in int64. */
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_I64, 1, S(28));
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_I64, 2, S(4, 7));
-    KT_BAD(&k, "shape");
-
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_I32, 2, S(4, 7));
-    kt_out(&k, KEEL_I32, 2, S(4, 7));
-    kt_attr_ints(&k, "axis", 1, S(0));
-    KT_BAD(&k, "int64");
-
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    kt_attr_ints(&k, "axis", 2, S(0, 1));
-    KT_BAD(&k, "one axis");
-
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_F32, 2, S(4, 7));
-    kt_out(&k, KEEL_F32, 2, S(4, 7));
-    kt_attr_ints(&k, "axis", 1, S(2));
-    KT_BAD(&k, "out of range");
-
-    /* bool is not in cumsum's set. */
-    kt_init(&k, KEEL_OP_CUMSUM);
-    kt_in(&k, KEEL_BOOL, 1, S(4));
-    kt_out(&k, KEEL_I64, 1, S(4));
-    KT_BAD(&k, "bool");
+    KT_CASES(KEEL_OP_CUMSUM, KEEL_F32,
+        "ok 4,7 > 4,7 | axis=[-1]\n"
+        /* Empty axis: 1-D with x's element count; integers sum in int64. */
+        "ok 4,7:i32 > 28:i64\n"
+        "bad 4,7:i32 > 4,7:i64 ! shape\n"
+        "bad 4,7:i32 > 4,7:i32 | axis=[0] ! int64\n"
+        "bad 4,7 > 4,7 | axis=[0,1] ! one axis\n"
+        "bad 4,7 > 4,7 | axis=[2] ! out of range\n"
+        /* bool is not in cumsum's set. */
+        "bad 4:bool > 4:i64 ! bool\n");
 }
 
 /* ---- softmax family ------------------------------------------------------------ */
 
 static void test_same_axis(void)
 {
-    struct kt k;
+    KT_CASES(KEEL_OP_SOFTMAX, KEEL_F32,
+        "ok 5,9 > 5,9\n");
 
-    kt_init(&k, KEEL_OP_SOFTMAX);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_LOG_SOFTMAX, KEEL_BF16,
+        "ok () > () | axis=0\n");
 
-    kt_init(&k, KEEL_OP_LOG_SOFTMAX);
-    kt_in(&k, KEEL_BF16, 0, NULL);
-    kt_out(&k, KEEL_BF16, 0, NULL);
-    kt_attr_i(&k, "axis", 0);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_SOFTMAX);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    kt_attr_i(&k, "axis", 2);
-    KT_BAD(&k, "out of range");
-
-    kt_init(&k, KEEL_OP_SOFTMAX);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_out(&k, KEEL_F64, 2, S(5, 9));
-    KT_BAD(&k, "float64");
-
-    kt_init(&k, KEEL_OP_SOFTMAX);
-    kt_in(&k, KEEL_I32, 2, S(5, 9));
-    kt_out(&k, KEEL_I32, 2, S(5, 9));
-    KT_BAD(&k, "int32");
+    KT_CASES(KEEL_OP_SOFTMAX, KEEL_F32,
+        "bad 5,9 > 5,9 | axis=2 ! out of range\n"
+        "bad 5,9 > 5,9:f64 ! float64\n"
+        "bad 5,9:i32 > 5,9:i32 ! int32\n");
 
     /* grads: (out, dout) of one shape and dtype. */
-    kt_init(&k, KEEL_OP_SOFTMAX_GRAD);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    kt_attr_i(&k, "axis", 0);
-    KT_OK(&k);
+    KT_CASES(KEEL_OP_SOFTMAX_GRAD, KEEL_F32,
+        "ok 5,9 5,9 > 5,9 | axis=0\n");
 
-    kt_init(&k, KEEL_OP_LOG_SOFTMAX_GRAD);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_in(&k, KEEL_F32, 2, S(9, 5));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    KT_BAD(&k, "same shape");
+    KT_CASES(KEEL_OP_LOG_SOFTMAX_GRAD, KEEL_F32,
+        "bad 5,9 9,5 > 5,9 ! same shape\n");
 
-    kt_init(&k, KEEL_OP_SOFTMAX_GRAD);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_in(&k, KEEL_F64, 2, S(5, 9));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    KT_BAD(&k, "one dtype");
-
-    kt_init(&k, KEEL_OP_SOFTMAX_GRAD);
-    kt_in(&k, KEEL_F32, 2, S(5, 9));
-    kt_out(&k, KEEL_F32, 2, S(5, 9));
-    KT_BAD(&k, "input");
+    KT_CASES(KEEL_OP_SOFTMAX_GRAD, KEEL_F32,
+        "bad 5,9 5,9:f64 > 5,9 ! one dtype\n"
+        "bad 5,9 > 5,9 ! input\n");
 }
 
 /* ---- sort, argsort, topk ------------------------------------------------------- */
 
 static void test_sorts(void)
 {
-    struct kt k;
+    KT_CASES(KEEL_OP_SORT, KEEL_F32,
+        "ok 4,9 > 4,9 4,9:i64 | axis=0 descending=true\n"
+        "bad 4,9 > 4,9 4,9:i32 ! int64\n");
 
-    kt_init(&k, KEEL_OP_SORT);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_I64, 2, S(4, 9));
-    kt_attr_i(&k, "axis", 0);
-    kt_attr_b(&k, "descending", 1);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_SORT);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_I32, 2, S(4, 9));
-    KT_BAD(&k, "int64");
-
-    kt_init(&k, KEEL_OP_ARGSORT);
-    kt_in(&k, KEEL_U8, 0, NULL);
-    kt_out(&k, KEEL_I64, 0, NULL);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_ARGSORT);
-    kt_in(&k, KEEL_U8, 2, S(4, 9));
-    kt_out(&k, KEEL_I64, 2, S(4, 9));
-    kt_attr_i(&k, "axis", -3);
-    KT_BAD(&k, "out of range");
-
-    kt_init(&k, KEEL_OP_ARGSORT);
-    kt_in(&k, KEEL_BOOL, 1, S(4));
-    kt_out(&k, KEEL_I64, 1, S(4));
-    KT_BAD(&k, "bool");
+    KT_CASES(KEEL_OP_ARGSORT, KEEL_I64,
+        "ok ():u8 > ()\n"
+        "bad 4,9:u8 > 4,9 | axis=-3 ! out of range\n"
+        "bad 4:bool > 4 ! bool\n");
 
     /* topk: axis resized to k. */
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 3));
-    kt_out(&k, KEEL_I64, 2, S(4, 3));
-    kt_attr_i(&k, "k", 3);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_I64, 2, S(4, 9));
-    kt_out(&k, KEEL_I64, 2, S(0, 9));
-    kt_out(&k, KEEL_I64, 2, S(0, 9));
-    kt_attr_i(&k, "k", 0);
-    kt_attr_i(&k, "axis", 0);
-    KT_OK(&k);
-
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 10));
-    kt_out(&k, KEEL_I64, 2, S(4, 10));
-    kt_attr_i(&k, "k", 10);
-    KT_BAD(&k, "k = 10");
-
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_I64, 2, S(4, 9));
-    kt_attr_i(&k, "k", -1);
-    KT_BAD(&k, "k = -1");
-
-    /* 0-d x: k must be 1. */
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_F32, 0, NULL);
-    kt_out(&k, KEEL_I64, 0, NULL);
-    kt_attr_i(&k, "k", 1);
-    KT_OK(&k);
-    kt_attr_i(&k, "k", 0);
-    KT_BAD(&k, "k = 0");
-
-    /* The values output in x's dtype, shaped with k. */
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_F32, 2, S(4, 9));
-    kt_out(&k, KEEL_I64, 2, S(4, 3));
-    kt_attr_i(&k, "k", 3);
-    KT_BAD(&k, "output 0");
-
-    /* k is required. */
-    kt_init(&k, KEEL_OP_TOPK);
-    kt_in(&k, KEEL_F32, 1, S(9));
-    kt_out(&k, KEEL_F32, 1, S(1));
-    kt_out(&k, KEEL_I64, 1, S(1));
-    KT_BAD(&k, "'k'");
+    KT_CASES(KEEL_OP_TOPK, KEEL_F32,
+        "ok 4,9 > 4,3 4,3:i64 | k=3\n"
+        "ok 4,9:i64 > 0,9:i64 0,9:i64 | k=0 axis=0\n"
+        "bad 4,9 > 4,10 4,10:i64 | k=10 ! k = 10\n"
+        "bad 4,9 > 4,9 4,9:i64 | k=-1 ! k = -1\n"
+        /* 0-d x: k must be 1. */
+        "ok () > () ():i64 | k=1\n"
+        "bad () > () ():i64 | k=0 ! k = 0\n"
+        /* The values output in x's dtype, shaped with k. */
+        "bad 4,9 > 4,9 4,3:i64 | k=3 ! output 0\n"
+        /* k is required. */
+        "bad 9 > 1 1:i64 ! 'k'\n");
 }
 
 /* ---- helpers ------------------------------------------------------------------- */
