@@ -242,12 +242,16 @@ bool keel_kit_contiguous(const keel_tensor_desc *d)
 {
     int64_t s = 1;
 
-    for (int i = d->ndim - 1; i >= 0; i--) {
+    /* An empty tensor is contiguous whatever its other dims; test that
+     * first, so that the running product below never overflows. */
+    for (int i = 0; i < d->ndim; i++)
         if (d->shape[i] == 0)
             return true;
+    for (int i = d->ndim - 1; i >= 0; i--) {
         if (d->shape[i] != 1 && d->strides[i] != s)
             return false;
-        s *= d->shape[i];
+        if (__builtin_mul_overflow(s, d->shape[i], &s))
+            return false; /* beyond int64: no descriptor of that size */
     }
     return true;
 }

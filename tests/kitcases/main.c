@@ -421,6 +421,7 @@ int main(int argc, char **argv)
             printf("%s\t%s\t%s\t%s\n", keel_kit_op_info(now.r[i].op)->name,
                    now.r[i].what, kc_verdict_text(now.r[i].v[D_CPU], a, 32),
                    kc_verdict_text(now.r[i].v[D_CUDA], b, 32));
+        free(now.r);
         return 0;
     }
     if (!strcmp(mode, "check") && argc > 2) {
@@ -431,6 +432,8 @@ int main(int argc, char **argv)
             return 1;
         fails = compare(&now, &before, kc_have_cuda, true);
         cuda_skip_line();
+        free(now.r);
+        free(before.r);
         return fails ? 1 : 0;
     }
     if (!strcmp(mode, "selftest") && argc > 2) {
@@ -469,14 +472,18 @@ int main(int argc, char **argv)
                f0, keel_kit_op_info(self.r[doctored].op)->name,
                self.r[doctored].what, f1);
         /* and the real before-table's rows are all generated now */
-        for (int i = 0; i < before.n; i++)
+        int missing = 0;
+        for (int i = 0; i < before.n && !missing; i++)
             if (!find_row(&now, before.r[i].op, before.r[i].what, i)) {
                 printf("FAIL: before.tsv has '%s %s', not generated now\n",
                        keel_kit_op_info(before.r[i].op)->name,
                        before.r[i].what);
-                return 1;
+                missing = 1;
             }
-        return f1 == f0 + 2 ? 0 : 1;
+        free(now.r);
+        free(before.r);
+        free(self.r);
+        return !missing && f1 == f0 + 2 ? 0 : 1;
     }
     fprintf(stderr, "usage: kitcases record|check BEFORE|selftest BEFORE "
                     "--cpu PLUGIN\n");

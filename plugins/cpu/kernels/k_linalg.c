@@ -330,13 +330,17 @@ static void mm_direct(const struct mm *p)
         }
         for (int64_t m = 0; m < p->g.M; m++)
             for (int64_t n = 0; n < p->g.N; n++) {
-                const char *xr = p->x + (offx + m * p->g.xrs) * es;
-                const char *yc = p->y + (offy + n * p->g.ycs) * es;
                 double acc = p->bias ? kload(p->bias + n * p->g.bs * es, p->dt)
                                      : 0.0;
+                /* Addresses formed inside the loop: with K = 0 the inputs
+                 * are empty and may have no memory at all. */
                 for (int64_t k = 0; k < p->g.K; k++)
-                    acc += kload(xr + k * p->g.xcs * es, p->dt) *
-                           kload(yc + k * p->g.yrs * es, p->dt);
+                    acc += kload(p->x + (offx + m * p->g.xrs + k * p->g.xcs) *
+                                            es,
+                                 p->dt) *
+                           kload(p->y + (offy + k * p->g.yrs + n * p->g.ycs) *
+                                            es,
+                                 p->dt);
                 kstore(p->out + ((b * p->g.M + m) * p->g.N + n) * es, p->dt,
                        acc);
             }
