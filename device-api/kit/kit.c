@@ -2,14 +2,19 @@
  * keel kernel kit — the catalog table, the generic part of every check,
  * attributes, descriptors and iteration plans.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kit_internal.h"
 
+/* Slots of the name index below: a power of two, at least 4x the catalog. */
+#define NAME_SLOTS 512
+
 /* The kit's own copy of the catalog table: a plugin that links the kit
  * may define keel_op_table (KEEL_OP_CATALOG_DEFINE_TABLE) itself. */
+_Static_assert(KEEL_OP_COUNT * 4 <= NAME_SLOTS, "grow NAME_SLOTS");
 static const keel_op_info kit_table[KEEL_OP_COUNT] = {
 #define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
     [KEEL_OP_##ID] = {NAME, NIN, NOUT, DTYPES, KEEL_AMP_##AMP, ATTRS, SEM,  \
@@ -28,13 +33,43 @@ static const kit_rule_fn rules[KEEL_OP_COUNT] = {
 
 /* ---- catalog --------------------------------------------------------------- */
 
+/* Name look-up runs on every kernel launch (the plugins' launchers check
+ * by name), so it goes through a hash index of the catalog rather than a
+ * scan of it: a scan cost about 0.7 us for the ops at the catalog's end.
+ * The index is built once and never changes afterwards. */
+static uint16_t name_index[NAME_SLOTS]; /* op id + 1; 0: empty */
+static pthread_once_t name_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void build_name_index(void)
+{
+    for (int i = 0; i < KEEL_OP_COUNT; i++) {
+        uint32_t k = name_hash(kit_table[i].name) & (NAME_SLOTS - 1);
+        while (name_index[k])
+            k = (k + 1) & (NAME_SLOTS - 1);
+        name_index[k] = (uint16_t)(i + 1);
+    }
+}
+
 int keel_kit_op_id(const char *name)
 {
+    uint32_t k;
+
     if (!name)
         return -1;
-    for (int i = 0; i < KEEL_OP_COUNT; i++)
-        if (!strcmp(kit_table[i].name, name))
-            return i;
+    pthread_once(&name_once, build_name_index);
+    for (k = name_hash(name) & (NAME_SLOTS - 1); name_index[k];
+         k = (k + 1) & (NAME_SLOTS - 1))
+        if (!strcmp(kit_table[name_index[k] - 1].name, name))
+            return name_index[k] - 1;
     return -1;
 }
 

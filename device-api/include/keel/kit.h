@@ -30,7 +30,8 @@
  * Use: link libkeel-kit (static, C11, no dependencies beyond libc and
  * libm):  cc $(pkg-config --cflags --libs keel-kit) ...
  * A plugin that does not link it still works: the core never requires it.
- * Thread-safe: the kit keeps no state.
+ * Thread-safe: the kit's only state is a name index of the catalog,
+ * built once on first use (pthread_once) and read-only afterwards.
  */
 #ifndef KEEL_KIT_H
 #define KEEL_KIT_H
