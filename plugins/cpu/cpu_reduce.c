@@ -17,94 +17,34 @@
  */
 #include <string.h>
 
+#include <keel/kit.h>
+
 #include "cpu_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* f16 and bf16                                                             */
 /* ------------------------------------------------------------------------ */
 
-static float cpu_bits_f32(uint32_t x)
-{
-	float f;
-
-	memcpy(&f, &x, sizeof(f));
-	return f;
-}
-
-static uint32_t cpu_f32_bits(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, sizeof(x));
-	return x;
-}
-
+/* The kit's conversions (keel/kit.h): exact, round to nearest even, NaN
+ * kept; checked there over every half and bfloat16 value. */
 float cpu_f16_to_f32(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t exp = (h >> 10) & 0x1fu;
-	uint32_t mant = h & 0x3ffu;
-	float f;
-
-	if (exp == 0x1f)
-		return cpu_bits_f32(sign | 0x7f800000u | (mant << 13));
-	if (exp == 0) {
-		/* zero or subnormal: mant * 2^-24, exact in float */
-		f = (float)mant * 0x1p-24f;
-		return sign ? -f : f;
-	}
-	return cpu_bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+	return keel_kit_f16_to_f32(h);
 }
 
 uint16_t cpu_f32_to_f16(float f)
 {
-	uint32_t x = cpu_f32_bits(f);
-	uint32_t sign = (x >> 16) & 0x8000u;
-	uint32_t exp = (x >> 23) & 0xffu;
-	uint32_t mant = x & 0x7fffffu;
-	int32_t e = (int32_t)exp - 127 + 15;
-	uint32_t h, rem;
-
-	if (exp == 0xff) /* inf stays inf, NaN stays a quiet NaN */
-		return (uint16_t)(sign | 0x7c00u |
-				  (mant ? 0x200u | (mant >> 13) : 0));
-	if (e >= 0x1f)
-		return (uint16_t)(sign | 0x7c00u);
-	if (e <= 0) {
-		/* subnormal result: m = M >> (14 - e), rounded to even */
-		uint32_t shift = (uint32_t)(14 - e), half, m;
-
-		if (e < -10)
-			return (uint16_t)sign;
-		mant |= 0x800000u;
-		m = mant >> shift;
-		rem = mant & ((1u << shift) - 1);
-		half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (m & 1)))
-			m++;
-		return (uint16_t)(sign | m);
-	}
-	h = sign | ((uint32_t)e << 10) | (mant >> 13);
-	rem = mant & 0x1fffu;
-	/* a carry out of the mantissa correctly bumps the exponent (to inf) */
-	if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-		h++;
-	return (uint16_t)h;
+	return keel_kit_f32_to_f16(f);
 }
 
 float cpu_bf16_to_f32(uint16_t h)
 {
-	return cpu_bits_f32((uint32_t)h << 16);
+	return keel_kit_bf16_to_f32(h);
 }
 
 uint16_t cpu_f32_to_bf16(float f)
 {
-	uint32_t x = cpu_f32_bits(f);
-
-	if ((x & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((x >> 16) | 0x40u);
-	x += 0x7fffu + ((x >> 16) & 1u);
-	return (uint16_t)(x >> 16);
+	return keel_kit_f32_to_bf16(f);
 }
 
 /* ------------------------------------------------------------------------ */
