@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: conv family (see common.cl). */

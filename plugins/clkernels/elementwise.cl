@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: elementwise family (see common.cl). */

@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: linalg family (see common.cl). */

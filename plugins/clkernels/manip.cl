@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: manip family (see common.cl). */

@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: nn family (see common.cl). */

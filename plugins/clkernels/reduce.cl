@@ -1,0 +1,1 @@
+/* keel OpenCL C kernels: reduce family (see common.cl). */

@@ -1,0 +1,9 @@
+/*
+ * keel OpenCL plugin — manip kernels (host side; OpenCL C in
+ * plugins/clkernels/manip.cl).
+ */
+#include "ok.h"
+
+const struct ok_entry ok_kernels_manip[] = {
+    {NULL, 0, NULL},
+};

@@ -1,0 +1,9 @@
+/*
+ * keel OpenCL plugin — nn kernels (host side; OpenCL C in
+ * plugins/clkernels/nn.cl).
+ */
+#include "ok.h"
+
+const struct ok_entry ok_kernels_nn[] = {
+    {NULL, 0, NULL},
+};
