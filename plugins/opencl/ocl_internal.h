@@ -133,7 +133,7 @@ extern const keel_device_ops ocl_device_ops;
 extern const keel_memory_ops ocl_memory_ops;
 extern const keel_stream_ops ocl_stream_ops;
 extern const keel_collective_ops ocl_collective_ops;
-extern const keel_kernel_ops ocl_kernel_ops;      /* kernels/ok_registry.c */
+extern const keel_kernel_ops ocl_kernel_ops;      /* kernels/ok_program.c */
 
 /* Kernel state of a device: released at finalize (kernels/ok_program.c). */
 void ok_device_release(struct ocl_device *d);

@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — conv kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — conv family, host side (OpenCL C in
  * plugins/clkernels/conv.cl).
  */
 #include "ok.h"

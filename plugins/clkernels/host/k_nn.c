@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — nn kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — nn family, host side (OpenCL C in
  * plugins/clkernels/nn.cl).
  */
 #include "ok.h"

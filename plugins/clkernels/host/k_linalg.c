@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — linalg kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — linalg family, host side (OpenCL C in
  * plugins/clkernels/linalg.cl).
  */
 #include "ok.h"

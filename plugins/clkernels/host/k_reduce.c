@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — reduce kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — reduce family, host side (OpenCL C in
  * plugins/clkernels/reduce.cl).
  */
 #include "ok.h"

@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — manip kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — manip family, host side (OpenCL C in
  * plugins/clkernels/manip.cl).
  */
 #include "ok.h"

@@ -1,5 +1,5 @@
 /*
- * keel OpenCL plugin — elementwise kernels (host side; OpenCL C in
+ * keel OpenCL C kernels — elementwise family, host side (OpenCL C in
  * plugins/clkernels/elementwise.cl).
  */
 #include "ok.h"
