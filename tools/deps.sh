@@ -19,6 +19,12 @@ KEEL_DEBIAN_PACKAGES=(
   libjansson-dev libssl-dev zlib1g-dev
   valgrind dataset-fashion-mnist
   python3 python3-venv
+  # OpenCL plugin: headers, ICD loader, PoCL (the OpenCL device CI runs
+  # on), CLBlast (its GEMMs), clinfo (to see what the ICDs offer).
+  opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
+  # Level Zero (xpu) plugin: headers and loader; its kernels are compiled
+  # to SPIR-V by clang and llvm-spirv and checked by spirv-val.
+  libze-dev clang-14 llvm-spirv-14 spirv-tools
 )
 
 KEEL_SOURCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
