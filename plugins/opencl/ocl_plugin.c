@@ -576,7 +576,7 @@ static keel_status ocl_get_device_props(int32_t device,
     p.clock_khz = d->clock_mhz * 1000u;
     p.dtype_mask = ok_device_dtype_mask(device);
     p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST |
-                 KEEL_FEATURE_HOST_CALLBACK |
+                 KEEL_FEATURE_HOST_CALLBACK | KEEL_FEATURE_COLLECTIVES |
                  KEEL_FEATURE_KERNELS | KEEL_FEATURE_PEER_ACCESS;
     if (d->profiling)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
@@ -623,7 +623,7 @@ static keel_plugin_api ocl_api = {
     .memory = &ocl_memory_ops,
     .stream = &ocl_stream_ops,
     .kernel = &ocl_kernel_ops,
-    .collective = NULL,
+    .collective = &ocl_collective_ops,
     .profiler = NULL,
 };
 
