@@ -653,14 +653,16 @@ const char *ok_backend_blas_name(void)
 static bool gemm_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                       int64_t stride, uint32_t es, uint64_t *bytes)
 {
-    __int128 last;
+    int64_t a, b, last;
 
-    if (rows <= 0 || cols <= 0 || batch <= 0)
+    if (rows <= 0 || cols <= 0 || batch <= 0 || ld < 0 || stride < 0)
         return false;
-    last = (__int128)(batch - 1) * stride + (__int128)(rows - 1) * ld + cols;
-    if (last <= 0 || last > (__int128)(UINT64_MAX / 8))
+    if (__builtin_mul_overflow(batch - 1, stride, &a) ||
+        __builtin_mul_overflow(rows - 1, ld, &b) ||
+        __builtin_add_overflow(a, b, &last) ||
+        __builtin_add_overflow(last, cols, &last) ||
+        __builtin_mul_overflow((uint64_t)last, (uint64_t)es, bytes))
         return false;
-    *bytes = (uint64_t)last * es;
     return true;
 }
 
