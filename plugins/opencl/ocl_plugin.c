@@ -485,14 +485,12 @@ static keel_status ocl_finalize(void)
 {
     if (!ocl_g.inited)
         return KEEL_STATUS_OK;
-    ocl_coll_finalize();
-    /* Let work already enqueued (host functions included) run out before
-     * the worker pool stops and the objects go. */
-    for (int32_t i = 0; i < ocl_g.ndev; i++) {
-        if (ocl_g.dev[i].queue)
-            clFinish(ocl_g.dev[i].queue);
+    /* Let work already enqueued (host functions and collectives included)
+     * run out before the communicators, the worker pool and the objects
+     * go. */
+    for (int32_t i = 0; i < ocl_g.ndev; i++)
         (void)ocl_finish_all(i);
-    }
+    ocl_coll_finalize();
     for (int32_t i = 0; i < ocl_g.ndev; i++)
         device_release(i);
     ocl_stream_stop();
