@@ -366,15 +366,6 @@ static keel_status program_make(struct ocl_device *d, int32_t device)
     ok_log(KEEL_LOG_INFO, "opencl:%d: kernel program %s in %.0f ms",
            (int)device, cached ? "loaded from the cache" : "built",
            p->build_ms);
-    if (!d->dummy) {
-        d->dummy = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, 64, NULL, &err);
-        if (!d->dummy || err != CL_SUCCESS) {
-            clReleaseProgram(prog);
-            free(p);
-            d->dummy = NULL;
-            return ocl_check(err, device, "clCreateBuffer (placeholder)");
-        }
-    }
     d->prog = p;
     return KEEL_STATUS_OK;
 }
@@ -393,10 +384,8 @@ void ok_device_release(struct ocl_device *d)
         free(p);
         d->prog = NULL;
     }
-    if (d->dummy) {
-        clReleaseMemObject(d->dummy);
-        d->dummy = NULL;
-    }
+    /* d->dummy belongs to the runtime (made by init, released by
+     * finalize). */
 }
 
 keel_status ok_backend_begin(const keel_kernel_args *a, struct ok_launch *l)
