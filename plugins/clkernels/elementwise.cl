@@ -195,6 +195,28 @@ static inline double ew_pow_d(double a, double b)
 }
 #endif
 
+/* float tanh as the CPU plugin's: 1 - 2 / (e^2|x| + 1) with the sign of
+ * x, and Cephes' odd polynomial below |x| = 0.5493 where that form
+ * cancels; exactly +-1 once e^2|x| is large (OpenCL's tanh may stop one
+ * ulp short of it, which gelu's tanh form turns into a visible error). */
+static inline float ew_tanh_f(float x)
+{
+    float ax = fabs(x), z = x * x;
+    float big = copysign(1.0f - 2.0f / (exp(2.0f * ax) + 1.0f), x);
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z -
+                     5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+                   3.33332819422e-1f) * z * x + x;
+
+    return ax > 0.5493f ? big : small;
+}
+
+#ifdef KEEL_HAS_FP64
+static inline double ew_tanh_d(double x)
+{
+    return tanh(x);
+}
+#endif
+
 #define EW_FLOAT_HELPERS(T, K)                                               \
     static inline T ew_binf_##K(int op, T a, T b)                            \
     {                                                                        \
@@ -240,11 +262,11 @@ static inline double ew_pow_d(double a, double b)
             return (T)0.5 * a * erfc(-a * (T)0.70710678118654752440);        \
         case EW_GELU_TANH:                                                   \
             return (T)0.5 * a *                                              \
-                   ((T)1 + tanh((T)0.79788456080286535588 *                  \
-                                (a + (T)0.044715 * a * a * a)));             \
+                   ((T)1 + ew_tanh_##K((T)0.79788456080286535588 *            \
+                                (a + (T)0.044715 * a * a * a)));       \
         case EW_SILU: return a / ((T)1 + exp(-a));                           \
         case EW_SIGMOID: return (T)1 / ((T)1 + exp(-a));                     \
-        case EW_TANH: return tanh(a);                                        \
+        case EW_TANH: return ew_tanh_##K(a);                                 \
         case EW_SOFTPLUS:                                                    \
             z = a * p0;                                                      \
             t = (z > 0 ? z : (T)0) + log1p(exp(-fabs(z)));                   \
