@@ -27,6 +27,16 @@ static inline long mp_idx(__global const uchar *p, int is32, long off)
                 : ((__global const long *)p)[off];
 }
 
+/* Coordinate of *r in a dim of size s; *r becomes the index over the
+ * dims before it. (One division: a separate % and / is what llvm-spirv
+ * cannot translate once clang has fused them.) */
+static inline long mp_coord(long *r, long s)
+{
+    long t = *r / s, q = *r - t * s;
+    *r = t;
+    return q;
+}
+
 #define MP_SIZES(M) M(uchar, 1) M(ushort, 2) M(uint, 4) M(ulong, 8)
 
 /* ---- strided copy: concat, stack, split, flip ---------------------------
@@ -43,8 +53,7 @@ static inline long mp_idx(__global const uchar *p, int is32, long off)
             return;                                                          \
         long r = i, xo = 0, oo = 0;                                          \
         for (int d = xd.ndim - 1; d >= 0; d--) {                             \
-            long s = xd.shape[d], q = r % s;                                 \
-            r /= s;                                                          \
+            long s = xd.shape[d], q = mp_coord(&r, s);                       \
             oo += q * od.stride[d];                                          \
             xo += ((flip >> d) & 1u ? s - 1 - q : q) * xd.stride[d];         \
         }                                                                    \
@@ -68,8 +77,7 @@ MP_SIZES(MP_COPY)
             return;                                                          \
         long r = i, xo = 0, io = 0;                                          \
         for (int d = xd.ndim - 1; d >= 0; d--) {                             \
-            long s = xd.shape[d], q = r % s;                                 \
-            r /= s;                                                          \
+            long s = xd.shape[d], q = mp_coord(&r, s);                       \
             io += q * id.stride[d];                                          \
             if (d != axis)                                                   \
                 xo += q * xd.stride[d];                                      \
@@ -95,8 +103,7 @@ MP_SIZES(MP_TAKE)
             return;                                                          \
         long r = i, xo = 0;                                                  \
         for (int d = od.ndim - 1; d >= 0; d--) {                             \
-            long q = r % od.shape[d];                                        \
-            r /= od.shape[d];                                                \
+            long q = mp_coord(&r, od.shape[d]);                              \
             xo += (q % xd.shape[d]) * xd.stride[d];                          \
         }                                                                    \
         PTR(T, out)[i] = PTR(T, x)[xo];                                      \
@@ -131,17 +138,16 @@ static inline long mp_pad_src(long p, long s, int mode)
         if (i >= n)                                                          \
             return;                                                          \
         long r = i, xo = 0;                                                  \
-        bool inside = true;                                                  \
         for (int d = od.ndim - 1; d >= 0; d--) {                             \
-            long q = r % od.shape[d];                                        \
-            r /= od.shape[d];                                                \
+            long q = mp_coord(&r, od.shape[d]);                              \
             long s = mp_pad_src(q - bd.shape[d], xd.shape[d], mode);         \
-            if (s < 0)                                                       \
-                inside = false;                                              \
-            else                                                             \
-                xo += s * xd.stride[d];                                      \
+            if (s < 0) {                                                     \
+                PTR(T, out)[i] = (T)pat;                                     \
+                return;                                                      \
+            }                                                                \
+            xo += s * xd.stride[d];                                          \
         }                                                                    \
-        PTR(T, out)[i] = inside ? PTR(T, x)[xo] : (T)pat;                    \
+        PTR(T, out)[i] = PTR(T, x)[xo];                                      \
     }
 MP_SIZES(MP_PAD)
 
@@ -190,8 +196,7 @@ static inline long mp_scatter_pos(const kdesc *sd, const kdesc *ud, long i,
 {
     long r = i, x = 0, u = 0, row = 0;
     for (int d = sd->ndim - 1; d >= 0; d--) {
-        long q = r % sd->shape[d];
-        r /= sd->shape[d];
+        long q = mp_coord(&r, sd->shape[d]);
         x += q * sd->stride[d];
         if (d)
             u += q * ud->stride[d];
@@ -258,6 +263,9 @@ MP_SIZES(MP_SCATTER_OW)
 #define OUT_i64(o, i, acc) ((o)[i] = as_long(acc))
 #define OUT_bool(o, i, acc) ((o)[i] = (uchar)((acc) != 0))
 
+/* The sum is a do-while (the row has at least one update): from a for
+ * loop clang -O2 places the loop's exit block before its body, and
+ * llvm-spirv keeps that order, which SPIR-V does not allow (spirv-val). */
 #define MP_SCATTER_ACC(sfx)                                                  \
     __kernel void mp_scatter_acc_##sfx(BUF(x), kdesc xd, BUF(up), kdesc ud, \
                                        BUF(start), BUF(order), BUF(out),    \
@@ -280,8 +288,10 @@ MP_SIZES(MP_SCATTER_OW)
         __global const S_##sfx *u = PTR(S_##sfx, up);                        \
         __global const long *ord = PTR(long, order);                         \
         AC_##sfx acc = 0;                                                    \
-        for (long c = lo; c < hi; c++)                                       \
+        long c = lo;                                                         \
+        do                                                                   \
             ADD_##sfx(acc, u, ord[c] * ud.stride[0] + uo);                   \
+        while (++c < hi);                                                    \
         OUT_##sfx(o, i, acc);                                                \
     }
 FOR_ALL(MP_SCATTER_ACC)
