@@ -15,7 +15,8 @@
  *    transpose flag and a leading dim, no copy), the batches form at most
  *    one strided batch (or a few of them), and K > 0; a bias is written
  *    into C first and the GEMM accumulates onto it (beta = 1).
- *    KEEL_OPENCL_BLAS=0 skips it (to test the kernels below).
+ *    KEEL_OPENCL_BLAS=0 skips it (to test the kernels below;
+ *    KEEL_OPENCL_GEMM=tiled also sends thin problems to the tiled one).
  * 2. Otherwise, or when the BLAS declines (NOT_SUPPORTED: no BLAS, no
  *    routine for the dtype), the program's own kernels (linalg.cl): a
  *    64 x 64 tiled GEMM, or one work item per output for thin problems
@@ -62,9 +63,15 @@ static struct ok_arg okla_arg(const struct ok_launch *l,
     return OK_BUF(l, m->p, m->bytes);
 }
 
-/* Does the problem go to the thin kernel (one work item per output)? */
+/* Does the problem go to the thin kernel (one work item per output)?
+ * KEEL_OPENCL_GEMM=tiled sends every problem with K > 0 to the tiled
+ * kernel (so that tests of small shapes cover it). */
 static bool okla_thin(const struct okla_gemm *g)
 {
+    const char *e = getenv("KEEL_OPENCL_GEMM");
+
+    if (g->K > 0 && e && !strcmp(e, "tiled"))
+        return false;
     return g->K == 0 || g->M < 16 || g->N < 16 ||
            (double)g->M * (double)g->N < 4096.0;
 }
