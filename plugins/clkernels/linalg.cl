@@ -21,8 +21,8 @@
  *
  * la_gemm_<sfx>: 64 x 64 tiles of C per work group of 16 x 16, K in steps
  * of 16 through local memory, 4 x 4 results per work item (rows ty + 16 i,
- * columns tx + 16 j). la_gemv_<sfx>: one work item per element of C, for
- * thin problems (M or N small) and K = 0.
+ * columns tx + 16 j). la_gemv_<sfx>: one work item per 4 rows of a column
+ * of C, for thin problems (M or N small) and K = 0.
  */
 
 #define LA_TM 64
@@ -136,23 +136,35 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
                               long brs, long bcs, long ldc, long bias_rs,    \
                               long bias_cs, int flags)                       \
     {                                                                        \
-        const long n = get_global_id(0), m = get_global_id(1);               \
-        long oa, ob, oc, os;                                                 \
-        if (n >= N || m >= M)                                                \
+        const long n = get_global_id(0), m0 = get_global_id(1) * 4;          \
+        long oa, ob, oc, os, mr[4];                                          \
+        if (n >= N || m0 >= M)                                               \
             return;                                                          \
         la_boff(&bt, (long)get_global_id(2), &oa, &ob, &oc, &os);            \
-        const __global S_##s *A = PTR(S_##s, a) + oa + m * ars;              \
+        const __global S_##s *A = PTR(S_##s, a) + oa;                        \
         const __global S_##s *B = PTR(S_##s, b) + ob + n * bcs;              \
         __global S_##s *C = PTR(S_##s, c) + oc;                              \
-        A_##s v = (A_##s)0;                                                  \
-        for (long k = 0; k < K; k++)                                         \
-            v += (A_##s)LD_##s(A, k * acs) * (A_##s)LD_##s(B, k * brs);      \
-        if (flags & 1)                                                       \
-            v += (A_##s)LD_##s(PTR(S_##s, bias) + os,                        \
-                               m * bias_rs + n * bias_cs);                   \
-        if (flags & 2)                                                       \
-            v += (A_##s)LD_##s(C, m * ldc + n);                              \
-        ST_##s(C, m * ldc + n, v);                                           \
+        A_##s v[4];                                                          \
+        for (int r = 0; r < 4; r++) {                                        \
+            /* rows past M repeat the last one and are not stored */        \
+            mr[r] = m0 + r < M ? m0 + r : M - 1;                             \
+            v[r] = (A_##s)0;                                                 \
+        }                                                                    \
+        for (long k = 0; k < K; k++) {                                       \
+            const A_##s bk = (A_##s)LD_##s(B, k * brs);                      \
+            for (int r = 0; r < 4; r++)                                      \
+                v[r] += (A_##s)LD_##s(A, mr[r] * ars + k * acs) * bk;        \
+        }                                                                    \
+        for (int r = 0; r < 4 && m0 + r < M; r++) {                          \
+            const long m = m0 + r;                                           \
+            A_##s w = v[r];                                                  \
+            if (flags & 1)                                                   \
+                w += (A_##s)LD_##s(PTR(S_##s, bias) + os,                    \
+                                   m * bias_rs + n * bias_cs);               \
+            if (flags & 2)                                                   \
+                w += (A_##s)LD_##s(C, m * ldc + n);                          \
+            ST_##s(C, m * ldc + n, w);                                       \
+        }                                                                    \
     }
 
 FOR_FLOAT(LA_GEMM)

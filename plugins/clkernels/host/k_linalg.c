@@ -19,7 +19,7 @@
  *    KEEL_OPENCL_GEMM=tiled also sends thin problems to the tiled one).
  * 2. Otherwise, or when the BLAS declines (NOT_SUPPORTED: no BLAS, no
  *    routine for the dtype), the program's own kernels (linalg.cl): a
- *    64 x 64 tiled GEMM, or one work item per output for thin problems
+ *    64 x 64 tiled GEMM, or one work item per 4 outputs for thin problems
  *    and K = 0. They read any strides, so only more than two batch dims
  *    that do not merge need a packed copy (ok_contiguous_copy).
  */
@@ -63,7 +63,7 @@ static struct ok_arg okla_arg(const struct ok_launch *l,
     return OK_BUF(l, m->p, m->bytes);
 }
 
-/* Does the problem go to the thin kernel (one work item per output)?
+/* Does the problem go to the thin kernel (a work item per 4 outputs)?
  * KEEL_OPENCL_GEMM=tiled sends every problem with K > 0 to the tiled
  * kernel (so that tests of small shapes cover it). */
 static bool okla_thin(const struct okla_gemm *g)
@@ -115,7 +115,8 @@ keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g)
     };
     int nargs = (int)(sizeof(args) / sizeof(args[0]));
     if (okla_thin(g)) {
-        size_t gl[3] = {(size_t)g->N, (size_t)g->M, (size_t)batches};
+        size_t gl[3] = {(size_t)g->N, (size_t)((g->M + 3) / 4),
+                        (size_t)batches};
         snprintf(name, sizeof(name), "la_gemv_%s", sfx);
         return ok_run_nd(l, name, 3, gl, NULL, args, nargs);
     }
