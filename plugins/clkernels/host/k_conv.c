@@ -106,6 +106,12 @@ static keel_status cv_scratch(struct cv_job *j, int64_t elems, ok_mem *m)
                        "%s: a scratch buffer of %lld elements is too large",
                        j->op, (long long)elems);
     st = ok_scratch(&j->l, (size_t)(elems > 0 ? elems : 1) * j->ces, m);
+    if (st == KEEL_STATUS_OUT_OF_MEMORY)
+        /* even one image's columns do not fit the device: let the core
+         * run the op elsewhere */
+        return ok_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: no scratch buffer of %lld bytes on this device",
+                       j->op, (long long)elems * j->ces);
     if (st)
         return st;
     j->tmp[j->ntmp++] = *m;
