@@ -53,31 +53,32 @@ CV_UNPACK(bf16)
 /* ---- im2col, col2im, channel sums (compute dtypes) ----------------------- */
 
 #define CV_CONV(s)                                                           \
+    /* 3-D launch: (ox, oy, r + rows * img) */                             \
     __kernel void cv_im2col_##s(BUF(x), long xbase, kdesc xd, kdesc g,       \
                                 long nimg, long cs_n, long cs_r, BUF(col))   \
     {                                                                        \
-        const long C = g.shape[1], H = g.shape[2], W = g.shape[3];           \
+        const long H = g.shape[2], W = g.shape[3];                           \
         const long oh = g.shape[5], ow = g.shape[6];                         \
         const long kh = g.stride[0], kw = g.stride[1];                       \
-        const long ohw = oh * ow, rows = C * kh * kw;                        \
-        long i = get_global_id(0);                                           \
-        if (i >= nimg * rows * ohw)                                          \
+        const long rows = g.shape[1] * kh * kw;                              \
+        const long ox = get_global_id(0), oy = get_global_id(1);             \
+        const long z = get_global_id(2);                                     \
+        if (ox >= ow || oy >= oh || z >= nimg * rows)                        \
             return;                                                          \
-        long p = i % ohw, t = i / ohw;                                       \
-        long r = t % rows, img = t / rows;                                   \
-        long kj = r % kw, ki = (r / kw) % kh, c = r / (kw * kh);             \
-        long oy = p / ow, ox = p - oy * ow;                                  \
-        long iy = oy * g.stride[2] - g.stride[6] + ki * g.stride[4];         \
-        long ix = ox * g.stride[3] - g.stride[7] + kj * g.stride[5];         \
+        const long r = z % rows, img = z / rows;                             \
+        const long kj = r % kw, ki = (r / kw) % kh, c = r / (kw * kh);       \
+        const long iy = oy * g.stride[2] - g.stride[6] + ki * g.stride[4];   \
+        const long ix = ox * g.stride[3] - g.stride[7] + kj * g.stride[5];   \
         S_##s v = (S_##s)0;                                                  \
         if (iy >= 0 && iy < H && ix >= 0 && ix < W)                          \
             v = PTR(S_##s, x)[xbase + img * xd.stride[0] +                   \
                               c * xd.stride[1] + iy * xd.stride[2] +         \
                               ix * xd.stride[3]];                            \
-        PTR(S_##s, col)[img * cs_n + r * cs_r + p] = v;                      \
+        PTR(S_##s, col)[img * cs_n + r * cs_r + oy * ow + ox] = v;           \
     }                                                                        \
                                                                              \
-    /* dx[dxbase + ((img * C + c) * H + iy) * W + ix], contiguous. */        \
+    /* dx[dxbase + ((img * C + c) * H + iy) * W + ix], contiguous; 3-D      \
+     * launch: (ix, iy, c + C * img). */                                    \
     __kernel void cv_col2im_##s(BUF(col), kdesc g, long nimg, long cs_n,     \
                                 long cs_r, BUF(bias), long bs, int has_bias, \
                                 BUF(dx), long dxbase)                        \
@@ -88,33 +89,39 @@ CV_UNPACK(bf16)
         const long sh = g.stride[2], sw = g.stride[3];                       \
         const long dh = g.stride[4], dw = g.stride[5];                       \
         const long pt = g.stride[6], pl = g.stride[7];                       \
-        long i = get_global_id(0);                                           \
-        if (i >= nimg * C * H * W)                                           \
+        const long ix = get_global_id(0), iy = get_global_id(1);             \
+        const long z = get_global_id(2);                                     \
+        if (ix >= W || iy >= H || z >= nimg * C)                             \
             return;                                                          \
-        long ix = i % W, t = i / W;                                          \
-        long iy = t % H;                                                     \
-        t /= H;                                                              \
-        long c = t % C, img = t / C;                                         \
+        const long c = z % C, img = z / C;                                   \
         const __global S_##s *cp = PTR(S_##s, col) + img * cs_n;             \
         S_##s acc = has_bias ? PTR(S_##s, bias)[c * bs] : (S_##s)0;          \
         for (long ki = 0; ki < kh; ki++) {                                   \
-            long ty = iy + pt - ki * dh;                                     \
-            if (ty < 0 || ty % sh)                                           \
+            long ty = iy + pt - ki * dh, oy = ty;                            \
+            if (ty < 0)                                                      \
                 continue;                                                    \
-            long oy = ty / sh;                                               \
+            if (sh != 1) {                                                   \
+                if (ty % sh)                                                 \
+                    continue;                                                \
+                oy = ty / sh;                                                \
+            }                                                                \
             if (oy >= oh)                                                    \
                 continue;                                                    \
             for (long kj = 0; kj < kw; kj++) {                               \
-                long tx = ix + pl - kj * dw;                                 \
-                if (tx < 0 || tx % sw)                                       \
+                long tx = ix + pl - kj * dw, ox = tx;                        \
+                if (tx < 0)                                                  \
                     continue;                                                \
-                long ox = tx / sw;                                           \
+                if (sw != 1) {                                               \
+                    if (tx % sw)                                             \
+                        continue;                                            \
+                    ox = tx / sw;                                            \
+                }                                                            \
                 if (ox >= ow)                                                \
                     continue;                                                \
                 acc += cp[((c * kh + ki) * kw + kj) * cs_r + oy * ow + ox];  \
             }                                                                \
         }                                                                    \
-        PTR(S_##s, dx)[dxbase + i] = acc;                                    \
+        PTR(S_##s, dx)[dxbase + (z * H + iy) * W + ix] = acc;                \
     }                                                                        \
                                                                              \
     /* out[c] = sum over n, y, x of t[base + n*s0 + c*s1 + y*s2 + x*s3]     \

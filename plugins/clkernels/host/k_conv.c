@@ -331,17 +331,20 @@ static keel_status cv_im2col(struct cv_job *j, const struct cv_t *x,
     const keel_kit_conv *k = &j->k;
     struct ok_kdesc xd;
     char name[32];
-    int64_t total = cnt * k->c * k->kh * k->kw * k->oh * k->ow;
+    size_t gl[3] = {(size_t)k->ow, (size_t)k->oh,
+                    (size_t)(cnt * k->c * k->kh * k->kw)};
 
     memset(&xd, 0, sizeof(xd));
     xd.ndim = 4;
     for (int i = 0; i < 4; i++)
         xd.stride[i] = x->s[i];
     snprintf(name, sizeof(name), "cv_im2col_%s", ok_sfx(j->cdt));
-    return OK_RUN(&j->l, name, total, cv_arg(&j->l, &x->mat),
-                  OK_I64(x->base + n0 * x->s[0]), OK_DESC(&xd),
-                  OK_DESC(&j->g), OK_I64(cnt), OK_I64(cs_n), OK_I64(cs_r),
-                  OK_MEM(col));
+    struct ok_arg args[] = {cv_arg(&j->l, &x->mat),
+                            OK_I64(x->base + n0 * x->s[0]), OK_DESC(&xd),
+                            OK_DESC(&j->g), OK_I64(cnt), OK_I64(cs_n),
+                            OK_I64(cs_r), OK_MEM(col)};
+    return ok_run_nd(&j->l, name, 3, gl, NULL, args,
+                     (int)(sizeof(args) / sizeof(args[0])));
 }
 
 /* y (small side, contiguous) = conv(x (big side), w) (+ bias [o]). */
@@ -482,13 +485,15 @@ static keel_status cv_bwd_data(struct cv_job *j, const struct cv_t *dy,
         st = okla_gemm(&j->l, &g);
         if (st)
             break;
-        st = OK_RUN(&j->l, name, cnt * k->c * hw, OK_MEM(col),
-                    OK_DESC(&j->g), OK_I64(cnt), OK_I64(rows * ohw),
-                    OK_I64(ohw),
-                    bias ? cv_arg(&j->l, &bias->mat) : OK_BUF(&j->l, 0, 0),
-                    OK_I64(bias ? bias->s[0] : 0), OK_I32(bias ? 1 : 0),
-                    cv_arg(&j->l, &dx->mat),
-                    OK_I64(dx->base + n0 * k->c * hw));
+        size_t gl[3] = {(size_t)k->w, (size_t)k->h, (size_t)(cnt * k->c)};
+        struct ok_arg args[] = {
+            OK_MEM(col), OK_DESC(&j->g), OK_I64(cnt), OK_I64(rows * ohw),
+            OK_I64(ohw),
+            bias ? cv_arg(&j->l, &bias->mat) : OK_BUF(&j->l, 0, 0),
+            OK_I64(bias ? bias->s[0] : 0), OK_I32(bias ? 1 : 0),
+            cv_arg(&j->l, &dx->mat), OK_I64(dx->base + n0 * k->c * hw)};
+        st = ok_run_nd(&j->l, name, 3, gl, NULL, args,
+                       (int)(sizeof(args) / sizeof(args[0])));
     }
     return st;
 }
