@@ -20,14 +20,14 @@
  *   shape[2..5]   base element offsets of A, B, C and bias
  *
  * la_gemm_<sfx>: 64 x 64 tiles of C per work group of 16 x 16, K in steps
- * of 16 through local memory, 4 x 4 results per work item (rows ty + 16 i,
- * columns tx + 16 j). la_gemv_<sfx>: one work item per 4 rows of a column
+ * of LA_TK (8) through local memory, 4 x 4 results per work item (rows
+ * ty + 16 i, columns tx + 16 j). la_gemv_<sfx>: one work item per 4 rows of a column
  * of C, for thin problems (M or N small) and K = 0.
  */
 
 #define LA_TM 64
 #define LA_TN 64
-#define LA_TK 16
+#define LA_TK 8
 
 static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
                            long *oc, long *os)
@@ -71,7 +71,7 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
             for (int j = 0; j < 4; j++)                                      \
                 acc[i][j] = (A_##s)0;                                        \
         for (long k0 = 0; k0 < K; k0 += LA_TK) {                             \
-            for (int r = 0; r < 4; r++) {                                    \
+            for (int r = 0; r < LA_TK / 4; r++) {                           \
                 const int e = t + 256 * r;                                   \
                 int mm, ka, nn, kb;                                          \
                 /* the unit-stride index fastest across work items */       \
