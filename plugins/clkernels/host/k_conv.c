@@ -314,8 +314,10 @@ static bool cv_is_1x1(const keel_kit_conv *k)
  * cap; at least 1. */
 static int64_t cv_chunk(const struct cv_job *j, int64_t per_image)
 {
-    int64_t per = per_image * (int64_t)j->ces, nc;
+    int64_t per, nc;
 
+    if (__builtin_mul_overflow(per_image, (int64_t)j->ces, &per))
+        per = INT64_MAX;
     if (per <= 0)
         return j->k.n > 0 ? j->k.n : 1;
     nc = CV_COL_CAP / per;
@@ -526,7 +528,13 @@ static keel_status cv_bwd_filter(struct cv_job *j, const struct cv_t *x,
         g.K = 0; /* no terms: zeros */
         return okla_gemm(&j->l, &g);
     }
-    int64_t nc = cv_chunk(j, (rows + k->o) * ohw);
+    int64_t per;
+    if (__builtin_add_overflow(rows, k->o, &per) ||
+        __builtin_mul_overflow(per, ohw, &per))
+        return ok_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: the column matrix of one image is too large",
+                       j->op);
+    int64_t nc = cv_chunk(j, per); /* columns and the dout copy */
     st = cv_scratch(j, nc * rows * ohw, &col);
     if (st)
         return st;
