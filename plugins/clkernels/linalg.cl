@@ -136,7 +136,9 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
                               long brs, long bcs, long ldc, long bias_rs,    \
                               long bias_cs, int flags)                       \
     {                                                                        \
-        const long n = get_global_id(0), m0 = get_global_id(1) * 4;          \
+        /* 4 rows per work item, 1 when M < 4 (the host sizes dim 1 so) */  \
+        const int R = M >= 4 ? 4 : 1;                                        \
+        const long n = get_global_id(0), m0 = get_global_id(1) * R;          \
         long oa, ob, oc, os, mr[4];                                          \
         if (n >= N || m0 >= M)                                               \
             return;                                                          \
@@ -152,10 +154,10 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
         }                                                                    \
         for (long k = 0; k < K; k++) {                                       \
             const A_##s bk = (A_##s)LD_##s(B, k * brs);                      \
-            for (int r = 0; r < 4; r++)                                      \
+            for (int r = 0; r < R; r++)                                      \
                 v[r] += (A_##s)LD_##s(A, mr[r] * ars + k * acs) * bk;        \
         }                                                                    \
-        for (int r = 0; r < 4 && m0 + r < M; r++) {                          \
+        for (int r = 0; r < R && m0 + r < M; r++) {                          \
             const long m = m0 + r;                                           \
             A_##s w = v[r];                                                  \
             if (flags & 1)                                                   \

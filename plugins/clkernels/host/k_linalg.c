@@ -115,7 +115,9 @@ keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g)
     };
     int nargs = (int)(sizeof(args) / sizeof(args[0]));
     if (okla_thin(g)) {
-        size_t gl[3] = {(size_t)g->N, (size_t)((g->M + 3) / 4),
+        /* 4 rows per work item (linalg.cl), 1 when M < 4 */
+        size_t gl[3] = {(size_t)g->N,
+                        (size_t)(g->M >= 4 ? (g->M + 3) / 4 : g->M),
                         (size_t)batches};
         snprintf(name, sizeof(name), "la_gemv_%s", sfx);
         return ok_run_nd(l, name, 3, gl, NULL, args, nargs);
