@@ -21,13 +21,16 @@
  *
  * la_gemm_<sfx>: 64 x 64 tiles of C per work group of 16 x 16, K in steps
  * of LA_TK (8) through local memory, 4 x 4 results per work item (rows
- * ty + 16 i, columns tx + 16 j). la_gemv_<sfx>: one work item per 4 rows of a column
+ * 4 ty + i, columns 4 tx + j) in four 4-vectors: explicit vectors run as
+ * SIMD on CPU drivers (PoCL) as well as on GPUs. la_gemv_<sfx>: one work item per 4 rows of a column
  * of C, for thin problems (M or N small) and K = 0.
  */
 
 #define LA_TM 64
 #define LA_TN 64
 #define LA_TK 8
+#define LA_V4_(T) T##4
+#define LA_V4(T) LA_V4_(T)
 
 static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
                            long *oc, long *os)
@@ -66,10 +69,9 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
         la_boff(&bt, (long)get_group_id(2), &oa, &ob, &oc, &os);             \
         const __global S_##s *A = PTR(S_##s, a) + oa;                        \
         const __global S_##s *B = PTR(S_##s, b) + ob;                        \
-        A_##s acc[4][4];                                                     \
+        LA_V4(A_##s) acc[4];                                                 \
         for (int i = 0; i < 4; i++)                                          \
-            for (int j = 0; j < 4; j++)                                      \
-                acc[i][j] = (A_##s)0;                                        \
+            acc[i] = (LA_V4(A_##s))0;                                        \
         for (long k0 = 0; k0 < K; k0 += LA_TK) {                             \
             for (int r = 0; r < LA_TK / 4; r++) {                           \
                 const int e = t + 256 * r;                                   \
@@ -100,28 +102,27 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
             }                                                                \
             barrier(CLK_LOCAL_MEM_FENCE);                                    \
             for (int kk = 0; kk < LA_TK; kk++) {                             \
-                A_##s av[4], bv[4];                                          \
-                for (int i = 0; i < 4; i++)                                  \
-                    av[i] = As[kk][ty + 16 * i];                             \
-                for (int j = 0; j < 4; j++)                                  \
-                    bv[j] = Bs[kk][tx + 16 * j];                             \
-                for (int i = 0; i < 4; i++)                                  \
-                    for (int j = 0; j < 4; j++)                              \
-                        acc[i][j] += av[i] * bv[j];                          \
+                const LA_V4(A_##s) av = vload4(0, &As[kk][ty * 4]);          \
+                const LA_V4(A_##s) bv = vload4(0, &Bs[kk][tx * 4]);          \
+                acc[0] += av.s0 * bv;                                        \
+                acc[1] += av.s1 * bv;                                        \
+                acc[2] += av.s2 * bv;                                        \
+                acc[3] += av.s3 * bv;                                        \
             }                                                                \
             barrier(CLK_LOCAL_MEM_FENCE);                                    \
         }                                                                    \
         __global S_##s *C = PTR(S_##s, c) + oc;                              \
         const __global S_##s *Sb = PTR(S_##s, bias) + os;                    \
         for (int i = 0; i < 4; i++) {                                        \
-            const long gm = m0 + ty + 16 * i;                                \
+            const long gm = m0 + ty * 4 + i;                                 \
             if (gm >= M)                                                     \
                 break;                                                       \
+            const A_##s r[4] = {acc[i].s0, acc[i].s1, acc[i].s2, acc[i].s3}; \
             for (int j = 0; j < 4; j++) {                                    \
-                const long gn = n0 + tx + 16 * j;                            \
+                const long gn = n0 + tx * 4 + j;                             \
                 if (gn >= N)                                                 \
                     break;                                                   \
-                A_##s v = acc[i][j];                                         \
+                A_##s v = r[j];                                              \
                 if (flags & 1)                                               \
                     v += (A_##s)LD_##s(Sb, gm * bias_rs + gn * bias_cs);     \
                 if (flags & 2)                                               \
