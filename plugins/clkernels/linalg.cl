@@ -22,8 +22,9 @@
  * la_gemm_<sfx>: 64 x 64 tiles of C per work group of 16 x 16, K in steps
  * of LA_TK (8) through local memory, 4 x 4 results per work item (rows
  * 4 ty + i, columns 4 tx + j) in four 4-vectors: explicit vectors run as
- * SIMD on CPU drivers (PoCL) as well as on GPUs. la_gemv_<sfx>: one work item per 4 rows of a column
- * of C, for thin problems (M or N small) and K = 0.
+ * SIMD on CPU drivers (PoCL) as well as on GPUs. la_gemv_<sfx>: one work
+ * item per 4 rows (1 when M < 4) of a column of C, for thin problems (M
+ * or N small) and K = 0.
  */
 
 #define LA_TM 64

@@ -19,8 +19,8 @@
  *    KEEL_OPENCL_GEMM=tiled also sends thin problems to the tiled one).
  * 2. Otherwise, or when the BLAS declines (NOT_SUPPORTED: no BLAS, no
  *    routine for the dtype), the program's own kernels (linalg.cl): a
- *    64 x 64 tiled GEMM, or one work item per 4 outputs for thin problems
- *    and K = 0. They read any strides, so only more than two batch dims
+ *    64 x 64 tiled GEMM, or one work item per 4 outputs (1 when M < 4)
+ *    for thin problems and K = 0. They read any strides, so only more than two batch dims
  *    that do not merge need a packed copy (ok_contiguous_copy).
  */
 #include <limits.h>
