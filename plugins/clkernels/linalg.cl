@@ -54,6 +54,85 @@ static inline void la_boff(const kdesc *bt, long z, long *oa, long *ob,
     *os = s;
 }
 
+/*
+ * la_gemm16_<sfx> (float32, float64): the GEMM for CPU devices (PoCL),
+ * where a barrier costs a pass over every work item of the group with its
+ * registers saved to memory. No local memory and no barrier: each work
+ * item keeps an 8 x 32 block of C in sixteen 16-vectors (AVX-512 registers
+ * on PoCL) over the whole K, reading two 16-vectors of a row of B (unit
+ * column stride required: bcs == 1) and 8 scalars of A per k. Rows past M
+ * repeat row M - 1 (their results are not stored); columns past N are read
+ * as 0 on the edge tiles only. Work items along dimension 0 take
+ * consecutive row blocks of one column panel, so the panel of B they all
+ * read stays in cache while they run.
+ */
+#define LA_G16_ROW(V, i)                                                      \
+    {                                                                        \
+        const V av = (V)A[ro[i] + ka];                                       \
+        c0[i] = mad(av, b0, c0[i]);                                          \
+        c1[i] = mad(av, b1, c1[i]);                                          \
+    }
+#define LA_GEMM16(s, V)                                                      \
+    __kernel void la_gemm16_##s(BUF(a), BUF(b), BUF(c), BUF(bias),           \
+                                kdesc bt, long M, long N, long K, long ars,  \
+                                long acs, long brs, long bcs, long ldc,      \
+                                long bias_rs, long bias_cs, int flags)       \
+    {                                                                        \
+        const long m0 = (long)get_global_id(0) * 8;                          \
+        const long n0 = (long)get_global_id(1) * 32;                         \
+        long oa, ob, oc, os;                                                 \
+        if (n0 >= N || m0 >= M)                                              \
+            return;                                                          \
+        la_boff(&bt, (long)get_global_id(2), &oa, &ob, &oc, &os);            \
+        const __global S_##s *A = PTR(S_##s, a) + oa;                        \
+        const __global S_##s *B = PTR(S_##s, b) + ob + n0;                   \
+        const long rows = min(M - m0, 8L);                                   \
+        long ro[8];                                                          \
+        for (int i = 0; i < 8; i++)                                          \
+            ro[i] = (m0 + min((long)i, rows - 1)) * ars;                     \
+        V c0[8], c1[8];                                                      \
+        for (int i = 0; i < 8; i++)                                          \
+            c0[i] = c1[i] = (V)0;                                            \
+        const bool full = n0 + 32 <= N;                                      \
+        for (long k = 0; k < K; k++) {                                       \
+            V b0, b1;                                                        \
+            if (full) {                                                      \
+                b0 = vload16(0, B + k * brs);                                \
+                b1 = vload16(1, B + k * brs);                                \
+            } else {                                                         \
+                S_##s t[32];                                                 \
+                for (int j = 0; j < 32; j++)                                 \
+                    t[j] = n0 + j < N ? B[k * brs + j] : (S_##s)0;           \
+                b0 = vload16(0, t);                                          \
+                b1 = vload16(1, t);                                          \
+            }                                                                \
+            const long ka = k * acs;                                         \
+            LA_G16_ROW(V, 0) LA_G16_ROW(V, 1) LA_G16_ROW(V, 2) LA_G16_ROW(V, 3)          \
+            LA_G16_ROW(V, 4) LA_G16_ROW(V, 5) LA_G16_ROW(V, 6) LA_G16_ROW(V, 7)          \
+        }                                                                    \
+        __global S_##s *C = PTR(S_##s, c) + oc;                              \
+        const __global S_##s *Sb = PTR(S_##s, bias) + os;                    \
+        for (int i = 0; i < rows; i++) {                                     \
+            S_##s r[32];                                                     \
+            vstore16(c0[i], 0, r);                                           \
+            vstore16(c1[i], 1, r);                                           \
+            const long gm = m0 + i;                                          \
+            for (int j = 0; j < 32 && n0 + j < N; j++) {                     \
+                const long gn = n0 + j;                                      \
+                S_##s v = r[j];                                              \
+                if (flags & 1)                                               \
+                    v += Sb[gm * bias_rs + gn * bias_cs];                    \
+                if (flags & 2)                                               \
+                    v += C[gm * ldc + gn];                                   \
+                C[gm * ldc + gn] = v;                                        \
+            }                                                                \
+        }                                                                    \
+    }
+LA_GEMM16(f32, float16)
+#ifdef KEEL_HAS_FP64
+LA_GEMM16(f64, double16)
+#endif
+
 #define LA_GEMM(s)                                                           \
     __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void          \
         la_gemm_##s(BUF(a), BUF(b), BUF(c), BUF(bias), kdesc bt, long M,     \

@@ -15,11 +15,15 @@
  *    transpose flag and a leading dim, no copy), the batches form at most
  *    one strided batch (or a few of them), and K > 0; a bias is written
  *    into C first and the GEMM accumulates onto it (beta = 1).
- *    KEEL_OPENCL_BLAS=0 skips it (to test the kernels below;
- *    KEEL_OPENCL_GEMM=tiled also sends thin problems to the tiled one).
+ *    Not on CPU devices, where la_gemm16 below is faster, unless
+ *    KEEL_OPENCL_BLAS=1; KEEL_OPENCL_BLAS=0 skips it everywhere (to test
+ *    the kernels below; KEEL_OPENCL_GEMM=tiled also sends thin problems
+ *    and CPU devices to the tiled one).
  * 2. Otherwise, or when the BLAS declines (NOT_SUPPORTED: no BLAS, no
- *    routine for the dtype), the program's own kernels (linalg.cl): a
- *    64 x 64 tiled GEMM, or one work item per 4 outputs (1 when M < 4)
+ *    routine for the dtype), the program's own kernels (linalg.cl): on CPU
+ *    devices for float32/float64 with B's columns unit-stride, la_gemm16
+ *    (8 x 32 of C per work item, no barrier); else a 64 x 64 tiled GEMM,
+ *    or one work item per 4 outputs (1 when M < 4)
  *    for thin problems and K = 0. They read any strides, so only more than two batch dims
  *    that do not merge need a packed copy (ok_contiguous_copy).
  */
@@ -63,14 +67,25 @@ static struct ok_arg okla_arg(const struct ok_launch *l,
     return OK_BUF(l, m->p, m->bytes);
 }
 
-/* Does the problem go to the thin kernel (a work item per 4 outputs)?
- * KEEL_OPENCL_GEMM=tiled sends every problem with K > 0 to the tiled
- * kernel (so that tests of small shapes cover it). */
-static bool okla_thin(const struct okla_gemm *g)
+/* KEEL_OPENCL_GEMM=tiled or =gemm16: the tiled kernel, or la_gemm16 where
+ * it applies, for every problem with K > 0, small ones too (so that the
+ * conformance suite's shapes reach them). */
+static const char *okla_force(void)
 {
     const char *e = getenv("KEEL_OPENCL_GEMM");
+    return e && (!strcmp(e, "tiled") || !strcmp(e, "gemm16")) ? e : NULL;
+}
 
-    if (g->K > 0 && e && !strcmp(e, "tiled"))
+static bool okla_force_tiled(void)
+{
+    const char *e = okla_force();
+    return e && !strcmp(e, "tiled");
+}
+
+/* Does the problem go to the thin kernel (a work item per 4 outputs)? */
+static bool okla_thin(const struct okla_gemm *g)
+{
+    if (g->K > 0 && okla_force())
         return false;
     return g->K == 0 || g->M < 16 || g->N < 16 ||
            (double)g->M * (double)g->N < 4096.0;
@@ -122,6 +137,14 @@ keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g)
         snprintf(name, sizeof(name), "la_gemv_%s", sfx);
         return ok_run_nd(l, name, 3, gl, NULL, args, nargs);
     }
+    if (l->cpu && g->bcs == 1 && (g->dt == KEEL_F32 || g->dt == KEEL_F64) &&
+        !okla_force_tiled()) {
+        /* 8 x 32 of C per work item, no barrier (linalg.cl) */
+        size_t g16[3] = {(size_t)((g->M + 7) / 8), (size_t)((g->N + 31) / 32),
+                         (size_t)batches};
+        snprintf(name, sizeof(name), "la_gemm16_%s", sfx);
+        return ok_run_nd(l, name, 3, g16, NULL, args, nargs);
+    }
     size_t gl[3] = {(size_t)((g->N + 63) / 64 * 16),
                     (size_t)((g->M + 63) / 64 * 16), (size_t)batches};
     size_t lo[3] = {16, 16, 1};
@@ -131,10 +154,18 @@ keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g)
 
 /* ---- matmul, linear ---------------------------------------------------------- */
 
-static bool blas_enabled(void)
+/* KEEL_OPENCL_BLAS=1: the BLAS always, =0: never; unset: on every device
+ * but CPUs, where the program's la_gemm16 kernel is the faster one (on
+ * PoCL 3.1, 2 cores: 36-55 GFLOP/s against CLBlast's 5, f32 1024-2048;
+ * docs/benchmarks.md). */
+static bool blas_enabled(const struct ok_launch *l)
 {
     const char *e = getenv("KEEL_OPENCL_BLAS");
-    return !(e && !strcmp(e, "0"));
+    if (e && !strcmp(e, "0"))
+        return false;
+    if (e && !strcmp(e, "1"))
+        return true;
+    return !l->cpu;
 }
 
 /* The batch dims of a plan, size-1 dims dropped and neighbours merged
@@ -213,7 +244,7 @@ static keel_status mm_blas(const struct ok_launch *l, const keel_kernel_args *a,
     struct ok_gemm g;
     keel_status st;
 
-    if (!blas_enabled() || (dt != KEEL_F32 && dt != KEEL_F64) || p->K == 0 ||
+    if (!blas_enabled(l) || (dt != KEEL_F32 && dt != KEEL_F64) || p->K == 0 ||
         !ok_backend_blas_name()[0])
         return KEEL_STATUS_NOT_SUPPORTED;
     if (p->M > INT_MAX || p->N > INT_MAX || p->K > INT_MAX || b->nb > 2)

@@ -77,6 +77,7 @@ struct ok_launch {
     void *queue; /* the backend's queue (cl_command_queue, ...) */
     void *dev;   /* the backend's device state                   */
     bool fp64;   /* the device computes float64                  */
+    bool cpu;    /* the device is a CPU (PoCL): barriers are dear */
 };
 
 /* Kit check (keel_kit_check_name), negative strides refused, then the

@@ -59,6 +59,7 @@ struct ok_program {
     struct ok_kslot kt[OK_KTAB];
     double build_ms;
     bool from_cache;
+    bool cpu; /* CL_DEVICE_TYPE_CPU */
 };
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -362,6 +363,12 @@ static keel_status program_make(struct ocl_device *d, int32_t device)
     }
     p->prog = prog;
     p->from_cache = cached;
+    {
+        cl_device_type t = 0;
+        p->cpu = clGetDeviceInfo(d->id, CL_DEVICE_TYPE, sizeof(t), &t,
+                                 NULL) == CL_SUCCESS &&
+                 (t & CL_DEVICE_TYPE_CPU);
+    }
     p->build_ms = now_ms() - t0;
     ok_log(KEEL_LOG_INFO, "opencl:%d: kernel program %s in %.0f ms",
            (int)device, cached ? "loaded from the cache" : "built",
@@ -409,6 +416,7 @@ keel_status ok_backend_begin(const keel_kernel_args *a, struct ok_launch *l)
     l->queue = q;
     l->dev = d;
     l->fp64 = d->fp64;
+    l->cpu = d->prog->cpu;
     return KEEL_STATUS_OK;
 }
 
