@@ -1,21 +1,27 @@
 /* keel OpenCL C kernels: reduce family (see common.cl).
  *
- * REDUCTIONS (red_<sfx>). The host splits x's dims into kept dims (one
- * output each, row-major: the output index) and reduced dims, size-1 dims
- * dropped and mergeable neighbours merged; kk and kr hold their shapes and
- * x's strides. A work-group of RED_WG items serves RED_WG >> lg outputs,
- * 2^lg lanes each: every lane strides through the reduced index space,
- * then a __local tree combines the lanes. Ops that need a first result
- * (argmax: the extreme; var: the mean; logsumexp: the maximum) run a
- * second pass over the same elements after it. Floats accumulate in
- * double when the device has it (float otherwise), integers in 64-bit
- * two's complement (wrapping). max/min propagate NaN; argmax/argmin give
- * the first NaN, else the first index of the extreme.
+ * DTYPES. To keep the program small, one kernel serves several dtypes,
+ * told apart by a kind argument `dk`: the "_flt" kernels float32 (0),
+ * float16 (1) and bfloat16 (2), computed in float; the "_f64" kernels
+ * float64; the "_int" kernels int8 (0), uint8 and bool (1), int32 (2) and
+ * int64 (3), computed in 64-bit two's complement (wrapping).
  *
- * SOFTMAX family (red_softmax_<sfx>): the same lanes along one axis: the
- * maximum, the exp-sum, then the outputs (grads: one sum, the outputs).
+ * REDUCTIONS (red_flt, red_f64, red_int). The host splits x's dims into
+ * kept dims (one output each, row-major: the output index) and reduced
+ * dims, size-1 dims dropped and mergeable neighbours merged; kk and kr
+ * hold their shapes and x's strides. A work-group of RED_WG items serves
+ * RED_WG >> lg outputs, 2^lg lanes each: every lane strides through the
+ * reduced index space, then a __local tree combines the lanes. A second
+ * pass over the same elements follows for the ops that need the first
+ * result (argmax: the extreme; var: the mean; logsumexp: the maximum).
+ * Float sums accumulate in double when the device has it (float
+ * otherwise). max/min propagate NaN; argmax/argmin give the first NaN,
+ * else the first index of the extreme.
  *
- * CUMSUM (red_cumsum_<sfx>): one line per 2^lg lanes, each lane a chunk:
+ * SOFTMAX family (red_softmax_*): the same lanes along one axis: the
+ * maximum, the exp-sum (grads: the sum), then the outputs.
+ *
+ * CUMSUM (red_cumsum_*): one line per 2^lg lanes, each lane a chunk:
  * chunk totals, their exclusive scan in __local, then every chunk from its
  * carry.
  *
@@ -50,10 +56,6 @@
 #else
 #define RACC float
 #endif
-#define RA_f32 RACC
-#define RA_f16 RACC
-#define RA_bf16 RACC
-#define RA_f64 double
 
 static inline long red_off(const kdesc *d, long i)
 {
@@ -64,236 +66,283 @@ static inline long red_off(const kdesc *d, long i)
     return kd_off(d, i);
 }
 
+/* ---- loads and stores by kind ------------------------------------------ */
+
+static inline float red_ldf(__global const uchar *p, long i, int k)
+{
+    if (k == 1)
+        return vload_half((size_t)i, (__global const half *)p);
+    if (k == 2)
+        return bf16_to_f32(((__global const ushort *)p)[i]);
+    return ((__global const float *)p)[i];
+}
+
+static inline void red_stf(__global uchar *p, long i, int k, float v)
+{
+    if (k == 1)
+        vstore_half_rte(v, (size_t)i, (__global half *)p);
+    else if (k == 2)
+        ((__global ushort *)p)[i] = f32_to_bf16(v);
+    else
+        ((__global float *)p)[i] = v;
+}
+
+static inline long red_ldi(__global const uchar *p, long i, int k)
+{
+    switch (k) {
+    case 0:
+        return ((__global const char *)p)[i];
+    case 1:
+        return p[i];
+    case 2:
+        return ((__global const int *)p)[i];
+    default:
+        return ((__global const long *)p)[i];
+    }
+}
+
+static inline void red_sti(__global uchar *p, long i, int k, long v)
+{
+    switch (k) {
+    case 0:
+        ((__global char *)p)[i] = (char)v;
+        break;
+    case 1:
+        p[i] = (uchar)v;
+        break;
+    case 2:
+        ((__global int *)p)[i] = (int)v;
+        break;
+    default:
+        ((__global long *)p)[i] = v;
+        break;
+    }
+}
+
+#define RLD_flt(p, i) red_ldf((p), (i), dk)
+#define RST_flt(p, i, v) red_stf((p), (i), dk, (float)(v))
+#ifdef KEEL_HAS_FP64
+#define RLD_f64(p, i) (((__global const double *)(p))[i])
+#define RST_f64(p, i, v) (((__global double *)(p))[i] = (double)(v))
+#endif
+
 /* ---- reductions -------------------------------------------------------- */
 
-/* Tree over the 2^lg lanes of each segment of a[]; the segment's result
- * lands in its first slot. Every item of the group calls it. */
-#define RED_TREE(a, lid, sub, lg, COMBINE)                                   \
-    for (int s_ = (1 << (lg)) >> 1; s_ > 0; s_ >>= 1) {                      \
-        if ((sub) < s_) {                                                    \
-            COMBINE((a)[lid], (a)[(lid) + s_]);                              \
+/* Lane combines: CB_* for the values, and for the 64-bit slots a sum
+ * (ic 0: counts) or a minimum (ic 1: first indices). */
+#define CB_ADD 0
+#define CB_MUL 1
+#define CB_MAX 2
+#define CB_MIN 3
+
+#define RCOMBF(c, a, b)                                                      \
+    ((c) == CB_ADD   ? (a) + (b)                                             \
+     : (c) == CB_MUL ? (a) * (b)                                             \
+     : (c) == CB_MAX ? (((b) > (a) || isnan(b)) ? (b) : (a))                 \
+                     : (((b) < (a) || isnan(b)) ? (b) : (a)))
+
+static inline long red_combi(int c, long a, long b)
+{
+    switch (c) {
+    case CB_ADD:
+        return (long)((ulong)a + (ulong)b);
+    case CB_MUL:
+        return (long)((ulong)a * (ulong)b);
+    case CB_MAX:
+        return b > a ? b : a;
+    default:
+        return b < a ? b : a;
+    }
+}
+
+/* Tree over the 2^lg lanes of each segment; the segment's result lands in
+ * its first slot. Every item of the group runs it (uniform barriers). */
+#define RED_TREE_F(sa, si, cb, ic)                                           \
+    for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
+        if (sub < s_) {                                                      \
+            sa[lid] = RCOMBF(cb, sa[lid], sa[lid + s_]);                     \
+            si[lid] = red_combi((ic) ? CB_MIN : CB_ADD, si[lid],             \
+                                si[lid + s_]);                               \
         }                                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
     }
 
-#define RC_ADD(x, y) x = x + y
-#define RC_MUL(x, y) x = x * y
-#define RC_MAXF(x, y) x = ((y) > (x) || isnan(y)) ? (y) : (x)
-#define RC_MINF(x, y) x = ((y) < (x) || isnan(y)) ? (y) : (x)
-#define RC_MAXI(x, y) x = (y) > (x) ? (y) : (x)
-#define RC_MINI(x, y) x = (y) < (x) ? (y) : (x)
+#define RED_TREE_I(si, cb)                                                   \
+    for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
+        if (sub < s_)                                                        \
+            si[lid] = red_combi(cb, si[lid], si[lid + s_]);                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+    }
 
-#define RED_FLOAT(sfx)                                                       \
-    __kernel void red_##sfx(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout, \
-                            long nred, int op, int lg, int unbiased)         \
+/* The work item's place: lane `sub` of output `o` (ok: o exists). */
+#define RED_PLACE(nout)                                                      \
+    int lid = (int)get_local_id(0), L = 1 << lg;                             \
+    int sub = lid & (L - 1), first = lid - sub;                              \
+    long o = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);           \
+    bool ok = o < (nout)
+
+#define RED_FLOAT(K, C, RA)                                                  \
+    __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
+                          long nred, int op, int lg, int unbiased, int dk)   \
     {                                                                        \
-        __local RA_##sfx sa[RED_WG];                                         \
+        __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
-        __global const S_##sfx *xp = PTR(S_##sfx, x);                        \
-        int lid = (int)get_local_id(0), L = 1 << lg;                         \
-        int sub = lid & (L - 1), first = lid - sub;                          \
-        long o = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);       \
-        bool ok = o < nout;                                                  \
+        __global const uchar *xp = PTR(uchar, x);                            \
+        RED_PLACE(nout);                                                     \
         long base = ok ? red_off(&kk, o) : 0;                                \
         long n = ok ? nred : 0;                                              \
-        RA_##sfx acc;                                                        \
-        long cnt = 0;                                                        \
         bool mx = op == RED_MAX || op == RED_ARGMAX || op == RED_LSE;        \
         bool mn = op == RED_MIN || op == RED_ARGMIN;                         \
-        acc = op == RED_PROD ? (RA_##sfx)1                                   \
-              : mx           ? (RA_##sfx)(-INFINITY)                         \
-              : mn           ? (RA_##sfx)INFINITY                            \
-                             : (RA_##sfx)0;                                  \
+        bool nz = op == RED_ALL || op == RED_ANY;                            \
+        int cb = op == RED_PROD ? CB_MUL                                     \
+                 : mx           ? CB_MAX                                     \
+                 : mn           ? CB_MIN                                     \
+                                : CB_ADD;                                    \
+        RA acc = cb == CB_MUL   ? (RA)1                                      \
+                 : cb == CB_MAX ? (RA)(-INFINITY)                            \
+                 : cb == CB_MIN ? (RA)INFINITY                               \
+                                : (RA)0;                                     \
+        long cnt = 0;                                                        \
         for (long j = sub; j < n; j += L) {                                  \
-            C_##sfx v = LD_##sfx(xp, base + red_off(&kr, j));                \
-            RA_##sfx w = (RA_##sfx)v;                                        \
-            if (op == RED_ALL || op == RED_ANY)                              \
+            C v = RLD_##K(xp, base + red_off(&kr, j));                       \
+            if (nz)                                                          \
                 cnt += v != 0;                                               \
-            else if (op == RED_PROD)                                         \
-                acc *= w;                                                    \
-            else if (mx)                                                     \
-                RC_MAXF(acc, w);                                             \
-            else if (mn)                                                     \
-                RC_MINF(acc, w);                                             \
             else                                                             \
-                acc += w;                                                    \
+                acc = RCOMBF(cb, acc, (RA)v);                                \
         }                                                                    \
         sa[lid] = acc;                                                       \
         si[lid] = cnt;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
-        if (op == RED_ALL || op == RED_ANY) {                                \
-            RED_TREE(si, lid, sub, lg, RC_ADD)                               \
-        } else if (op == RED_PROD) {                                         \
-            RED_TREE(sa, lid, sub, lg, RC_MUL)                               \
-        } else if (mx) {                                                     \
-            RED_TREE(sa, lid, sub, lg, RC_MAXF)                              \
-        } else if (mn) {                                                     \
-            RED_TREE(sa, lid, sub, lg, RC_MINF)                              \
-        } else {                                                             \
-            RED_TREE(sa, lid, sub, lg, RC_ADD)                               \
-        }                                                                    \
-        RA_##sfx r1 = sa[first];                                             \
+        RED_TREE_F(sa, si, cb, 0)                                            \
+        RA r1 = sa[first];                                                   \
         cnt = si[first];                                                     \
-        RA_##sfx r2 = 0;                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+        /* second pass: argmax/argmin, var/std, logsumexp */                 \
+        bool arg = op == RED_ARGMAX || op == RED_ARGMIN;                     \
+        bool two = arg || op == RED_VAR || op == RED_STD ||                  \
+                   (op == RED_LSE && !isnan(r1) && !isinf(r1));              \
+        RA mean = r1 / (RA)nred;                                             \
+        C m = (C)r1;                                                         \
         long idx = LONG_MAX;                                                 \
-        bool two = op == RED_ARGMAX || op == RED_ARGMIN || op == RED_VAR ||  \
-                   op == RED_STD || op == RED_LSE;                           \
-        if (two) {                                                           \
-            RA_##sfx mean = r1 / (RA_##sfx)nred;                             \
-            C_##sfx m = (C_##sfx)r1;                                         \
-            bool arg = op == RED_ARGMAX || op == RED_ARGMIN;                 \
-            bool skip = op == RED_LSE && (isnan(r1) || isinf(r1));           \
-            acc = 0;                                                         \
-            for (long j = sub; j < n && !skip; j += L) {                     \
-                C_##sfx v = LD_##sfx(xp, base + red_off(&kr, j));            \
-                if (arg) {                                                   \
-                    if (isnan(m) ? isnan(v) : v == m) {                      \
-                        idx = j;                                             \
-                        break;                                               \
-                    }                                                        \
-                } else if (op == RED_LSE) {                                  \
-                    acc += (RA_##sfx)exp(v - m);                             \
-                } else {                                                     \
-                    RA_##sfx d = (RA_##sfx)v - mean;                         \
-                    acc += d * d;                                            \
-                }                                                            \
-            }                                                                \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
-            sa[lid] = acc;                                                   \
-            si[lid] = idx;                                                   \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
+        acc = 0;                                                             \
+        for (long j = sub; two && j < n; j += L) {                           \
+            C v = RLD_##K(xp, base + red_off(&kr, j));                       \
             if (arg) {                                                       \
-                RED_TREE(si, lid, sub, lg, RC_MINI)                          \
+                if (isnan(m) ? isnan(v) : v == m) {                          \
+                    idx = j;                                                 \
+                    break;                                                   \
+                }                                                            \
+            } else if (op == RED_LSE) {                                      \
+                acc += (RA)exp(v - m);                                       \
             } else {                                                         \
-                RED_TREE(sa, lid, sub, lg, RC_ADD)                           \
+                RA d = (RA)v - mean;                                         \
+                acc += d * d;                                                \
             }                                                                \
-            r2 = sa[first];                                                  \
-            idx = si[first];                                                 \
         }                                                                    \
+        sa[lid] = acc;                                                       \
+        si[lid] = idx;                                                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+        RED_TREE_F(sa, si, CB_ADD, 1)                                        \
+        RA r2 = sa[first];                                                   \
+        idx = si[first];                                                     \
         if (!ok || sub != 0)                                                 \
             return;                                                          \
-        __global S_##sfx *op_ = PTR(S_##sfx, out);                           \
-        RA_##sfx den = (RA_##sfx)(nred - (unbiased ? 1 : 0));                \
+        __global uchar *ob = PTR(uchar, out);                                \
+        RA den = (RA)(nred - (unbiased ? 1 : 0));                            \
         switch (op) {                                                        \
         case RED_MEAN:                                                       \
-            ST_##sfx(op_, o, r1 / (RA_##sfx)nred);                           \
+            RST_##K(ob, o, mean);                                            \
             break;                                                           \
         case RED_ARGMAX:                                                     \
         case RED_ARGMIN:                                                     \
             PTR(long, out)[o] = idx;                                         \
             break;                                                           \
         case RED_VAR:                                                        \
-            ST_##sfx(op_, o, den > 0 ? r2 / den : (RA_##sfx)NAN);            \
+            RST_##K(ob, o, den > 0 ? r2 / den : (RA)NAN);                    \
             break;                                                           \
         case RED_STD:                                                        \
-            ST_##sfx(op_, o, den > 0 ? sqrt(r2 / den) : (RA_##sfx)NAN);      \
+            RST_##K(ob, o, den > 0 ? sqrt(r2 / den) : (RA)NAN);              \
             break;                                                           \
         case RED_LSE:                                                        \
-            ST_##sfx(op_, o,                                                 \
-                     (isnan(r1) || isinf(r1)) ? r1 : r1 + log(r2));          \
+            RST_##K(ob, o, two ? r1 + log(r2) : r1);                         \
             break;                                                           \
         case RED_ALL:                                                        \
-            PTR(uchar, out)[o] = cnt == nred;                                \
+            ob[o] = cnt == nred;                                             \
             break;                                                           \
         case RED_ANY:                                                        \
-            PTR(uchar, out)[o] = cnt != 0;                                   \
+            ob[o] = cnt != 0;                                                \
             break;                                                           \
         default: /* sum, prod, max, min */                                   \
-            ST_##sfx(op_, o, r1);                                            \
+            RST_##K(ob, o, r1);                                              \
             break;                                                           \
         }                                                                    \
     }
 
-#define RED_INT(sfx)                                                         \
-    __kernel void red_##sfx(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout, \
-                            long nred, int op, int lg, int unbiased)         \
-    {                                                                        \
-        __local long si[RED_WG];                                             \
-        __global const S_##sfx *xp = PTR(S_##sfx, x);                        \
-        int lid = (int)get_local_id(0), L = 1 << lg;                         \
-        int sub = lid & (L - 1), first = lid - sub;                          \
-        long o = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);       \
-        bool ok = o < nout;                                                  \
-        long base = ok ? red_off(&kk, o) : 0;                                \
-        long n = ok ? nred : 0;                                              \
-        bool mx = op == RED_MAX || op == RED_ARGMAX;                         \
-        bool mn = op == RED_MIN || op == RED_ARGMIN;                         \
-        ulong acc = op == RED_PROD ? 1UL                                     \
-                    : mx           ? (ulong)LONG_MIN                         \
-                    : mn           ? (ulong)LONG_MAX                         \
-                                   : 0UL;                                    \
-        (void)unbiased;                                                      \
-        for (long j = sub; j < n; j += L) {                                  \
-            long v = (long)LD_##sfx(xp, base + red_off(&kr, j));             \
-            if (op == RED_ALL || op == RED_ANY)                              \
-                acc += v != 0;                                               \
-            else if (op == RED_PROD)                                         \
-                acc *= (ulong)v;                                             \
-            else if (mx)                                                     \
-                acc = v > (long)acc ? (ulong)v : acc;                        \
-            else if (mn)                                                     \
-                acc = v < (long)acc ? (ulong)v : acc;                        \
-            else                                                             \
-                acc += (ulong)v;                                             \
-        }                                                                    \
-        si[lid] = (long)acc;                                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                                        \
-        if (op == RED_PROD) {                                                \
-            for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                        \
-                if (sub < s_)                                                \
-                    si[lid] = (long)((ulong)si[lid] * (ulong)si[lid + s_]);  \
-                barrier(CLK_LOCAL_MEM_FENCE);                                \
-            }                                                                \
-        } else if (mx) {                                                     \
-            RED_TREE(si, lid, sub, lg, RC_MAXI)                              \
-        } else if (mn) {                                                     \
-            RED_TREE(si, lid, sub, lg, RC_MINI)                              \
-        } else {                                                             \
-            for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                        \
-                if (sub < s_)                                                \
-                    si[lid] = (long)((ulong)si[lid] + (ulong)si[lid + s_]);  \
-                barrier(CLK_LOCAL_MEM_FENCE);                                \
-            }                                                                \
-        }                                                                    \
-        long r1 = si[first];                                                 \
-        long idx = LONG_MAX;                                                 \
-        if (op == RED_ARGMAX || op == RED_ARGMIN) {                          \
-            for (long j = sub; j < n; j += L) {                              \
-                long v = (long)LD_##sfx(xp, base + red_off(&kr, j));         \
-                if (v == r1) {                                               \
-                    idx = j;                                                 \
-                    break;                                                   \
-                }                                                            \
-            }                                                                \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
-            si[lid] = idx;                                                   \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
-            RED_TREE(si, lid, sub, lg, RC_MINI)                              \
-            idx = si[first];                                                 \
-        }                                                                    \
-        if (!ok || sub != 0)                                                 \
-            return;                                                          \
-        switch (op) {                                                        \
-        case RED_SUM:                                                        \
-        case RED_ARGMAX:                                                     \
-        case RED_ARGMIN:                                                     \
-            PTR(long, out)[o] = op == RED_SUM ? r1 : idx;                    \
-            break;                                                           \
-        case RED_ALL:                                                        \
-            PTR(uchar, out)[o] = r1 == nred;                                 \
-            break;                                                           \
-        case RED_ANY:                                                        \
-            PTR(uchar, out)[o] = r1 != 0;                                    \
-            break;                                                           \
-        default: /* prod, max, min */                                        \
-            ST_##sfx(PTR(S_##sfx, out), o, r1);                              \
-            break;                                                           \
-        }                                                                    \
-    }
+RED_FLOAT(flt, float, RACC)
+#ifdef KEEL_HAS_FP64
+RED_FLOAT(f64, double, double)
+#endif
 
-FOR_FLOAT(RED_FLOAT)
-FOR_INT(RED_INT)
-RED_INT(bool)
+__kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
+                      long nred, int op, int lg, int unbiased, int dk)
+{
+    __local long si[RED_WG];
+    __global const uchar *xp = PTR(uchar, x);
+    RED_PLACE(nout);
+    long base = ok ? red_off(&kk, o) : 0;
+    long n = ok ? nred : 0;
+    bool arg = op == RED_ARGMAX || op == RED_ARGMIN;
+    bool nz = op == RED_ALL || op == RED_ANY;
+    int cb = op == RED_PROD                         ? CB_MUL
+             : op == RED_MAX || op == RED_ARGMAX ? CB_MAX
+             : op == RED_MIN || op == RED_ARGMIN ? CB_MIN
+                                                 : CB_ADD;
+    long acc = cb == CB_MUL   ? 1L
+               : cb == CB_MAX ? LONG_MIN
+               : cb == CB_MIN ? LONG_MAX
+                              : 0L;
+    (void)unbiased;
+    for (long j = sub; j < n; j += L) {
+        long v = red_ldi(xp, base + red_off(&kr, j), dk);
+        acc = red_combi(cb, acc, nz ? (long)(v != 0) : v);
+    }
+    si[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    RED_TREE_I(si, cb)
+    long r1 = si[first];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    long idx = LONG_MAX;
+    for (long j = sub; arg && j < n; j += L) {
+        if (red_ldi(xp, base + red_off(&kr, j), dk) == r1) {
+            idx = j;
+            break;
+        }
+    }
+    si[lid] = idx;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    RED_TREE_I(si, CB_MIN)
+    idx = si[first];
+    if (!ok || sub != 0)
+        return;
+    switch (op) {
+    case RED_SUM:
+        PTR(long, out)[o] = r1;
+        break;
+    case RED_ARGMAX:
+    case RED_ARGMIN:
+        PTR(long, out)[o] = idx;
+        break;
+    case RED_ALL:
+        PTR(uchar, out)[o] = r1 == nred;
+        break;
+    case RED_ANY:
+        PTR(uchar, out)[o] = r1 != 0;
+        break;
+    default: /* prod, max, min */
+        red_sti(PTR(uchar, out), o, dk, r1);
+        break;
+    }
+}
 
 /* ---- softmax, log_softmax and their grads ----------------------------- */
 
@@ -304,57 +353,51 @@ RED_INT(bool)
 
 /* Rows: kept dims of x (kx), of y (ky) and of out (ko); n elements along
  * the axis with strides sx, sy, so. y is dout for the grads (x is out). */
-#define RED_SOFTMAX(sfx)                                                     \
-    __kernel void red_softmax_##sfx(BUF(x), BUF(y), BUF(out), kdesc kx,      \
-                                    kdesc ky, kdesc ko, long nrow, long n,   \
-                                    long sx, long sy, long so, int op,       \
-                                    int lg)                                  \
+#define RED_SOFTMAX(K, C, RA)                                                \
+    __kernel void red_softmax_##K(BUF(x), BUF(y), BUF(out), kdesc kx,        \
+                                  kdesc ky, kdesc ko, long nrow, long n,     \
+                                  long sx, long sy, long so, int op, int lg, \
+                                  int dk)                                    \
     {                                                                        \
-        __local RA_##sfx sa[RED_WG];                                         \
-        __global const S_##sfx *xp = PTR(S_##sfx, x);                        \
-        __global const S_##sfx *yp = PTR(S_##sfx, y);                        \
-        __global S_##sfx *opp = PTR(S_##sfx, out);                           \
-        int lid = (int)get_local_id(0), L = 1 << lg;                         \
-        int sub = lid & (L - 1), first = lid - sub;                          \
-        long r = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);       \
-        bool ok = r < nrow;                                                  \
-        long bx = ok ? red_off(&kx, r) : 0;                                  \
-        long by = ok ? red_off(&ky, r) : 0;                                  \
-        long bo = ok ? red_off(&ko, r) : 0;                                  \
+        __local RA sa[RED_WG];                                               \
+        __local long si[RED_WG];                                             \
+        __global const uchar *xp = PTR(uchar, x);                            \
+        __global const uchar *yp = PTR(uchar, y);                            \
+        __global uchar *opp = PTR(uchar, out);                               \
+        RED_PLACE(nrow);                                                     \
+        long bx = ok ? red_off(&kx, o) : 0;                                  \
+        long by = ok ? red_off(&ky, o) : 0;                                  \
+        long bo = ok ? red_off(&ko, o) : 0;                                  \
         long len = ok ? n : 0;                                               \
-        RA_##sfx acc;                                                        \
-        C_##sfx m = 0, sh = 0;                                               \
-        if (op <= SM_LOG_SOFTMAX) {                                          \
-            acc = (RA_##sfx)(-INFINITY);                                     \
-            for (long j = sub; j < len; j += L) {                            \
-                RA_##sfx v = (RA_##sfx)LD_##sfx(xp, bx + j * sx);            \
-                RC_MAXF(acc, v);                                             \
-            }                                                                \
-            sa[lid] = acc;                                                   \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
-            RED_TREE(sa, lid, sub, lg, RC_MAXF)                              \
-            m = (C_##sfx)sa[first];                                          \
-            barrier(CLK_LOCAL_MEM_FENCE);                                    \
-        }                                                                    \
+        RA acc = (RA)(-INFINITY);                                            \
+        C m, sh;                                                             \
+        for (long j = sub; op <= SM_LOG_SOFTMAX && j < len; j += L)          \
+            acc = RCOMBF(CB_MAX, acc, (RA)RLD_##K(xp, bx + j * sx));         \
+        sa[lid] = acc;                                                       \
+        si[lid] = 0;                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+        RED_TREE_F(sa, si, CB_MAX, 0)                                        \
+        m = (C)sa[first];                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
         acc = 0;                                                             \
         for (long j = sub; j < len; j += L) {                                \
-            C_##sfx v = LD_##sfx(xp, bx + j * sx);                           \
+            C v = RLD_##K(xp, bx + j * sx);                                  \
             if (op <= SM_LOG_SOFTMAX)                                        \
-                acc += (RA_##sfx)exp(v - m);                                 \
+                acc += (RA)exp(v - m);                                       \
             else if (op == SM_GRAD)                                          \
-                acc += (RA_##sfx)v * (RA_##sfx)LD_##sfx(yp, by + j * sy);    \
+                acc += (RA)v * (RA)RLD_##K(yp, by + j * sy);                 \
             else                                                             \
-                acc += (RA_##sfx)LD_##sfx(yp, by + j * sy);                  \
+                acc += (RA)RLD_##K(yp, by + j * sy);                         \
         }                                                                    \
         sa[lid] = acc;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
-        RED_TREE(sa, lid, sub, lg, RC_ADD)                                   \
+        RED_TREE_F(sa, si, CB_ADD, 0)                                        \
         acc = sa[first];                                                     \
-        sh = op == SM_SOFTMAX       ? (C_##sfx)(1 / acc)                     \
-             : op == SM_LOG_SOFTMAX ? (C_##sfx)log(acc)                      \
-                                    : (C_##sfx)acc;                          \
+        sh = op == SM_SOFTMAX       ? (C)(1 / acc)                           \
+             : op == SM_LOG_SOFTMAX ? (C)log(acc)                            \
+                                    : (C)acc;                                \
         for (long j = sub; j < len; j += L) {                                \
-            C_##sfx v = LD_##sfx(xp, bx + j * sx), w;                        \
+            C v = RLD_##K(xp, bx + j * sx), w;                               \
             switch (op) {                                                    \
             case SM_SOFTMAX:                                                 \
                 w = exp(v - m) * sh;                                         \
@@ -363,67 +406,60 @@ RED_INT(bool)
                 w = (v - m) - sh;                                            \
                 break;                                                       \
             case SM_GRAD:                                                    \
-                w = v * (LD_##sfx(yp, by + j * sy) - sh);                    \
+                w = v * (RLD_##K(yp, by + j * sy) - sh);                     \
                 break;                                                       \
             default:                                                         \
-                w = LD_##sfx(yp, by + j * sy) - exp(v) * sh;                 \
+                w = RLD_##K(yp, by + j * sy) - exp(v) * sh;                  \
                 break;                                                       \
             }                                                                \
-            ST_##sfx(opp, bo + j * so, w);                                   \
+            RST_##K(opp, bo + j * so, w);                                    \
         }                                                                    \
     }
 
-FOR_FLOAT(RED_SOFTMAX)
+RED_SOFTMAX(flt, float, RACC)
+#ifdef KEEL_HAS_FP64
+RED_SOFTMAX(f64, double, double)
+#endif
 
 /* ---- cumsum ------------------------------------------------------------ */
 
 /* Lines: kept dims of x (kk) and out (ko); the scanned index space kr (x's
- * strides), out stride os along it. */
-#define RED_CUMSUM(sfx, AT, STORE)                                           \
-    __kernel void red_cumsum_##sfx(BUF(x), kdesc kk, kdesc kr, kdesc ko,     \
-                                   BUF(out), long nline, long n, long os,    \
-                                   int lg)                                   \
+ * strides), out stride os along it. Integers write int64. */
+#define RLD_int(p, i) red_ldi((p), (i), dk)
+#define RST_int(p, i, v) (((__global long *)(p))[i] = (long)(v))
+
+#define RED_CUMSUM(K, AT)                                                    \
+    __kernel void red_cumsum_##K(BUF(x), kdesc kk, kdesc kr, kdesc ko,       \
+                                 BUF(out), long nline, long n, long os,      \
+                                 int lg, int dk)                             \
     {                                                                        \
         __local AT sc[RED_WG];                                               \
-        __global const S_##sfx *xp = PTR(S_##sfx, x);                        \
-        int lid = (int)get_local_id(0), L = 1 << lg;                         \
-        int sub = lid & (L - 1), first = lid - sub;                          \
-        long r = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);       \
-        bool ok = r < nline;                                                 \
-        long bx = ok ? red_off(&kk, r) : 0;                                  \
-        long bo = ok ? red_off(&ko, r) : 0;                                  \
+        __global const uchar *xp = PTR(uchar, x);                            \
+        __global uchar *opp = PTR(uchar, out);                               \
+        RED_PLACE(nline);                                                    \
+        long bx = ok ? red_off(&kk, o) : 0;                                  \
+        long bo = ok ? red_off(&ko, o) : 0;                                  \
         long chunk = (n + L - 1) / L;                                        \
         long lo = ok ? sub * chunk : 0, hi = ok ? min(n, lo + chunk) : 0;    \
         AT c = 0;                                                            \
         for (long j = lo; j < hi; j++)                                       \
-            c += (AT)LD_##sfx(xp, bx + red_off(&kr, j));                     \
+            c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \
         sc[lid] = c;                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         c = 0;                                                               \
         for (int q = first; q < lid; q++)                                    \
             c += sc[q];                                                      \
         for (long j = lo; j < hi; j++) {                                     \
-            c += (AT)LD_##sfx(xp, bx + red_off(&kr, j));                     \
-            STORE(out, bo + j * os, c);                                      \
+            c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \
+            RST_##K(opp, bo + j * os, c);                                    \
         }                                                                    \
     }
 
-#define CS_ST_f32(o, i, c) ST_f32(PTR(S_f32, o), i, c)
-#define CS_ST_f16(o, i, c) ST_f16(PTR(S_f16, o), i, c)
-#define CS_ST_bf16(o, i, c) ST_bf16(PTR(S_bf16, o), i, c)
-#define CS_ST_f64(o, i, c) ST_f64(PTR(S_f64, o), i, c)
-#define CS_ST_I(o, i, c) (PTR(long, o)[i] = (long)(c))
-
-RED_CUMSUM(f32, RACC, CS_ST_f32)
-RED_CUMSUM(f16, RACC, CS_ST_f16)
-RED_CUMSUM(bf16, RACC, CS_ST_bf16)
+RED_CUMSUM(flt, RACC)
 #ifdef KEEL_HAS_FP64
-RED_CUMSUM(f64, double, CS_ST_f64)
+RED_CUMSUM(f64, double)
 #endif
-RED_CUMSUM(i8, ulong, CS_ST_I)
-RED_CUMSUM(u8, ulong, CS_ST_I)
-RED_CUMSUM(i32, ulong, CS_ST_I)
-RED_CUMSUM(i64, ulong, CS_ST_I)
+RED_CUMSUM(int, ulong)
 
 /* ---- sort, argsort, topk ---------------------------------------------- */
 
@@ -454,65 +490,68 @@ static inline ulong red_ikey(long v)
     return (ulong)v ^ 0x8000000000000000UL;
 }
 
-#define KEY_f32(v) red_fkey(v)
-#define KEY_f16(v) red_fkey(v)
-#define KEY_bf16(v) red_fkey(v)
-#define KEY_f64(v) red_dkey(v)
-#define KEY_i8(v) red_ikey((long)(v))
-#define KEY_u8(v) red_ikey((long)(v))
-#define KEY_i32(v) red_ikey((long)(v))
-#define KEY_i64(v) red_ikey((long)(v))
-
 /* (ka, ia) after (kb, ib) */
 #define RED_GT(ka, ia, kb, ib) ((ka) > (kb) || ((ka) == (kb) && (ia) > (ib)))
 
-/* Rows of n elements of x (kx: x with the sort axis last); one group per
- * RED_SB-element block of a row: keys and indices, the block sorted. */
-#define RED_SORT_BLOCK(sfx)                                                  \
-    __kernel void red_sort_block_##sfx(BUF(x), kdesc kx, long n,             \
-                                       long nblk, int desc, BUF(key),        \
-                                       BUF(idx))                             \
-    {                                                                        \
-        __local ulong sk[RED_SB];                                            \
-        __local long sv[RED_SB];                                             \
-        int lid = (int)get_local_id(0);                                      \
-        long g = get_group_id(0), row = g / nblk;                            \
-        long i = (g - row * nblk) * RED_SB + lid;                            \
-        ulong k = ~0UL;                                                      \
-        long id = LONG_MAX;                                                  \
-        if (i < n) {                                                         \
-            k = KEY_##sfx(                                                   \
-                LD_##sfx(PTR(S_##sfx, x), red_off(&kx, row * n + i)));       \
-            if (desc)                                                        \
-                k = ~k;                                                      \
-            id = i;                                                          \
-        }                                                                    \
-        sk[lid] = k;                                                         \
-        sv[lid] = id;                                                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                                        \
-        for (int w = 2; w <= RED_SB; w <<= 1)                                \
-            for (int s = w >> 1; s > 0; s >>= 1) {                           \
-                int p = lid ^ s;                                             \
-                if (p > lid) {                                               \
-                    ulong ka = sk[lid], kb = sk[p];                          \
-                    long ia = sv[lid], ib = sv[p];                           \
-                    bool up = (lid & w) == 0;                                \
-                    if (RED_GT(ka, ia, kb, ib) == up) {                      \
-                        sk[lid] = kb;                                        \
-                        sk[p] = ka;                                          \
-                        sv[lid] = ib;                                        \
-                        sv[p] = ia;                                          \
-                    }                                                        \
-                }                                                            \
-                barrier(CLK_LOCAL_MEM_FENCE);                                \
-            }                                                                \
-        if (i < n) {                                                         \
-            PTR(ulong, key)[row * n + i] = sk[lid];                          \
-            PTR(long, idx)[row * n + i] = sv[lid];                           \
-        }                                                                    \
-    }
+/* Keys and indices of rows of n elements of x (kx: x with the sort axis
+ * last); dk: float32 0, float16 1, bfloat16 2, float64 3, int8 4, uint8
+ * 5, int32 6, int64 7. */
+__kernel void red_sort_keys(BUF(x), kdesc kx, long n, long total, int desc,
+                            BUF(key), BUF(idx), int dk)
+{
+    long e = get_global_id(0);
+    if (e >= total)
+        return;
+    __global const uchar *xp = PTR(uchar, x);
+    long i = red_off(&kx, e);
+    ulong k;
+    if (dk < 3)
+        k = red_fkey(red_ldf(xp, i, dk));
+#ifdef KEEL_HAS_FP64
+    else if (dk == 3)
+        k = red_dkey(((__global const double *)xp)[i]);
+#endif
+    else
+        k = red_ikey(red_ldi(xp, i, dk - 4));
+    PTR(ulong, key)[e] = desc ? ~k : k;
+    PTR(long, idx)[e] = e % n;
+}
 
-FOR_NUMERIC(RED_SORT_BLOCK)
+/* One group per RED_SB-pair block of a row of n: the block sorted in
+ * place (bitonic, padded with pairs after every real one). */
+__kernel void red_sort_block(BUF(key), BUF(idx), long n, long nblk)
+{
+    __local ulong sk[RED_SB];
+    __local long sv[RED_SB];
+    int lid = (int)get_local_id(0);
+    long g = get_group_id(0), row = g / nblk;
+    long i = (g - row * nblk) * RED_SB + lid;
+    __global ulong *kp = PTR(ulong, key) + row * n;
+    __global long *ip = PTR(long, idx) + row * n;
+    sk[lid] = i < n ? kp[i] : ~0UL;
+    sv[lid] = i < n ? ip[i] : LONG_MAX;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = 2; w <= RED_SB; w <<= 1)
+        for (int s = w >> 1; s > 0; s >>= 1) {
+            int p = lid ^ s;
+            if (p > lid) {
+                ulong ka = sk[lid], kb = sk[p];
+                long ia = sv[lid], ib = sv[p];
+                bool up = (lid & w) == 0;
+                if (RED_GT(ka, ia, kb, ib) == up) {
+                    sk[lid] = kb;
+                    sk[p] = ka;
+                    sv[lid] = ib;
+                    sv[p] = ia;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    if (i < n) {
+        kp[i] = sk[lid];
+        ip[i] = sv[lid];
+    }
+}
 
 /* One merge pass over rows of n: runs of w sorted pairs merged in twos. */
 __kernel void red_sort_merge(BUF(ki), BUF(ii), BUF(ko), BUF(io), long n,
@@ -558,25 +597,33 @@ __kernel void red_sort_take(BUF(ii), long n, long k, long total, BUF(ko),
 }
 
 /* Outputs: the first k of each row of n sorted indices; values (when
- * vals) copied from x. kx: x with the axis last (rows of xn); kv, ki: the
- * outputs with the axis last. */
-#define RED_SORT_OUT(T, sz)                                                  \
-    __kernel void red_sort_out_##sz(BUF(x), kdesc kx, BUF(idx), BUF(val),    \
-                                    kdesc kv, BUF(oi), kdesc ki, long xn,    \
-                                    long n, long k, long total, int vals)    \
-    {                                                                        \
-        long e = get_global_id(0);                                           \
-        if (e >= total)                                                      \
-            return;                                                          \
-        long row = e / k, q = e - row * k;                                   \
-        long id = PTR(long, idx)[row * n + q];                               \
-        PTR(long, oi)[red_off(&ki, e)] = id;                                 \
-        if (vals)                                                            \
-            PTR(T, val)[red_off(&kv, e)] =                                   \
-                PTR(T, x)[red_off(&kx, row * xn + id)];                     \
+ * es > 0, the element size) copied from x. kx: x with the axis last (rows
+ * of xn); kv, ki: the outputs with the axis last. */
+__kernel void red_sort_out(BUF(x), kdesc kx, BUF(idx), BUF(val), kdesc kv,
+                           BUF(oi), kdesc ki, long xn, long n, long k,
+                           long total, int es)
+{
+    long e = get_global_id(0);
+    if (e >= total)
+        return;
+    long row = e / k, q = e - row * k;
+    long id = PTR(long, idx)[row * n + q];
+    PTR(long, oi)[red_off(&ki, e)] = id;
+    long s = red_off(&kx, row * xn + id), d = red_off(&kv, e);
+    switch (es) {
+    case 1:
+        PTR(uchar, val)[d] = PTR(uchar, x)[s];
+        break;
+    case 2:
+        PTR(ushort, val)[d] = PTR(ushort, x)[s];
+        break;
+    case 4:
+        PTR(uint, val)[d] = PTR(uint, x)[s];
+        break;
+    case 8:
+        PTR(ulong, val)[d] = PTR(ulong, x)[s];
+        break;
+    default:
+        break;
     }
-
-RED_SORT_OUT(uchar, 1)
-RED_SORT_OUT(ushort, 2)
-RED_SORT_OUT(uint, 4)
-RED_SORT_OUT(ulong, 8)
+}

@@ -113,6 +113,23 @@ static size_t groups_global(int64_t nout, int lg)
     return (size_t)((nout + per - 1) / per) * RED_WG;
 }
 
+/* The kernel family of a dtype ("flt", "f64", "int") and its kind code
+ * (reduce.cl: float32 0, float16 1, bfloat16 2; int8 0, uint8 and bool 1,
+ * int32 2, int64 3). */
+static const char *kind_of(keel_dtype dt, int *dk)
+{
+    switch (dt) {
+    case KEEL_F32: *dk = 0; return "flt";
+    case KEEL_F16: *dk = 1; return "flt";
+    case KEEL_BF16: *dk = 2; return "flt";
+    case KEEL_F64: *dk = 0; return "f64";
+    case KEEL_I8: *dk = 0; return "int";
+    case KEEL_I32: *dk = 2; return "int";
+    case KEEL_I64: *dk = 3; return "int";
+    default: *dk = 1; return "int"; /* uint8, bool */
+    }
+}
+
 /* ---- reductions ------------------------------------------------------------ */
 
 static keel_status reduce_run(const keel_kernel_args *a, const char *op,
@@ -132,15 +149,16 @@ static keel_status reduce_run(const keel_kernel_args *a, const char *op,
         return KEEL_STATUS_OK;
     kd_make(&kk, g.nk, g.ks, g.kx);
     kd_make(&kr, g.nr, g.rs, g.rx);
-    int lg = lanes_log2(g.nred);
-    snprintf(name, sizeof(name), "red_%s", ok_sfx(x->dtype));
+    int lg = lanes_log2(g.nred), dk;
+    snprintf(name, sizeof(name), "red_%s", kind_of(x->dtype, &dk));
     return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
                      OK_T(&l, x), OK_DESC(&kk),
                                        OK_DESC(&kr), OK_T(&l, out),
                                        OK_I64(g.nout), OK_I64(g.nred),
                                        OK_I32(code), OK_I32(lg),
                                        OK_I32(keel_kit_attr_i(a, "unbiased",
-                                                              1) != 0));
+                                                              1) != 0),
+                                       OK_I32(dk));
 }
 
 #define REDUCE_KERNEL(fn, op, code)                                          \
@@ -186,14 +204,14 @@ static keel_status k_cumsum(void *kdata, const keel_kernel_args *a)
     kd_make(&ko, g.nk, g.ks, g.ko);
     kd_make(&kr, g.nr, g.rs, g.rx);
     int64_t os = g.nr == 1 ? g.ro[0] : 1;
-    int lg = lanes_log2(g.nred / 8);
-    snprintf(name, sizeof(name), "red_cumsum_%s", ok_sfx(x->dtype));
+    int lg = lanes_log2(g.nred / 8), dk;
+    snprintf(name, sizeof(name), "red_cumsum_%s", kind_of(x->dtype, &dk));
     return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
                      OK_T(&l, x), OK_DESC(&kk),
                                        OK_DESC(&kr), OK_DESC(&ko),
                                        OK_T(&l, out), OK_I64(g.nout),
                                        OK_I64(g.nred), OK_I64(os),
-                                       OK_I32(lg));
+                                       OK_I32(lg), OK_I32(dk));
 }
 
 /* ---- softmax family ------------------------------------------------------- */
@@ -225,15 +243,16 @@ static keel_status softmax_run(const keel_kernel_args *a, const char *op,
     kd_make(&ko, g.nk, g.ks, g.ko);
     int64_t sx = g.nr ? g.rx[0] : 1, sy = g.nr ? g.ry[0] : 1;
     int64_t so = g.nr ? g.ro[0] : 1;
-    int lg = lanes_log2(g.nred);
-    snprintf(name, sizeof(name), "red_softmax_%s", ok_sfx(x->dtype));
+    int lg = lanes_log2(g.nred), dk;
+    snprintf(name, sizeof(name), "red_softmax_%s", kind_of(x->dtype, &dk));
     return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
                      OK_T(&l, x), OK_T(&l, y),
                                        OK_T(&l, out), OK_DESC(&kx),
                                        OK_DESC(&ky), OK_DESC(&ko),
                                        OK_I64(g.nout), OK_I64(g.nred),
                                        OK_I64(sx), OK_I64(sy), OK_I64(so),
-                                       OK_I32(code), OK_I32(lg));
+                                       OK_I32(code), OK_I32(lg),
+                                       OK_I32(dk));
 }
 
 static keel_status k_softmax(void *kdata, const keel_kernel_args *a)
@@ -312,7 +331,6 @@ static keel_status sort_run(const keel_kernel_args *a, const char *op,
     struct ok_launch l;
     struct ok_kdesc kx, kv, ki;
     ok_mem m[4] = {NULL, NULL, NULL, NULL};
-    char name[40];
     int64_t n;
     keel_status st = ok_begin(a, op, &l);
 
@@ -340,11 +358,20 @@ static keel_status sort_run(const keel_kernel_args *a, const char *op,
     else
         memset(&kv, 0, sizeof(kv));
     int64_t nblk = (n + RED_SB - 1) / RED_SB;
-    snprintf(name, sizeof(name), "red_sort_block_%s", ok_sfx(x->dtype));
-    st = OK_RUN_WG(&l, name, (size_t)(rows * nblk) * RED_SB, RED_SB,
-                     OK_T(&l, x), OK_DESC(&kx), OK_I64(n),
-                                     OK_I64(nblk), OK_I32(desc),
-                                     OK_MEM(m[0]), OK_MEM(m[1]));
+    int dk;
+    const char *fam = kind_of(x->dtype, &dk);
+    /* red_sort_keys' kinds: the float kinds, float64 3, the int kinds + 4 */
+    if (!strcmp(fam, "f64"))
+        dk = 3;
+    else if (!strcmp(fam, "int"))
+        dk += 4;
+    st = OK_RUN(&l, "red_sort_keys", numel, OK_T(&l, x), OK_DESC(&kx),
+                OK_I64(n), OK_I64(numel), OK_I32(desc), OK_MEM(m[0]),
+                OK_MEM(m[1]), OK_I32(dk));
+    if (!st)
+        st = OK_RUN_WG(&l, "red_sort_block", (size_t)(rows * nblk) * RED_SB,
+                       RED_SB, OK_MEM(m[0]), OK_MEM(m[1]), OK_I64(n),
+                       OK_I64(nblk));
     if (!st)
         st = merge_passes(&l, n, rows, RED_SB, &m[0], &m[1], &m[2], &m[3]);
     int64_t rn = n; /* row length of the sorted indices */
@@ -366,14 +393,12 @@ static keel_status sort_run(const keel_kernel_args *a, const char *op,
         rn = kk;
     }
     if (!st) {
-        snprintf(name, sizeof(name), "red_sort_out_%u",
-                 (unsigned)keel_dtype_size(x->dtype));
-        st = OK_RUN(&l, name, rows * kk, OK_T(&l, x), OK_DESC(&kx),
+        st = OK_RUN(&l, "red_sort_out", rows * kk, OK_T(&l, x), OK_DESC(&kx),
                     OK_MEM(m[1]),
                     vo ? OK_T(&l, vo) : OK_BUF(&l, (keel_dptr)0, 0),
                     OK_DESC(&kv), OK_T(&l, io), OK_DESC(&ki), OK_I64(n),
                     OK_I64(rn), OK_I64(kk), OK_I64(rows * kk),
-                    OK_I32(vo != NULL));
+                    OK_I32(vo ? (int)keel_dtype_size(x->dtype) : 0));
     }
 out:
     for (int i = 0; i < 4; i++)
