@@ -14,6 +14,7 @@
  * reduced index space, then a __local tree combines the lanes. A second
  * pass over the same elements follows for the ops that need the first
  * result (argmax: the extreme; var: the mean; logsumexp: the maximum).
+ * The host passes the first pass's lane combine (cb, CB_*) with the op.
  * Float sums accumulate in double when the device has it (float
  * otherwise). max/min propagate NaN; argmax/argmin give the first NaN,
  * else the first index of the extreme.
@@ -183,7 +184,8 @@ static inline long red_combi(int c, long a, long b)
 
 #define RED_FLOAT(K, C, RA)                                                  \
     __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
-                          long nred, int op, int lg, int unbiased, int dk)   \
+                          long nred, int op, int cb, int lg, int unbiased,   \
+                          int dk)                                            \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
@@ -191,13 +193,7 @@ static inline long red_combi(int c, long a, long b)
         RED_PLACE(nout);                                                     \
         long base = ok ? red_off(&kk, o) : 0;                                \
         long n = ok ? nred : 0;                                              \
-        bool mx = op == RED_MAX || op == RED_ARGMAX || op == RED_LSE;        \
-        bool mn = op == RED_MIN || op == RED_ARGMIN;                         \
         bool nz = op == RED_ALL || op == RED_ANY;                            \
-        int cb = op == RED_PROD ? CB_MUL                                     \
-                 : mx           ? CB_MAX                                     \
-                 : mn           ? CB_MIN                                     \
-                                : CB_ADD;                                    \
         RA acc = cb == CB_MUL   ? (RA)1                                      \
                  : cb == CB_MAX ? (RA)(-INFINITY)                            \
                  : cb == CB_MIN ? (RA)INFINITY                               \
@@ -284,7 +280,7 @@ RED_FLOAT(f64, double, double)
 #endif
 
 __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
-                      long nred, int op, int lg, int unbiased, int dk)
+                      long nred, int op, int cb, int lg, int unbiased, int dk)
 {
     __local long si[RED_WG];
     __global const uchar *xp = PTR(uchar, x);
@@ -293,10 +289,6 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
     long n = ok ? nred : 0;
     bool arg = op == RED_ARGMAX || op == RED_ARGMIN;
     bool nz = op == RED_ALL || op == RED_ANY;
-    int cb = op == RED_PROD                         ? CB_MUL
-             : op == RED_MAX || op == RED_ARGMAX ? CB_MAX
-             : op == RED_MIN || op == RED_ARGMIN ? CB_MIN
-                                                 : CB_ADD;
     long acc = cb == CB_MUL   ? 1L
                : cb == CB_MAX ? LONG_MIN
                : cb == CB_MIN ? LONG_MAX
@@ -531,7 +523,11 @@ __kernel void red_sort_block(BUF(key), BUF(idx), long n, long nblk)
     sk[lid] = i < n ? kp[i] : ~0UL;
     sv[lid] = i < n ? ip[i] : LONG_MAX;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int w = 2; w <= RED_SB; w <<= 1)
+    /* fully unrolled: the loops clang -O2 leaves come out of llvm-spirv
+     * with blocks before their dominators */
+#pragma unroll
+    for (int w = 2; w <= RED_SB; w <<= 1) {
+#pragma unroll
         for (int s = w >> 1; s > 0; s >>= 1) {
             int p = lid ^ s;
             if (p > lid) {
@@ -547,6 +543,7 @@ __kernel void red_sort_block(BUF(key), BUF(idx), long n, long nblk)
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
+    }
     if (i < n) {
         kp[i] = sk[lid];
         ip[i] = sv[lid];

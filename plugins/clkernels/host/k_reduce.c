@@ -132,6 +132,18 @@ static const char *kind_of(keel_dtype dt, int *dk)
 
 /* ---- reductions ------------------------------------------------------------ */
 
+/* The first pass's lane combine of an op (reduce.cl CB_*: add, multiply,
+ * maximum, minimum). */
+static int combine_of(int code)
+{
+    switch (code) {
+    case RED_PROD: return 1;
+    case RED_MAX: case RED_ARGMAX: case RED_LSE: return 2;
+    case RED_MIN: case RED_ARGMIN: return 3;
+    default: return 0;
+    }
+}
+
 static keel_status reduce_run(const keel_kernel_args *a, const char *op,
                               int code)
 {
@@ -155,7 +167,8 @@ static keel_status reduce_run(const keel_kernel_args *a, const char *op,
                      OK_T(&l, x), OK_DESC(&kk),
                                        OK_DESC(&kr), OK_T(&l, out),
                                        OK_I64(g.nout), OK_I64(g.nred),
-                                       OK_I32(code), OK_I32(lg),
+                                       OK_I32(code), OK_I32(combine_of(code)),
+                                       OK_I32(lg),
                                        OK_I32(keel_kit_attr_i(a, "unbiased",
                                                               1) != 0),
                                        OK_I32(dk));
