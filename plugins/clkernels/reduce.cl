@@ -15,6 +15,10 @@
  * pass over the same elements follows for the ops that need the first
  * result (argmax: the extreme; var: the mean; logsumexp: the maximum).
  * The host passes the first pass's lane combine (cb, CB_*) with the op.
+ * A few long single-pass reductions (sum, mean, max, min, prod, all, any)
+ * are split (no early return before the last barrier: PoCL miscompiles
+ * that): mode 1 reduces np parts of plen elements of each output into
+ * partials (pa: values, pi: counts), mode 2 reduces the partials.
  * Float sums accumulate in double when the device has it (float
  * otherwise). max/min propagate NaN; argmax/argmin give the first NaN,
  * else the first index of the extreme.
@@ -182,24 +186,43 @@ static inline long red_combi(int c, long a, long b)
     long o = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);           \
     bool ok = o < (nout)
 
+/* The reduced indices [j0, n) of unit o and its x offset (or partials'
+ * base): mode 0 all of output o; mode 1 part o % np of output o / np;
+ * mode 2 output o's np partials. */
+#define RED_RANGE()                                                          \
+    long ou = mode == 1 ? o / np : o;                                        \
+    long j0 = mode == 1 ? (o - ou * np) * plen : 0;                          \
+    long n = !ok         ? 0                                                 \
+             : mode == 1 ? min(nred, j0 + plen)                              \
+             : mode == 2 ? np                                                \
+                         : nred;                                             \
+    long base = !ok ? 0 : mode == 2 ? ou * np : red_off(&kk, ou)
+
 #define RED_FLOAT(K, C, RA)                                                  \
     __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
                           long nred, int op, int cb, int lg, int unbiased,   \
-                          int dk)                                            \
+                          int dk, BUF(pa), BUF(pi), long plen, long np,      \
+                          int mode)                                          \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
         __global const uchar *xp = PTR(uchar, x);                            \
-        RED_PLACE(nout);                                                     \
-        long base = ok ? red_off(&kk, o) : 0;                                \
-        long n = ok ? nred : 0;                                              \
+        __global RA *pap = PTR(RA, pa);                                      \
+        __global long *pip = PTR(long, pi);                                  \
+        RED_PLACE(mode == 1 ? nout * np : nout);                             \
+        RED_RANGE();                                                         \
         bool nz = op == RED_ALL || op == RED_ANY;                            \
         RA acc = cb == CB_MUL   ? (RA)1                                      \
                  : cb == CB_MAX ? (RA)(-INFINITY)                            \
                  : cb == CB_MIN ? (RA)INFINITY                               \
                                 : (RA)0;                                     \
         long cnt = 0;                                                        \
-        for (long j = sub; j < n; j += L) {                                  \
+        for (long j = j0 + sub; j < n; j += L) {                             \
+            if (mode == 2) {                                                 \
+                acc = RCOMBF(cb, acc, pap[base + j]);                        \
+                cnt += pip[base + j];                                        \
+                continue;                                                    \
+            }                                                                \
             C v = RLD_##K(xp, base + red_off(&kr, j));                       \
             if (nz)                                                          \
                 cnt += v != 0;                                               \
@@ -215,8 +238,9 @@ static inline long red_combi(int c, long a, long b)
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         /* second pass: argmax/argmin, var/std, logsumexp */                 \
         bool arg = op == RED_ARGMAX || op == RED_ARGMIN;                     \
-        bool two = arg || op == RED_VAR || op == RED_STD ||                  \
-                   (op == RED_LSE && !isnan(r1) && !isinf(r1));              \
+        bool two = mode == 0 &&                                              \
+                   (arg || op == RED_VAR || op == RED_STD ||                 \
+                    (op == RED_LSE && !isnan(r1) && !isinf(r1)));            \
         RA mean = r1 / (RA)nred;                                             \
         C m = (C)r1;                                                         \
         long idx = LONG_MAX;                                                 \
@@ -243,6 +267,11 @@ static inline long red_combi(int c, long a, long b)
         idx = si[first];                                                     \
         if (!ok || sub != 0)                                                 \
             return;                                                          \
+        if (mode == 1) { /* a part's partial result */                       \
+            pap[o] = r1;                                                     \
+            pip[o] = cnt;                                                    \
+            return;                                                          \
+        }                                                                    \
         __global uchar *ob = PTR(uchar, out);                                \
         RA den = (RA)(nred - (unbiased ? 1 : 0));                            \
         switch (op) {                                                        \
@@ -280,13 +309,14 @@ RED_FLOAT(f64, double, double)
 #endif
 
 __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
-                      long nred, int op, int cb, int lg, int unbiased, int dk)
+                      long nred, int op, int cb, int lg, int unbiased, int dk,
+                      BUF(pa), BUF(pi), long plen, long np, int mode)
 {
     __local long si[RED_WG];
     __global const uchar *xp = PTR(uchar, x);
-    RED_PLACE(nout);
-    long base = ok ? red_off(&kk, o) : 0;
-    long n = ok ? nred : 0;
+    __global long *pip = PTR(long, pi);
+    RED_PLACE(mode == 1 ? nout * np : nout);
+    RED_RANGE();
     bool arg = op == RED_ARGMAX || op == RED_ARGMIN;
     bool nz = op == RED_ALL || op == RED_ANY;
     long acc = cb == CB_MUL   ? 1L
@@ -294,9 +324,12 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
                : cb == CB_MIN ? LONG_MAX
                               : 0L;
     (void)unbiased;
-    for (long j = sub; j < n; j += L) {
-        long v = red_ldi(xp, base + red_off(&kr, j), dk);
-        acc = red_combi(cb, acc, nz ? (long)(v != 0) : v);
+    (void)pa_b;
+    (void)pa_o;
+    for (long j = j0 + sub; j < n; j += L) {
+        long v = mode == 2 ? pip[base + j]
+                           : red_ldi(xp, base + red_off(&kr, j), dk);
+        acc = red_combi(cb, acc, nz && mode != 2 ? (long)(v != 0) : v);
     }
     si[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -304,7 +337,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
     long r1 = si[first];
     barrier(CLK_LOCAL_MEM_FENCE);
     long idx = LONG_MAX;
-    for (long j = sub; arg && j < n; j += L) {
+    for (long j = sub; arg && mode == 0 && j < n; j += L) {
         if (red_ldi(xp, base + red_off(&kr, j), dk) == r1) {
             idx = j;
             break;
@@ -316,6 +349,10 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
     idx = si[first];
     if (!ok || sub != 0)
         return;
+    if (mode == 1) { /* a part's partial result */
+        pip[o] = r1;
+        return;
+    }
     switch (op) {
     case RED_SUM:
         PTR(long, out)[o] = r1;

@@ -144,34 +144,85 @@ static int combine_of(int code)
     }
 }
 
+/* One launch of red_<kind> (reduce.cl) in `mode` over `units` units. */
+struct rlaunch {
+    const struct ok_launch *l;
+    const keel_kernel_args *a;
+    const char *name;
+    struct ok_kdesc kk, kr;
+    int64_t nout, nred, plen, np;
+    int code, dk;
+    ok_mem pa, pi;
+};
+
+static keel_status red_launch(const struct rlaunch *r, int mode,
+                              int64_t units, int64_t len)
+{
+    const struct ok_launch *l = r->l;
+    const keel_tensor_desc *x = &r->a->inputs[0], *out = &r->a->outputs[0];
+    int lg = lanes_log2(len);
+
+    return OK_RUN_WG(l, r->name, groups_global(units, lg), RED_WG,
+                     OK_T(l, x), OK_DESC(&r->kk), OK_DESC(&r->kr),
+                     OK_T(l, out), OK_I64(r->nout), OK_I64(r->nred),
+                     OK_I32(r->code), OK_I32(combine_of(r->code)), OK_I32(lg),
+                     OK_I32(keel_kit_attr_i(r->a, "unbiased", 1) != 0),
+                     OK_I32(r->dk), OK_MEM(r->pa), OK_MEM(r->pi),
+                     OK_I64(r->plen), OK_I64(r->np), OK_I32(mode));
+}
+
+/* A long reduction into few outputs is split into parts of about SPLIT
+ * elements (single-pass ops only), so more than one work-group shares
+ * it. */
+#define SPLIT 4096
+
 static keel_status reduce_run(const keel_kernel_args *a, const char *op,
                               int code)
 {
     struct ok_launch l;
     struct rgeom g;
-    struct ok_kdesc kk, kr;
+    struct rlaunch r;
     char name[32];
     keel_status st = ok_begin(a, op, &l);
 
     if (st)
         return st;
-    const keel_tensor_desc *x = &a->inputs[0], *out = &a->outputs[0];
+    const keel_tensor_desc *x = &a->inputs[0];
     geom(&g, x, NULL, keel_kit_reduce_mask(a, x->ndim), false);
     if (g.nout == 0)
         return KEEL_STATUS_OK;
-    kd_make(&kk, g.nk, g.ks, g.kx);
-    kd_make(&kr, g.nr, g.rs, g.rx);
-    int lg = lanes_log2(g.nred), dk;
-    snprintf(name, sizeof(name), "red_%s", kind_of(x->dtype, &dk));
-    return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
-                     OK_T(&l, x), OK_DESC(&kk),
-                                       OK_DESC(&kr), OK_T(&l, out),
-                                       OK_I64(g.nout), OK_I64(g.nred),
-                                       OK_I32(code), OK_I32(combine_of(code)),
-                                       OK_I32(lg),
-                                       OK_I32(keel_kit_attr_i(a, "unbiased",
-                                                              1) != 0),
-                                       OK_I32(dk));
+    memset(&r, 0, sizeof(r));
+    r.l = &l;
+    r.a = a;
+    r.name = name;
+    kd_make(&r.kk, g.nk, g.ks, g.kx);
+    kd_make(&r.kr, g.nr, g.rs, g.rx);
+    r.nout = g.nout;
+    r.nred = g.nred;
+    r.code = code;
+    r.plen = g.nred;
+    r.np = 1;
+    snprintf(name, sizeof(name), "red_%s", kind_of(x->dtype, &r.dk));
+    bool single = code != RED_ARGMAX && code != RED_ARGMIN &&
+                  code != RED_VAR && code != RED_STD && code != RED_LSE;
+    if (!single || g.nred < 2 * SPLIT || g.nout > 64)
+        return red_launch(&r, 0, g.nout, g.nred);
+    r.np = (g.nred + SPLIT - 1) / SPLIT;
+    if (r.np > 1024)
+        r.np = 1024;
+    r.plen = (g.nred + r.np - 1) / r.np;
+    r.np = (g.nred + r.plen - 1) / r.plen;
+    size_t bytes = (size_t)(r.nout * r.np) * 8;
+    st = ok_scratch(&l, bytes, &r.pa);
+    if (!st)
+        st = ok_scratch(&l, bytes, &r.pi);
+    if (!st)
+        st = red_launch(&r, 1, r.nout * r.np, r.plen);
+    if (!st)
+        st = red_launch(&r, 2, r.nout, r.np);
+    ok_scratch_release(&l, r.pa);
+    ok_scratch_release(&l, r.pi);
+    return st;
 }
 
 #define REDUCE_KERNEL(fn, op, code)                                          \
