@@ -165,9 +165,9 @@ static inline long red_combi(int c, long a, long b)
 #define RED_TREE_F(sa, si, cb, ic)                                           \
     for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
         if (sub < s_) {                                                      \
-            sa[lid] = RCOMBF(cb, sa[lid], sa[lid + s_]);                     \
-            si[lid] = red_combi((ic) ? CB_MIN : CB_ADD, si[lid],             \
-                                si[lid + s_]);                               \
+            sa[slot] = RCOMBF(cb, sa[slot], sa[slot + s_]);                     \
+            si[slot] = red_combi((ic) ? CB_MIN : CB_ADD, si[slot],             \
+                                si[slot + s_]);                               \
         }                                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
     }
@@ -175,15 +175,23 @@ static inline long red_combi(int c, long a, long b)
 #define RED_TREE_I(si, cb)                                                   \
     for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
         if (sub < s_)                                                        \
-            si[lid] = red_combi(cb, si[lid], si[lid + s_]);                  \
+            si[slot] = red_combi(cb, si[slot], si[slot + s_]);                  \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
     }
 
-/* The work item's place: lane `sub` of output `o` (ok: o exists). */
+/* The work item's place: lane `sub` of output `o` (ok: o exists), its
+ * slot in the group's __local arrays `slot` (the output's lanes are slots
+ * first .. first + L - 1). `lanes` is lg, plus 16 for column-major lanes:
+ * then neighbouring work items serve neighbouring outputs (coalesced when
+ * the outputs' inputs are neighbours, as in a reduction over a leading
+ * axis), else neighbouring lanes of one output. */
 #define RED_PLACE(nout)                                                      \
-    int lid = (int)get_local_id(0), L = 1 << lg;                             \
-    int sub = lid & (L - 1), first = lid - sub;                              \
-    long o = (long)get_group_id(0) * (RED_WG >> lg) + (lid >> lg);           \
+    int lg = lanes & 15, L = 1 << lg, S = RED_WG >> lg;                      \
+    int lid = (int)get_local_id(0);                                          \
+    int sub = lanes >> 4 ? lid / S : lid & (L - 1);                          \
+    int seg = lanes >> 4 ? lid - sub * S : lid >> lg;                        \
+    int first = seg * L, slot = first + sub;                                 \
+    long o = (long)get_group_id(0) * S + seg;                                \
     bool ok = o < (nout)
 
 /* The reduced indices [j0, n) of unit o and its x offset (or partials'
@@ -200,7 +208,7 @@ static inline long red_combi(int c, long a, long b)
 
 #define RED_FLOAT(K, C, RA)                                                  \
     __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
-                          long nred, int op, int cb, int lg, int unbiased,   \
+                          long nred, int op, int cb, int lanes, int unbiased,   \
                           int dk, BUF(pa), BUF(pi), long plen, long np,      \
                           int mode)                                          \
     {                                                                        \
@@ -229,8 +237,8 @@ static inline long red_combi(int c, long a, long b)
             else                                                             \
                 acc = RCOMBF(cb, acc, (RA)v);                                \
         }                                                                    \
-        sa[lid] = acc;                                                       \
-        si[lid] = cnt;                                                       \
+        sa[slot] = acc;                                                       \
+        si[slot] = cnt;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, cb, 0)                                            \
         RA r1 = sa[first];                                                   \
@@ -259,8 +267,8 @@ static inline long red_combi(int c, long a, long b)
                 acc += d * d;                                                \
             }                                                                \
         }                                                                    \
-        sa[lid] = acc;                                                       \
-        si[lid] = idx;                                                       \
+        sa[slot] = acc;                                                       \
+        si[slot] = idx;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_ADD, 1)                                        \
         RA r2 = sa[first];                                                   \
@@ -309,7 +317,7 @@ RED_FLOAT(f64, double, double)
 #endif
 
 __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
-                      long nred, int op, int cb, int lg, int unbiased, int dk,
+                      long nred, int op, int cb, int lanes, int unbiased, int dk,
                       BUF(pa), BUF(pi), long plen, long np, int mode)
 {
     __local long si[RED_WG];
@@ -331,7 +339,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
                            : red_ldi(xp, base + red_off(&kr, j), dk);
         acc = red_combi(cb, acc, nz && mode != 2 ? (long)(v != 0) : v);
     }
-    si[lid] = acc;
+    si[slot] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     RED_TREE_I(si, cb)
     long r1 = si[first];
@@ -343,7 +351,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
             break;
         }
     }
-    si[lid] = idx;
+    si[slot] = idx;
     barrier(CLK_LOCAL_MEM_FENCE);
     RED_TREE_I(si, CB_MIN)
     idx = si[first];
@@ -385,7 +393,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
 #define RED_SOFTMAX(K, C, RA)                                                \
     __kernel void red_softmax_##K(BUF(x), BUF(y), BUF(out), kdesc kx,        \
                                   kdesc ky, kdesc ko, long nrow, long n,     \
-                                  long sx, long sy, long so, int op, int lg, \
+                                  long sx, long sy, long so, int op, int lanes, \
                                   int dk)                                    \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
@@ -402,8 +410,8 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
         C m, sh;                                                             \
         for (long j = sub; op <= SM_LOG_SOFTMAX && j < len; j += L)          \
             acc = RCOMBF(CB_MAX, acc, (RA)RLD_##K(xp, bx + j * sx));         \
-        sa[lid] = acc;                                                       \
-        si[lid] = 0;                                                         \
+        sa[slot] = acc;                                                       \
+        si[slot] = 0;                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_MAX, 0)                                        \
         m = (C)sa[first];                                                    \
@@ -418,7 +426,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
             else                                                             \
                 acc += (RA)RLD_##K(yp, by + j * sy);                         \
         }                                                                    \
-        sa[lid] = acc;                                                       \
+        sa[slot] = acc;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_ADD, 0)                                        \
         acc = sa[first];                                                     \
@@ -460,7 +468,7 @@ RED_SOFTMAX(f64, double, double)
 #define RED_CUMSUM(K, AT)                                                    \
     __kernel void red_cumsum_##K(BUF(x), kdesc kk, kdesc kr, kdesc ko,       \
                                  BUF(out), long nline, long n, long os,      \
-                                 int lg, int dk)                             \
+                                 int lanes, int dk)                             \
     {                                                                        \
         __local AT sc[RED_WG];                                               \
         __global const uchar *xp = PTR(uchar, x);                            \
@@ -473,10 +481,10 @@ RED_SOFTMAX(f64, double, double)
         AT c = 0;                                                            \
         for (long j = lo; j < hi; j++)                                       \
             c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \
-        sc[lid] = c;                                                         \
+        sc[slot] = c;                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         c = 0;                                                               \
-        for (int q = first; q < lid; q++)                                    \
+        for (int q = first; q < slot; q++)                                    \
             c += sc[q];                                                      \
         for (long j = lo; j < hi; j++) {                                     \
             c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \

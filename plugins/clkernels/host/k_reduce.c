@@ -107,6 +107,16 @@ static int lanes_log2(int64_t n)
     return lg;
 }
 
+/* Column-major lanes (reduce.cl RED_PLACE): neighbouring work items on
+ * neighbouring outputs, when the innermost kept dim is x's innermost
+ * (stride 1) and the scanned one is not. */
+static int lanes_arg(const struct rgeom *g, int lg, bool cols_ok)
+{
+    bool cm = cols_ok && g->nk > 0 && g->kx[g->nk - 1] == 1 &&
+              (g->nr == 0 || g->rx[g->nr - 1] != 1);
+    return lg | (cm ? 16 : 0);
+}
+
 static size_t groups_global(int64_t nout, int lg)
 {
     int64_t per = RED_WG >> lg;
@@ -153,6 +163,7 @@ struct rlaunch {
     int64_t nout, nred, plen, np;
     int code, dk;
     ok_mem pa, pi;
+    const struct rgeom *g;
 };
 
 static keel_status red_launch(const struct rlaunch *r, int mode,
@@ -165,7 +176,8 @@ static keel_status red_launch(const struct rlaunch *r, int mode,
     return OK_RUN_WG(l, r->name, groups_global(units, lg), RED_WG,
                      OK_T(l, x), OK_DESC(&r->kk), OK_DESC(&r->kr),
                      OK_T(l, out), OK_I64(r->nout), OK_I64(r->nred),
-                     OK_I32(r->code), OK_I32(combine_of(r->code)), OK_I32(lg),
+                     OK_I32(r->code), OK_I32(combine_of(r->code)),
+                     OK_I32(lanes_arg(r->g, lg, mode == 0)),
                      OK_I32(keel_kit_attr_i(r->a, "unbiased", 1) != 0),
                      OK_I32(r->dk), OK_MEM(r->pa), OK_MEM(r->pi),
                      OK_I64(r->plen), OK_I64(r->np), OK_I32(mode));
@@ -194,6 +206,7 @@ static keel_status reduce_run(const keel_kernel_args *a, const char *op,
     memset(&r, 0, sizeof(r));
     r.l = &l;
     r.a = a;
+    r.g = &g;
     r.name = name;
     kd_make(&r.kk, g.nk, g.ks, g.kx);
     kd_make(&r.kr, g.nr, g.rs, g.rx);
@@ -275,7 +288,8 @@ static keel_status k_cumsum(void *kdata, const keel_kernel_args *a)
                                        OK_DESC(&kr), OK_DESC(&ko),
                                        OK_T(&l, out), OK_I64(g.nout),
                                        OK_I64(g.nred), OK_I64(os),
-                                       OK_I32(lg), OK_I32(dk));
+                                       OK_I32(lanes_arg(&g, lg, true)),
+                                       OK_I32(dk));
 }
 
 /* ---- softmax family ------------------------------------------------------- */
@@ -315,7 +329,8 @@ static keel_status softmax_run(const keel_kernel_args *a, const char *op,
                                        OK_DESC(&ky), OK_DESC(&ko),
                                        OK_I64(g.nout), OK_I64(g.nred),
                                        OK_I64(sx), OK_I64(sy), OK_I64(so),
-                                       OK_I32(code), OK_I32(lg),
+                                       OK_I32(code),
+                                       OK_I32(lanes_arg(&g, lg, true)),
                                        OK_I32(dk));
 }
 
