@@ -284,12 +284,10 @@ static keel_status k_cumsum(void *kdata, const keel_kernel_args *a)
     int lg = lanes_log2(g.nred / 8), dk;
     snprintf(name, sizeof(name), "red_cumsum_%s", kind_of(x->dtype, &dk));
     return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
-                     OK_T(&l, x), OK_DESC(&kk),
-                                       OK_DESC(&kr), OK_DESC(&ko),
-                                       OK_T(&l, out), OK_I64(g.nout),
-                                       OK_I64(g.nred), OK_I64(os),
-                                       OK_I32(lanes_arg(&g, lg, true)),
-                                       OK_I32(dk));
+                     OK_T(&l, x), OK_DESC(&kk), OK_DESC(&kr), OK_DESC(&ko),
+                     OK_T(&l, out), OK_I64(g.nout), OK_I64(g.nred),
+                     OK_I64(os), OK_I32(lanes_arg(&g, lg, true)),
+                     OK_I32(dk));
 }
 
 /* ---- softmax family ------------------------------------------------------- */
@@ -324,14 +322,11 @@ static keel_status softmax_run(const keel_kernel_args *a, const char *op,
     int lg = lanes_log2(g.nred), dk;
     snprintf(name, sizeof(name), "red_softmax_%s", kind_of(x->dtype, &dk));
     return OK_RUN_WG(&l, name, groups_global(g.nout, lg), RED_WG,
-                     OK_T(&l, x), OK_T(&l, y),
-                                       OK_T(&l, out), OK_DESC(&kx),
-                                       OK_DESC(&ky), OK_DESC(&ko),
-                                       OK_I64(g.nout), OK_I64(g.nred),
-                                       OK_I64(sx), OK_I64(sy), OK_I64(so),
-                                       OK_I32(code),
-                                       OK_I32(lanes_arg(&g, lg, true)),
-                                       OK_I32(dk));
+                     OK_T(&l, x), OK_T(&l, y), OK_T(&l, out), OK_DESC(&kx),
+                     OK_DESC(&ky), OK_DESC(&ko), OK_I64(g.nout),
+                     OK_I64(g.nred), OK_I64(sx), OK_I64(sy), OK_I64(so),
+                     OK_I32(code), OK_I32(lanes_arg(&g, lg, true)),
+                     OK_I32(dk));
 }
 
 static keel_status k_softmax(void *kdata, const keel_kernel_args *a)
@@ -454,7 +449,7 @@ static keel_status sort_run(const keel_kernel_args *a, const char *op,
     if (!st)
         st = merge_passes(&l, n, rows, RED_SB, &m[0], &m[1], &m[2], &m[3]);
     int64_t rn = n; /* row length of the sorted indices */
-    if (!st && !sorted && kk < n) {
+    if (!st && !sorted) {
         /* The selected k in index order: sort them by their index. */
         st = OK_RUN(&l, "red_sort_take", rows * kk, OK_MEM(m[1]), OK_I64(n),
                     OK_I64(kk), OK_I64(rows * kk), OK_MEM(m[2]),
