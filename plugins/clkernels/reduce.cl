@@ -15,10 +15,10 @@
  * pass over the same elements follows for the ops that need the first
  * result (argmax: the extreme; var: the mean; logsumexp: the maximum).
  * The host passes the first pass's lane combine (cb, CB_*) with the op.
- * A few long single-pass reductions (sum, mean, max, min, prod, all, any)
- * are split (no early return before the last barrier: PoCL miscompiles
- * that): mode 1 reduces np parts of plen elements of each output into
- * partials (pa: values, pi: counts), mode 2 reduces the partials.
+ * A few long reductions are split (RM_*; no early return before the last
+ * barrier: PoCL miscompiles that): np parts of plen elements of each
+ * output reduce into partials (pa: values, pi: counts or indices), then
+ * the partials; two-pass ops keep the first pass's result in pr between.
  * Float sums accumulate in double when the device has it (float
  * otherwise). max/min propagate NaN; argmax/argmin give the first NaN,
  * else the first index of the extreme.
@@ -194,30 +194,40 @@ static inline long red_combi(int c, long a, long b)
     long o = (long)get_group_id(0) * S + seg;                                \
     bool ok = o < (nout)
 
+/* Modes of a split reduction (mode 0: not split): */
+#define RM_PART1 1 /* pass 1 over a part: partials                   */
+#define RM_FIN1 2  /* the pass 1 partials: the output                */
+#define RM_MID 3   /* the pass 1 partials: the pass 1 result, in pr  */
+#define RM_PART2 4 /* pass 2 over a part (pass 1 result from pr)     */
+#define RM_FIN2 5  /* the pass 2 partials: the output                */
+#define RM_PARTS(m) ((m) == RM_PART1 || (m) == RM_PART2)
+#define RM_PARTIALS(m) ((m) == RM_FIN1 || (m) == RM_MID || (m) == RM_FIN2)
+
 /* The reduced indices [j0, n) of unit o and its x offset (or partials'
- * base): mode 0 all of output o; mode 1 part o % np of output o / np;
- * mode 2 output o's np partials. */
+ * base): mode 0 all of output o; a part mode part o % np of output
+ * o / np; a partials mode output o's np partials. */
 #define RED_RANGE()                                                          \
-    long ou = mode == 1 ? o / np : o;                                        \
-    long j0 = mode == 1 ? (o - ou * np) * plen : 0;                          \
-    long n = !ok         ? 0                                                 \
-             : mode == 1 ? min(nred, j0 + plen)                              \
-             : mode == 2 ? np                                                \
-                         : nred;                                             \
-    long base = !ok ? 0 : mode == 2 ? ou * np : red_off(&kk, ou)
+    long ou = RM_PARTS(mode) ? o / np : o;                                   \
+    long j0 = RM_PARTS(mode) ? (o - ou * np) * plen : 0;                     \
+    long n = !ok                ? 0                                          \
+             : RM_PARTS(mode)    ? min(nred, j0 + plen)                      \
+             : RM_PARTIALS(mode) ? np                                        \
+                                 : nred;                                     \
+    long base = !ok ? 0 : RM_PARTIALS(mode) ? ou * np : red_off(&kk, ou)
 
 #define RED_FLOAT(K, C, RA)                                                  \
     __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
                           long nred, int op, int cb, int lanes, int unbiased,   \
-                          int dk, BUF(pa), BUF(pi), long plen, long np,      \
-                          int mode)                                          \
+                          int dk, BUF(pa), BUF(pi), BUF(pr), long plen,      \
+                          long np, int mode)                                 \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
         __global const uchar *xp = PTR(uchar, x);                            \
         __global RA *pap = PTR(RA, pa);                                      \
         __global long *pip = PTR(long, pi);                                  \
-        RED_PLACE(mode == 1 ? nout * np : nout);                             \
+        __global RA *prp = PTR(RA, pr);                                      \
+        RED_PLACE(RM_PARTS(mode) ? nout * np : nout);                        \
         RED_RANGE();                                                         \
         bool nz = op == RED_ALL || op == RED_ANY;                            \
         RA acc = cb == CB_MUL   ? (RA)1                                      \
@@ -225,8 +235,8 @@ static inline long red_combi(int c, long a, long b)
                  : cb == CB_MIN ? (RA)INFINITY                               \
                                 : (RA)0;                                     \
         long cnt = 0;                                                        \
-        for (long j = j0 + sub; j < n; j += L) {                             \
-            if (mode == 2) {                                                 \
+        for (long j = j0 + sub; mode <= RM_MID && j < n; j += L) {           \
+            if (RM_PARTIALS(mode)) {                                         \
                 acc = RCOMBF(cb, acc, pap[base + j]);                        \
                 cnt += pip[base + j];                                        \
                 continue;                                                    \
@@ -241,19 +251,25 @@ static inline long red_combi(int c, long a, long b)
         si[slot] = cnt;                                                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, cb, 0)                                            \
-        RA r1 = sa[first];                                                   \
+        RA r1 = mode >= RM_PART2 ? (ok ? prp[ou] : 0) : sa[first];           \
         cnt = si[first];                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         /* second pass: argmax/argmin, var/std, logsumexp */                 \
         bool arg = op == RED_ARGMAX || op == RED_ARGMIN;                     \
-        bool two = mode == 0 &&                                              \
+        bool fin = !isnan(r1) && !isinf(r1);                                 \
+        bool two = (mode == 0 || mode == RM_PART2) &&                        \
                    (arg || op == RED_VAR || op == RED_STD ||                 \
-                    (op == RED_LSE && !isnan(r1) && !isinf(r1)));            \
+                    (op == RED_LSE && fin));                                 \
         RA mean = r1 / (RA)nred;                                             \
         C m = (C)r1;                                                         \
         long idx = LONG_MAX;                                                 \
         acc = 0;                                                             \
-        for (long j = sub; two && j < n; j += L) {                           \
+        for (long j = j0 + sub; (two || mode == RM_FIN2) && j < n; j += L) { \
+            if (mode == RM_FIN2) {                                           \
+                acc += pap[base + j];                                        \
+                idx = min(idx, pip[base + j]);                               \
+                continue;                                                    \
+            }                                                                \
             C v = RLD_##K(xp, base + red_off(&kr, j));                       \
             if (arg) {                                                       \
                 if (isnan(m) ? isnan(v) : v == m) {                          \
@@ -275,9 +291,13 @@ static inline long red_combi(int c, long a, long b)
         idx = si[first];                                                     \
         if (!ok || sub != 0)                                                 \
             return;                                                          \
-        if (mode == 1) { /* a part's partial result */                       \
-            pap[o] = r1;                                                     \
-            pip[o] = cnt;                                                    \
+        if (mode == RM_PART1 || mode == RM_PART2) { /* a part's partials */ \
+            pap[o] = mode == RM_PART1 ? r1 : r2;                             \
+            pip[o] = mode == RM_PART1 ? cnt : idx;                           \
+            return;                                                          \
+        }                                                                    \
+        if (mode == RM_MID) {                                                \
+            prp[o] = r1;                                                     \
             return;                                                          \
         }                                                                    \
         __global uchar *ob = PTR(uchar, out);                                \
@@ -297,7 +317,7 @@ static inline long red_combi(int c, long a, long b)
             RST_##K(ob, o, den > 0 ? sqrt(r2 / den) : (RA)NAN);              \
             break;                                                           \
         case RED_LSE:                                                        \
-            RST_##K(ob, o, two ? r1 + log(r2) : r1);                         \
+            RST_##K(ob, o, fin ? r1 + log(r2) : r1);                         \
             break;                                                           \
         case RED_ALL:                                                        \
             ob[o] = cnt == nred;                                             \
@@ -318,12 +338,14 @@ RED_FLOAT(f64, double, double)
 
 __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
                       long nred, int op, int cb, int lanes, int unbiased, int dk,
-                      BUF(pa), BUF(pi), long plen, long np, int mode)
+                      BUF(pa), BUF(pi), BUF(pr), long plen, long np,
+                      int mode)
 {
     __local long si[RED_WG];
     __global const uchar *xp = PTR(uchar, x);
     __global long *pip = PTR(long, pi);
-    RED_PLACE(mode == 1 ? nout * np : nout);
+    __global long *prp = PTR(long, pr);
+    RED_PLACE(RM_PARTS(mode) ? nout * np : nout);
     RED_RANGE();
     bool arg = op == RED_ARGMAX || op == RED_ARGMIN;
     bool nz = op == RED_ALL || op == RED_ANY;
@@ -334,18 +356,24 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
     (void)unbiased;
     (void)pa_b;
     (void)pa_o;
-    for (long j = j0 + sub; j < n; j += L) {
-        long v = mode == 2 ? pip[base + j]
-                           : red_ldi(xp, base + red_off(&kr, j), dk);
-        acc = red_combi(cb, acc, nz && mode != 2 ? (long)(v != 0) : v);
+    for (long j = j0 + sub; mode <= RM_MID && j < n; j += L) {
+        long v = RM_PARTIALS(mode) ? pip[base + j]
+                                   : red_ldi(xp, base + red_off(&kr, j), dk);
+        acc = red_combi(cb, acc,
+                        nz && !RM_PARTIALS(mode) ? (long)(v != 0) : v);
     }
     si[slot] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     RED_TREE_I(si, cb)
-    long r1 = si[first];
+    long r1 = mode >= RM_PART2 ? (ok ? prp[ou] : 0) : si[first];
     barrier(CLK_LOCAL_MEM_FENCE);
     long idx = LONG_MAX;
-    for (long j = sub; arg && mode == 0 && j < n; j += L) {
+    bool two = arg && (mode == 0 || mode == RM_PART2);
+    for (long j = j0 + sub; (two || mode == RM_FIN2) && j < n; j += L) {
+        if (mode == RM_FIN2) {
+            idx = min(idx, pip[base + j]);
+            continue;
+        }
         if (red_ldi(xp, base + red_off(&kr, j), dk) == r1) {
             idx = j;
             break;
@@ -357,8 +385,12 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
     idx = si[first];
     if (!ok || sub != 0)
         return;
-    if (mode == 1) { /* a part's partial result */
-        pip[o] = r1;
+    if (mode == RM_PART1 || mode == RM_PART2) { /* a part's partials */
+        pip[o] = mode == RM_PART1 ? r1 : idx;
+        return;
+    }
+    if (mode == RM_MID) {
+        prp[o] = r1;
         return;
     }
     switch (op) {

@@ -162,7 +162,7 @@ struct rlaunch {
     struct ok_kdesc kk, kr;
     int64_t nout, nred, plen, np;
     int code, dk;
-    ok_mem pa, pi;
+    ok_mem pa, pi, pr;
     const struct rgeom *g;
 };
 
@@ -180,12 +180,12 @@ static keel_status red_launch(const struct rlaunch *r, int mode,
                      OK_I32(lanes_arg(r->g, lg, mode == 0)),
                      OK_I32(keel_kit_attr_i(r->a, "unbiased", 1) != 0),
                      OK_I32(r->dk), OK_MEM(r->pa), OK_MEM(r->pi),
-                     OK_I64(r->plen), OK_I64(r->np), OK_I32(mode));
+                     OK_MEM(r->pr), OK_I64(r->plen), OK_I64(r->np),
+                     OK_I32(mode));
 }
 
 /* A long reduction into few outputs is split into parts of about SPLIT
- * elements (single-pass ops only), so more than one work-group shares
- * it. */
+ * elements, so more than one work-group shares it (reduce.cl RM_*). */
 #define SPLIT 4096
 
 static keel_status reduce_run(const keel_kernel_args *a, const char *op,
@@ -218,7 +218,7 @@ static keel_status reduce_run(const keel_kernel_args *a, const char *op,
     snprintf(name, sizeof(name), "red_%s", kind_of(x->dtype, &r.dk));
     bool single = code != RED_ARGMAX && code != RED_ARGMIN &&
                   code != RED_VAR && code != RED_STD && code != RED_LSE;
-    if (!single || g.nred < 2 * SPLIT || g.nout > 64)
+    if (g.nred < 2 * SPLIT || g.nout > 64)
         return red_launch(&r, 0, g.nout, g.nred);
     r.np = (g.nred + SPLIT - 1) / SPLIT;
     if (r.np > 1024)
@@ -229,12 +229,22 @@ static keel_status reduce_run(const keel_kernel_args *a, const char *op,
     st = ok_scratch(&l, bytes, &r.pa);
     if (!st)
         st = ok_scratch(&l, bytes, &r.pi);
+    if (!st && !single)
+        st = ok_scratch(&l, (size_t)r.nout * 8, &r.pr);
+    /* modes (reduce.cl RM_*): parts, then their partials; two-pass ops
+     * first keep the first pass's result, then do the same for the
+     * second pass */
     if (!st)
         st = red_launch(&r, 1, r.nout * r.np, r.plen);
     if (!st)
-        st = red_launch(&r, 2, r.nout, r.np);
+        st = red_launch(&r, single ? 2 : 3, r.nout, r.np);
+    if (!st && !single)
+        st = red_launch(&r, 4, r.nout * r.np, r.plen);
+    if (!st && !single)
+        st = red_launch(&r, 5, r.nout, r.np);
     ok_scratch_release(&l, r.pa);
     ok_scratch_release(&l, r.pi);
+    ok_scratch_release(&l, r.pr);
     return st;
 }
 
