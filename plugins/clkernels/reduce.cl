@@ -165,9 +165,9 @@ static inline long red_combi(int c, long a, long b)
 #define RED_TREE_F(sa, si, cb, ic)                                           \
     for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
         if (sub < s_) {                                                      \
-            sa[slot] = RCOMBF(cb, sa[slot], sa[slot + s_]);                     \
-            si[slot] = red_combi((ic) ? CB_MIN : CB_ADD, si[slot],             \
-                                si[slot + s_]);                               \
+            sa[slot] = RCOMBF(cb, sa[slot], sa[slot + s_]);                  \
+            si[slot] = red_combi((ic) ? CB_MIN : CB_ADD, si[slot],           \
+                                si[slot + s_]);                              \
         }                                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
     }
@@ -175,7 +175,7 @@ static inline long red_combi(int c, long a, long b)
 #define RED_TREE_I(si, cb)                                                   \
     for (int s_ = L >> 1; s_ > 0; s_ >>= 1) {                                \
         if (sub < s_)                                                        \
-            si[slot] = red_combi(cb, si[slot], si[slot + s_]);                  \
+            si[slot] = red_combi(cb, si[slot], si[slot + s_]);               \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
     }
 
@@ -217,7 +217,7 @@ static inline long red_combi(int c, long a, long b)
 
 #define RED_FLOAT(K, C, RA)                                                  \
     __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
-                          long nred, int op, int cb, int lanes, int unbiased,   \
+                          long nred, int op, int cb, int lanes, int unbiased, \
                           int dk, BUF(pa), BUF(pi), BUF(pr), long plen,      \
                           long np, int mode)                                 \
     {                                                                        \
@@ -247,8 +247,8 @@ static inline long red_combi(int c, long a, long b)
             else                                                             \
                 acc = RCOMBF(cb, acc, (RA)v);                                \
         }                                                                    \
-        sa[slot] = acc;                                                       \
-        si[slot] = cnt;                                                       \
+        sa[slot] = acc;                                                      \
+        si[slot] = cnt;                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, cb, 0)                                            \
         RA r1 = mode >= RM_PART2 ? (ok ? prp[ou] : 0) : sa[first];           \
@@ -283,15 +283,15 @@ static inline long red_combi(int c, long a, long b)
                 acc += d * d;                                                \
             }                                                                \
         }                                                                    \
-        sa[slot] = acc;                                                       \
-        si[slot] = idx;                                                       \
+        sa[slot] = acc;                                                      \
+        si[slot] = idx;                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_ADD, 1)                                        \
         RA r2 = sa[first];                                                   \
         idx = si[first];                                                     \
         if (!ok || sub != 0)                                                 \
             return;                                                          \
-        if (mode == RM_PART1 || mode == RM_PART2) { /* a part's partials */ \
+        if (mode == RM_PART1 || mode == RM_PART2) { /* a part's partials */  \
             pap[o] = mode == RM_PART1 ? r1 : r2;                             \
             pip[o] = mode == RM_PART1 ? cnt : idx;                           \
             return;                                                          \
@@ -337,8 +337,8 @@ RED_FLOAT(f64, double, double)
 #endif
 
 __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
-                      long nred, int op, int cb, int lanes, int unbiased, int dk,
-                      BUF(pa), BUF(pi), BUF(pr), long plen, long np,
+                      long nred, int op, int cb, int lanes, int unbiased,
+                      int dk, BUF(pa), BUF(pi), BUF(pr), long plen, long np,
                       int mode)
 {
     __local long si[RED_WG];
@@ -425,8 +425,8 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
 #define RED_SOFTMAX(K, C, RA)                                                \
     __kernel void red_softmax_##K(BUF(x), BUF(y), BUF(out), kdesc kx,        \
                                   kdesc ky, kdesc ko, long nrow, long n,     \
-                                  long sx, long sy, long so, int op, int lanes, \
-                                  int dk)                                    \
+                                  long sx, long sy, long so, int op,         \
+                                  int lanes, int dk)                         \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
@@ -442,8 +442,8 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
         C m, sh;                                                             \
         for (long j = sub; op <= SM_LOG_SOFTMAX && j < len; j += L)          \
             acc = RCOMBF(CB_MAX, acc, (RA)RLD_##K(xp, bx + j * sx));         \
-        sa[slot] = acc;                                                       \
-        si[slot] = 0;                                                         \
+        sa[slot] = acc;                                                      \
+        si[slot] = 0;                                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_MAX, 0)                                        \
         m = (C)sa[first];                                                    \
@@ -458,7 +458,7 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
             else                                                             \
                 acc += (RA)RLD_##K(yp, by + j * sy);                         \
         }                                                                    \
-        sa[slot] = acc;                                                       \
+        sa[slot] = acc;                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         RED_TREE_F(sa, si, CB_ADD, 0)                                        \
         acc = sa[first];                                                     \
@@ -500,7 +500,7 @@ RED_SOFTMAX(f64, double, double)
 #define RED_CUMSUM(K, AT)                                                    \
     __kernel void red_cumsum_##K(BUF(x), kdesc kk, kdesc kr, kdesc ko,       \
                                  BUF(out), long nline, long n, long os,      \
-                                 int lanes, int dk)                             \
+                                 int lanes, int dk)                          \
     {                                                                        \
         __local AT sc[RED_WG];                                               \
         __global const uchar *xp = PTR(uchar, x);                            \
@@ -513,10 +513,10 @@ RED_SOFTMAX(f64, double, double)
         AT c = 0;                                                            \
         for (long j = lo; j < hi; j++)                                       \
             c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \
-        sc[slot] = c;                                                         \
+        sc[slot] = c;                                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                        \
         c = 0;                                                               \
-        for (int q = first; q < slot; q++)                                    \
+        for (int q = first; q < slot; q++)                                   \
             c += sc[q];                                                      \
         for (long j = lo; j < hi; j++) {                                     \
             c += (AT)RLD_##K(xp, bx + red_off(&kr, j));                      \
