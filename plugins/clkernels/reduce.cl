@@ -41,6 +41,9 @@
 
 #define RED_WG 256
 #define RED_SB 256
+/* The kernels that assume a group of RED_WG (= RED_SB) items say so, so
+ * that a compiler keeps them launchable at that size. */
+#define RED_WG_ATTR __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 
 #define RED_SUM 0
 #define RED_MEAN 1
@@ -216,10 +219,10 @@ static inline long red_combi(int c, long a, long b)
     long base = !ok ? 0 : RM_PARTIALS(mode) ? ou * np : red_off(&kk, ou)
 
 #define RED_FLOAT(K, C, RA)                                                  \
-    __kernel void red_##K(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,   \
-                          long nred, int op, int cb, int lanes, int unbiased, \
-                          int dk, BUF(pa), BUF(pi), BUF(pr), long plen,      \
-                          long np, int mode)                                 \
+    __kernel RED_WG_ATTR void red_##K(                                       \
+        BUF(x), kdesc kk, kdesc kr, BUF(out), long nout, long nred, int op,  \
+        int cb, int lanes, int unbiased, int dk, BUF(pa), BUF(pi), BUF(pr),  \
+        long plen, long np, int mode)                                        \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
@@ -336,10 +339,11 @@ RED_FLOAT(flt, float, RACC)
 RED_FLOAT(f64, double, double)
 #endif
 
-__kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
-                      long nred, int op, int cb, int lanes, int unbiased,
-                      int dk, BUF(pa), BUF(pi), BUF(pr), long plen, long np,
-                      int mode)
+__kernel RED_WG_ATTR void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out),
+                                  long nout, long nred, int op, int cb,
+                                  int lanes, int unbiased, int dk, BUF(pa),
+                                  BUF(pi), BUF(pr), long plen, long np,
+                                  int mode)
 {
     __local long si[RED_WG];
     __global const uchar *xp = PTR(uchar, x);
@@ -423,10 +427,9 @@ __kernel void red_int(BUF(x), kdesc kk, kdesc kr, BUF(out), long nout,
 /* Rows: kept dims of x (kx), of y (ky) and of out (ko); n elements along
  * the axis with strides sx, sy, so. y is dout for the grads (x is out). */
 #define RED_SOFTMAX(K, C, RA)                                                \
-    __kernel void red_softmax_##K(BUF(x), BUF(y), BUF(out), kdesc kx,        \
-                                  kdesc ky, kdesc ko, long nrow, long n,     \
-                                  long sx, long sy, long so, int op,         \
-                                  int lanes, int dk)                         \
+    __kernel RED_WG_ATTR void red_softmax_##K(                               \
+        BUF(x), BUF(y), BUF(out), kdesc kx, kdesc ky, kdesc ko, long nrow,   \
+        long n, long sx, long sy, long so, int op, int lanes, int dk)        \
     {                                                                        \
         __local RA sa[RED_WG];                                               \
         __local long si[RED_WG];                                             \
@@ -498,9 +501,9 @@ RED_SOFTMAX(f64, double, double)
 #define RST_int(p, i, v) (((__global long *)(p))[i] = (long)(v))
 
 #define RED_CUMSUM(K, AT)                                                    \
-    __kernel void red_cumsum_##K(BUF(x), kdesc kk, kdesc kr, kdesc ko,       \
-                                 BUF(out), long nline, long n, long os,      \
-                                 int lanes, int dk)                          \
+    __kernel RED_WG_ATTR void red_cumsum_##K(                                \
+        BUF(x), kdesc kk, kdesc kr, kdesc ko, BUF(out), long nline, long n,  \
+        long os, int lanes, int dk)                                          \
     {                                                                        \
         __local AT sc[RED_WG];                                               \
         __global const uchar *xp = PTR(uchar, x);                            \
@@ -588,7 +591,7 @@ __kernel void red_sort_keys(BUF(x), kdesc kx, long n, long total, int desc,
 
 /* One group per RED_SB-pair block of a row of n: the block sorted in
  * place (bitonic, padded with pairs after every real one). */
-__kernel void red_sort_block(BUF(key), BUF(idx), long n, long nblk)
+__kernel RED_WG_ATTR void red_sort_block(BUF(key), BUF(idx), long n, long nblk)
 {
     __local ulong sk[RED_SB];
     __local long sv[RED_SB];
