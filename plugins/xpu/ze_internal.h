@@ -174,9 +174,12 @@ struct ze_device {
     char driver_version[64];
     char bus_id[32];
 
-    pthread_mutex_t mu;           /* everything below */
-    struct keel_stream_s *def;    /* default stream (made by init)   */
+    /* the stream list: read-held by a device sync for the whole wait,
+     * write-held to link or unlink a stream */
+    pthread_rwlock_t streams_lock;
+    struct keel_stream_s *def;     /* default stream (made by init)   */
     struct keel_stream_s *streams; /* all live streams, default first */
+    pthread_mutex_t mu;            /* everything below */
     ze_command_list_handle_t sync_list; /* synchronous immediate list */
     pthread_mutex_t sync_mu;       /* appends to sync_list            */
     struct ze_pool *pools;         /* event pools, newest first       */

@@ -559,6 +559,7 @@ static void probe(void)
             d->in_order = api_in_order(drv[di]);
             pthread_mutex_init(&d->mu, NULL);
             pthread_mutex_init(&d->sync_mu, NULL);
+            pthread_rwlock_init(&d->streams_lock, NULL);
             fill_device(d);
             ze_g.ndev++;
         }
@@ -647,30 +648,11 @@ keel_status ze_device_sync(int32_t device, const char *call)
 {
     struct ze_device *d = &ze_g.dev[device];
     keel_status st = KEEL_STATUS_OK;
-    struct keel_stream_s *list[256];
-    int n = 0;
-    bool partial = false;
 
-    /* Snapshot the streams; a stream destroyed meanwhile waits for its own
-     * work first, so a skipped one is complete anyway. */
-    do {
-        n = 0;
-        partial = false;
-        pthread_mutex_lock(&d->mu);
-        for (struct keel_stream_s *s = d->streams; s; s = s->next) {
-            if (n == (int)(sizeof(list) / sizeof(list[0]))) {
-                partial = true;
-                break;
-            }
-            list[n++] = s;
-        }
-        pthread_mutex_unlock(&d->mu);
-        for (int i = 0; i < n && !st; i++)
-            st = ze_stream_wait(list[i], call);
-    } while (0);
-    if (partial)
-        ze_log(KEEL_LOG_WARN, "xpu:%d: more than 256 streams: %s waited for "
-               "the first 256 only", (int)device, call);
+    pthread_rwlock_rdlock(&d->streams_lock);
+    for (struct keel_stream_s *s = d->streams; s && !st; s = s->next)
+        st = ze_stream_wait(s, call);
+    pthread_rwlock_unlock(&d->streams_lock);
     if (st)
         return st;
     release_retired(d);

@@ -206,23 +206,23 @@ static keel_status ze_stream_create(int32_t device, int32_t priority,
                        "stream_create: no host memory for the handle registry");
     }
     d = &ze_g.dev[device];
-    pthread_mutex_lock(&d->mu);
+    pthread_rwlock_wrlock(&d->streams_lock);
     s->next = d->streams->next; /* keep the default stream first */
     d->streams->next = s;
-    pthread_mutex_unlock(&d->mu);
+    pthread_rwlock_unlock(&d->streams_lock);
     *stream = s;
     return KEEL_STATUS_OK;
 }
 
 static void unlink_stream(struct ze_device *d, struct keel_stream_s *s)
 {
-    pthread_mutex_lock(&d->mu);
+    pthread_rwlock_wrlock(&d->streams_lock);
     for (struct keel_stream_s **p = &d->streams; *p; p = &(*p)->next)
         if (*p == s) {
             *p = s->next;
             break;
         }
-    pthread_mutex_unlock(&d->mu);
+    pthread_rwlock_unlock(&d->streams_lock);
 }
 
 static keel_status ze_stream_destroy(int32_t device, keel_stream stream)
@@ -293,7 +293,11 @@ static keel_status ze_stream_query(int32_t device, keel_stream stream)
     pthread_mutex_unlock(&s->mu);
     if (fresh)
         ze_ev_put(fresh);
-    if (old) /* no command list waits on a marker: it is only queried */
+    /* No command list waits on a marker (it is only queried): once it has
+     * signalled it can go at once; before, the stream still signals it. */
+    if (old && zeEventQueryStatus(old->h) == ZE_RESULT_SUCCESS)
+        ze_ev_put(old);
+    else if (old)
         ze_ev_retire(device, old);
     if (r == ZE_RESULT_SUCCESS)
         return KEEL_STATUS_OK;
@@ -671,11 +675,11 @@ void ze_stream_finalize(void)
         struct ze_device *d = &ze_g.dev[i];
         struct keel_stream_s *s;
         for (;;) {
-            pthread_mutex_lock(&d->mu);
+            pthread_rwlock_wrlock(&d->streams_lock);
             s = d->streams;
             if (s)
                 d->streams = s->next;
-            pthread_mutex_unlock(&d->mu);
+            pthread_rwlock_unlock(&d->streams_lock);
             if (!s)
                 break;
             ze_stream_wait(s, "finalize");
