@@ -231,6 +231,7 @@ struct keel_stream_s {
     uint64_t enq;                  /* appends so far        */
     struct ze_ev *marker;          /* stream_query's marker */
     uint64_t marker_enq;           /* enq when it was appended */
+    uint64_t done_enq;             /* appends known to have run */
     struct keel_stream_s *next;    /* the device's list     */
 
     /* host functions: a worker thread, made on first use */

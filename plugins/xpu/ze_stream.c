@@ -169,7 +169,10 @@ keel_status ze_stream_wait(struct keel_stream_s *s, const char *call)
 
     if (st)
         return st;
+    uint64_t mine;
+
     ze_stream_lock(s);
+    mine = s->enq;
     r = zeCommandListAppendSignalEvent(s->list, ev->h);
     ze_stream_unlock(s);
     if (r != ZE_RESULT_SUCCESS) {
@@ -179,6 +182,12 @@ keel_status ze_stream_wait(struct keel_stream_s *s, const char *call)
     }
     r = zeEventHostSynchronize(ev->h, UINT64_MAX);
     ze_ev_put(ev);
+    if (r == ZE_RESULT_SUCCESS) {
+        pthread_mutex_lock(&s->mu);
+        if (s->done_enq < mine)
+            s->done_enq = mine;
+        pthread_mutex_unlock(&s->mu);
+    }
     return ze_check(r, s->device, "%s: zeEventHostSynchronize", call);
 }
 
@@ -274,6 +283,10 @@ static keel_status ze_stream_query(int32_t device, keel_stream stream)
     if ((st = ze_stream_resolve(device, stream, "stream_query", &s)))
         return st;
     pthread_mutex_lock(&s->mu);
+    if (s->done_enq == s->enq) { /* nothing appended since it all ran */
+        pthread_mutex_unlock(&s->mu);
+        return KEEL_STATUS_OK;
+    }
     if (!s->marker || s->marker_enq != s->enq) {
         pthread_mutex_unlock(&s->mu);
         if ((st = ze_ev_get(device, false, &fresh)))
@@ -288,8 +301,11 @@ static keel_status ze_stream_query(int32_t device, keel_stream stream)
             fresh = NULL;
         }
     }
-    if (r == ZE_RESULT_SUCCESS)
+    if (r == ZE_RESULT_SUCCESS) {
         r = zeEventQueryStatus(s->marker->h);
+        if (r == ZE_RESULT_SUCCESS && s->done_enq < s->marker_enq)
+            s->done_enq = s->marker_enq;
+    }
     pthread_mutex_unlock(&s->mu);
     if (fresh)
         ze_ev_put(fresh);
