@@ -162,6 +162,25 @@ static keel_status module_make(struct ze_kstate *ks, int32_t device)
 
     if (ks->build_status)
         return ze_fail(ks->build_status, "%s", ks->build_msg);
+    /* SPIR-V header word 1: 0x00MMmm00; the device's supported version is
+     * ZE_MAKE_VERSION(MM, mm) */
+    if (md.inputSize >= 8 && d->module.spirvVersionSupported) {
+        const unsigned char *w = md.pInputModule + 4;
+        uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 |
+                     (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+        uint32_t want = ZE_MAKE_VERSION((v >> 16) & 0xffu, (v >> 8) & 0xffu);
+        if (want > d->module.spirvVersionSupported) {
+            ks->build_status = KEEL_STATUS_NOT_SUPPORTED;
+            snprintf(ks->build_msg, sizeof(ks->build_msg),
+                     "zeModuleCreate on xpu:%d (%s): the kernels are SPIR-V "
+                     "%u.%u, the driver accepts up to %u.%u",
+                     (int)device, d->name, (unsigned)ZE_MAJOR_VERSION(want),
+                     (unsigned)ZE_MINOR_VERSION(want),
+                     (unsigned)ZE_MAJOR_VERSION(d->module.spirvVersionSupported),
+                     (unsigned)ZE_MINOR_VERSION(d->module.spirvVersionSupported));
+            return ze_fail(ks->build_status, "%s", ks->build_msg);
+        }
+    }
     r = zeModuleCreate(d->ctx, d->dev, &md, &ks->mod, &blog);
     if (r != ZE_RESULT_SUCCESS) {
         char *log = NULL;

@@ -810,6 +810,19 @@ static const keel_device_ops ze_device_ops = {
     .synchronize = ze_synchronize,
 };
 
+/* The contexts are made once per process by the probe and outlive
+ * finalize (init may follow again): they go when the library is unloaded,
+ * before the Level Zero loader it depends on. */
+__attribute__((destructor)) static void ze_unload(void)
+{
+    if (atomic_load(&ze_g.initialized))
+        ze_finalize();
+    for (int32_t i = 0; i < ze_g.ndrivers; i++)
+        if (ze_g.contexts[i])
+            zeContextDestroy(ze_g.contexts[i]);
+    ze_g.ndrivers = 0;
+}
+
 /* ---- entry point --------------------------------------------------------- */
 
 static const keel_plugin_api ze_plugin_api = {

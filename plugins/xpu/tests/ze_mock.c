@@ -7,7 +7,10 @@
  * in order, kernels are accepted and do nothing (so kernel results are
  * not checked with it), timestamps are CLOCK_MONOTONIC nanoseconds.
  *
- * ZE_MOCK_DEVICES (default 2) sets the number of GPUs.
+ * ZE_MOCK_DEVICES (default 2) sets the number of GPUs. Each reports 1 GiB
+ * of memory, and allocations (device, host and shared together) beyond
+ * 1 GiB per process fail with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, so
+ * that exhaustion is tested without touching much host memory.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -17,9 +20,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <malloc.h>
+
 #include <level_zero/ze_api.h>
 
 #define MOCK_API __attribute__((visibility("default")))
+#define MOCK_MEMORY (UINT64_C(1) << 30)
 
 struct mdevice {
     int index;
@@ -106,7 +112,7 @@ MOCK_API ze_result_t zeDeviceGetProperties(ze_device_handle_t h,
     p->vendorId = 0x8086;
     p->deviceId = 0x56a0;
     p->coreClockRate = 2400;
-    p->maxMemAllocSize = UINT64_C(1) << 32;
+    p->maxMemAllocSize = MOCK_MEMORY / 2;
     p->numThreadsPerEU = 8;
     p->physicalEUSimdWidth = 8;
     p->numEUsPerSubslice = 16;
@@ -142,7 +148,7 @@ MOCK_API ze_result_t zeDeviceGetMemoryProperties(
 {
     (void)h;
     if (p && *count >= 1)
-        p[0].totalSize = UINT64_C(8) << 30;
+        p[0].totalSize = MOCK_MEMORY;
     *count = 1;
     return ZE_RESULT_SUCCESS;
 }
@@ -189,14 +195,28 @@ MOCK_API ze_result_t zeContextDestroy(ze_context_handle_t ctx)
 
 /* ---- memory ------------------------------------------------------------ */
 
+static _Atomic uint64_t mock_used;
+
 static ze_result_t mock_alloc(size_t size, size_t align, void **p)
 {
     size_t a = align < 64 ? 64 : align;
-    size_t n = (size + a - 1) / a * a;
-    if (size > (UINT64_C(1) << 34))
+    size_t n;
+
+    *p = NULL;
+    if (size > MOCK_MEMORY)
         return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    n = (size + a - 1) / a * a;
     *p = aligned_alloc(a, n ? n : a);
-    return *p ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (!*p)
+        return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    n = malloc_usable_size(*p);
+    if (atomic_fetch_add(&mock_used, n) + n > MOCK_MEMORY) {
+        atomic_fetch_sub(&mock_used, n);
+        free(*p);
+        *p = NULL;
+        return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    return ZE_RESULT_SUCCESS;
 }
 
 MOCK_API ze_result_t zeMemAllocDevice(ze_context_handle_t c,
@@ -229,6 +249,8 @@ MOCK_API ze_result_t zeMemAllocShared(ze_context_handle_t c,
 MOCK_API ze_result_t zeMemFree(ze_context_handle_t c, void *p)
 {
     (void)c;
+    if (p)
+        atomic_fetch_sub(&mock_used, malloc_usable_size(p));
     free(p);
     return ZE_RESULT_SUCCESS;
 }
