@@ -50,6 +50,10 @@
  * done with it, so events that were exposed to waits are "retired" and
  * destroyed only when the device has been synchronised (ze_ev_retire).
  *
+ * Tests. Without an Intel GPU the runtime runs only on a stand-in driver
+ * (tests/ze_mock.c, test 'xpu-conform-mock'); see docs/xpu-plugin.md for
+ * what has and has not run.
+ *
  * Errors. ze_check() maps a ze_result_t and attaches
  *   "<call>(<args>) on xpu:<n>: ZE_RESULT_..."
  * through host->set_error(); ze_fail() attaches a plugin-side message.
