@@ -517,7 +517,6 @@ static void probe(void)
         uint32_t n = 0;
         ze_device_handle_t devs[ZE_MAX_DEVICES];
         ze_context_handle_t ctx = NULL;
-        int32_t first = ze_g.ndev;
 
         if (zeDeviceGet(drv[di], &n, NULL) != ZE_RESULT_SUCCESS || n == 0)
             continue;
@@ -563,7 +562,6 @@ static void probe(void)
             fill_device(d);
             ze_g.ndev++;
         }
-        (void)first;
     }
     if (skipped)
         ze_log(KEEL_LOG_WARN, "levelzero: %d GPUs beyond the first %d are not "
