@@ -138,4 +138,52 @@ extern const keel_kernel_ops ocl_kernel_ops;      /* kernels/ok_program.c */
 /* Kernel state of a device: released at finalize (kernels/ok_program.c). */
 void ok_device_release(struct ocl_device *d);
 
+
+/* ---- runtime internals (appended; ocl_plugin.c, ocl_memory.c,
+ *      ocl_stream.c, ocl_collective.c) ---------------------------------- */
+
+/* Per-device runtime state beside struct ocl_device (same index). */
+struct ocl_rt_device {
+    cl_command_queue xq;          /* plugin-private queue: worker jobs,
+                                     allocation probes                  */
+    bool unified_ok;              /* unified_alloc verified at init     */
+    char async_msg[256];          /* message of ocl_g.dev[].async_error */
+};
+extern struct ocl_rt_device ocl_rt[OCL_MAX_DEVICES];
+/* Serialises the registries of streams, events, pinned buffers and the
+ * async-error slots. */
+extern pthread_mutex_t ocl_reg_lock;
+
+/* Read an environment setting through the host table (may be NULL). */
+const char *ocl_env(const char *name);
+void ocl_log(keel_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* keel status of an OpenCL error code. */
+keel_status ocl_status_of(cl_int err);
+/* Record the first error of asynchronous work on `device`; reported (and
+ * cleared) by the next synchronize / stream_synchronize / event wait. */
+void ocl_async_fail(int32_t device, keel_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+keel_status ocl_async_take(int32_t device);
+
+/* Memory (ocl_memory.c): init/finalize of the address table and the pinned
+ * registry; ocl_mem_release_device frees what a device still holds. */
+void ocl_mem_release_device(int32_t device);
+void ocl_mem_finalize(void);
+bool ocl_unified_probe(int32_t device);
+
+/* Streams (ocl_stream.c). */
+keel_status ocl_stream_start(void);            /* worker pool          */
+void ocl_stream_release_device(int32_t device);
+void ocl_stream_stop(void);
+/* Run fn(arg) on a plugin worker thread after all work enqueued so far on
+ * q (a queue of `device`); later work on q waits until fn has returned.
+ * fn never runs on the calling thread nor inside an OpenCL callback. */
+keel_status ocl_enqueue_host_job(int32_t device, cl_command_queue q,
+                                 void (*fn)(void *), void *arg,
+                                 const char *what);
+
+/* Collectives (ocl_collective.c): drop every communicator at finalize. */
+void ocl_coll_finalize(void);
+
 #endif /* KEEL_OCL_INTERNAL_H */
