@@ -199,14 +199,6 @@ static inline bool nn_in(long v, long n)
             }                                                                 \
             q = nn_sum_##SFX(red, q);                                         \
             var = m ? q / (T)m : (T)0;                                        \
-            if (t == 0 && m > 0) {                                            \
-                ST(rmp, rmdt, c * rms,                                        \
-                   momentum * LD(rmp, rmdt, c * rms) +                        \
-                       ((T)1 - momentum) * mean);                             \
-                ST(rvp, rvdt, c * rvs,                                        \
-                   momentum * LD(rvp, rvdt, c * rvs) +                        \
-                       ((T)1 - momentum) * var);                              \
-            }                                                                 \
         } else {                                                              \
             mean = LD(rmp, rmdt, c * rms);                                    \
             var = LD(rvp, rvdt, c * rvs);                                     \
@@ -221,6 +213,11 @@ static inline bool nn_in(long v, long n)
         if (t == 0) {                                                         \
             ST(PTR(uchar, om), omdt, c, mean);                                \
             ST(PTR(uchar, oi), oidt, c, inv);                                 \
+            if (training && m > 0) {                                          \
+                T r0 = LD(rmp, rmdt, c * rms), r1 = LD(rvp, rvdt, c * rvs);   \
+                ST(rmp, rmdt, c * rms, momentum * r0 + ((T)1 - momentum) * mean); \
+                ST(rvp, rvdt, c * rvs, momentum * r1 + ((T)1 - momentum) * var); \
+            }                                                                 \
         }                                                                     \
     }                                                                         \
                                                                               \
