@@ -10,22 +10,26 @@
  * it) and end in TIMEOUT.
  *
  * Collectives. Each call takes a sequence number from its communicator
- * (send/recv: one counter per peer and direction) and "arrives" at the
- * clique's round of that number. The last party to arrive runs the round
- * for everybody: it finishes every party's stream (so the work enqueued
- * before the call is done), reads the inputs into host memory, reduces
- * there (float16/bfloat16 through float, integers wrapping) and writes the
- * results back with blocking writes on the parties' streams, so work
- * enqueued after the call sees them. The others wait for the round to be
- * done, or time out; a round that timed out is failed for latecomers too.
- * Staging everything before writing makes in-place and aliased buffers
- * safe. The work thus runs eagerly, inside the issuing call (or
- * group_end): the ABI allows that for collectives, and they are not among
- * the calls KEEL_FEATURE_ASYNC_COPY promises never wait.
+ * (send/recv: one counter per peer and direction) and is enqueued on its
+ * stream as a host job (ocl_stream.c): once the stream's earlier work has
+ * run, a plugin worker "arrives" at the clique's round of that number,
+ * while the stream is held behind the job. The last party to arrive runs
+ * the round for everybody: it reads the inputs into host memory through
+ * the devices' private queues, reduces there (float16/bfloat16 through
+ * float, integers wrapping) and writes the results back, then every
+ * party's job returns and its stream goes on. The others wait for the
+ * round, bounded from the moment their stream reached it; a round that
+ * timed out is failed for latecomers too, and the error is the stream's
+ * asynchronous error (TIMEOUT from its next synchronize). Staging
+ * everything before writing makes in-place and aliased buffers safe.
+ * Calls thus return at once, as with NCCL; argument errors are reported
+ * by the call itself. comm_destroy waits for its communicator's queued
+ * collectives.
  *
- * One host thread driving several ranks must use group_start/group_end,
- * as with NCCL; without a group its first call waits for the timeout.
- * count 0 is validated and completes at once.
+ * An ungrouped comm_init_rank blocks until every rank has joined, so one
+ * host thread creating several ranks must bracket them with
+ * group_start/group_end (as with NCCL); the collectives themselves never
+ * block the caller. count 0 is validated and completes at once.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +64,7 @@ struct keel_comm_s {
     uint64_t seq;
     uint64_t *send_seq, *recv_seq;
     bool broken;
+    int pending;              /* host jobs of this comm not yet run */
     struct keel_comm_s *next; /* registry */
 };
 
@@ -84,6 +89,7 @@ struct op {
     int32_t root, peer;
     uint64_t seq;
     struct round *r;
+    bool async;       /* run by a host job on the stream (below) */
 };
 
 struct round {
@@ -390,6 +396,11 @@ static keel_status ocl_comm_destroy(keel_comm comm)
     pthread_once(&coll_once, coll_init_once);
     pthread_mutex_lock(&coll_lock);
     c = comm ? comm_find(comm) : NULL;
+    /* Its collectives still queued on streams run (or time out) first. */
+    while (c && c->pending > 0) {
+        pthread_cond_wait(&coll_cv, &coll_lock);
+        c = comm_find(comm);
+    }
     if (c)
         comm_drop(c);
     pthread_mutex_unlock(&coll_lock);
@@ -614,16 +625,23 @@ static void reduce_host(unsigned char *out, unsigned char *const *in, int n,
 
 /* ---- running a round ----------------------------------------------------- */
 
+/* The queue a round's transfers use: a host job holds its stream (the
+ * barrier behind it), so it goes through the device's private queue. */
+static cl_command_queue xfer_q(const struct op *o)
+{
+    return o->async ? ocl_rt[o->c->device].xq : o->q;
+}
+
 static cl_int rd(const struct op *o, size_t off, size_t n, void *dst)
 {
-    return n ? clEnqueueReadBuffer(o->q, o->ms, CL_TRUE, o->os + off, n, dst,
+    return n ? clEnqueueReadBuffer(xfer_q(o), o->ms, CL_TRUE, o->os + off, n, dst,
                                    0, NULL, NULL)
              : CL_SUCCESS;
 }
 
 static cl_int wr(const struct op *o, size_t off, size_t n, const void *src)
 {
-    return n ? clEnqueueWriteBuffer(o->q, o->mr, CL_TRUE, o->orr + off, n, src,
+    return n ? clEnqueueWriteBuffer(xfer_q(o), o->mr, CL_TRUE, o->orr + off, n, src,
                                     0, NULL, NULL)
              : CL_SUCCESS;
 }
@@ -678,10 +696,12 @@ static void round_exec(struct round *r)
     r->status = KEEL_STATUS_OK;
     if (!round_agree(r))
         return;
-    /* Every party's earlier stream work first. */
+    /* Every party's earlier stream work first (a host job runs only
+     * after it). */
     for (int i = 0; i < n && err == CL_SUCCESS; i++) {
         who = i;
-        err = clFinish(r->ops[i]->q);
+        if (!r->ops[i]->async)
+            err = clFinish(r->ops[i]->q);
     }
     if (err != CL_SUCCESS)
         goto fail;
@@ -812,7 +832,7 @@ static void round_unref(struct clique *q, struct round *r)
 
 /* Deposit op in its round; the last party runs it. Lock held (released
  * while the round runs). */
-static keel_status arrive(struct op *o)
+static keel_status arrive(struct op *o, char *msg, size_t msgn)
 {
     struct clique *q = o->c->q;
     bool p2p = o->kind == C_SEND || o->kind == C_RECV;
@@ -820,10 +840,11 @@ static keel_status arrive(struct op *o)
     int32_t dst = p2p ? (o->kind == C_SEND ? o->peer : o->c->rank) : -1;
     struct round *r;
 
-    if (!q)
-        return ocl_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                        "%s: the communicator has left its clique",
-                        kind_name[o->kind]);
+    if (!q) {
+        snprintf(msg, msgn, "%s: the communicator has left its clique",
+                 kind_name[o->kind]);
+        return KEEL_STATUS_INVALID_ARGUMENT;
+    }
     for (r = q->rounds; r; r = r->next)
         if (r->p2p == p2p && r->seq == o->seq && r->src == src &&
             r->dst == dst && !(r->done && r->status == KEEL_STATUS_OK))
@@ -831,7 +852,8 @@ static keel_status arrive(struct op *o)
     if (r && r->done) {
         /* A round that failed (timed out) before we came. */
         o->r = NULL;
-        return ocl_fail(r->status, "%s: %s", kind_name[o->kind], r->msg);
+        snprintf(msg, msgn, "%s: %.300s", kind_name[o->kind], r->msg);
+        return r->status;
     }
     if (!r) {
         r = calloc(1, sizeof(*r));
@@ -839,8 +861,9 @@ static keel_status arrive(struct op *o)
             r->ops = calloc(p2p ? 2 : (size_t)q->nranks, sizeof(*r->ops));
         if (!r || !r->ops) {
             free(r);
-            return ocl_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                            "%s: out of host memory", kind_name[o->kind]);
+            snprintf(msg, msgn, "%s: out of host memory",
+                     kind_name[o->kind]);
+            return KEEL_STATUS_OUT_OF_MEMORY;
         }
         r->p2p = p2p;
         r->seq = o->seq;
@@ -906,6 +929,95 @@ static void op_free(struct op *o)
     free(o);
 }
 
+/* Collectives as one host job on a stream: it runs once the stream's
+ * earlier work is done, arrives at each op's round, waits for them
+ * (bounded from the moment the stream reached the job) and releases the
+ * stream. A group's ops that share a stream are one job, as several ranks
+ * may share a stream (several ranks per device, default streams): as
+ * separate jobs, the second would wait behind the first forever. Errors
+ * are the stream's asynchronous errors (reported by its next sync). */
+struct batch {
+    size_t n;
+    struct op *ops[];
+};
+
+static void coll_job(void *arg)
+{
+    struct batch *b = arg;
+    uint32_t timeout = coll_timeout_ms();
+    struct timespec dl = deadline_in(timeout);
+    keel_status first = KEEL_STATUS_OK;
+    char msg[COLL_MSG] = "", m[COLL_MSG];
+    int32_t rank = 0, nranks = 0, device = b->ops[0]->c->device;
+
+    pthread_mutex_lock(&coll_lock);
+    for (size_t i = 0; i < b->n; i++) {
+        keel_status st = arrive(b->ops[i], m, sizeof(m));
+
+        if (st && !first) {
+            first = st;
+            memcpy(msg, m, sizeof(msg));
+            rank = b->ops[i]->c->rank;
+            nranks = b->ops[i]->c->nranks;
+        }
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        keel_status st = await(b->ops[i], &dl, timeout, m, sizeof(m));
+
+        if (st && !first) {
+            first = st;
+            memcpy(msg, m, sizeof(msg));
+            rank = b->ops[i]->c->rank;
+            nranks = b->ops[i]->c->nranks;
+        }
+        b->ops[i]->c->pending--;
+    }
+    pthread_cond_broadcast(&coll_cv);
+    pthread_mutex_unlock(&coll_lock);
+    if (first)
+        ocl_async_fail(device, first, "rank %d of %d: %.320s", (int)rank,
+                       (int)nranks, msg);
+    for (size_t i = 0; i < b->n; i++)
+        op_free(b->ops[i]);
+    free(b);
+}
+
+/* Enqueue ops[0..n) (one queue) as one job (lock held). The ops are the
+ * job's on success, freed on failure. */
+static keel_status launch_ops(struct op **ops, size_t n)
+{
+    struct batch *b = malloc(sizeof(*b) + n * sizeof(b->ops[0]));
+    keel_status st;
+
+    if (!b) {
+        for (size_t i = 0; i < n; i++)
+            op_free(ops[i]);
+        return ocl_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                        "collectives: out of host memory");
+    }
+    b->n = n;
+    for (size_t i = 0; i < n; i++) {
+        b->ops[i] = ops[i];
+        ops[i]->async = true;
+        ops[i]->c->pending++;
+    }
+    st = ocl_enqueue_host_job(ops[0]->c->device, ops[0]->q, coll_job, b,
+                              kind_name[ops[0]->kind]);
+    if (st) {
+        for (size_t i = 0; i < n; i++) {
+            ops[i]->c->pending--;
+            op_free(ops[i]);
+        }
+        free(b);
+    }
+    return st;
+}
+
+static keel_status launch_op(struct op *o)
+{
+    return launch_ops(&o, 1);
+}
+
 /* ---- issuing ------------------------------------------------------------- */
 
 static bool is_reducing(enum kind k)
@@ -925,8 +1037,6 @@ static keel_status issue(keel_comm comm, keel_stream stream, enum kind k,
     uint64_t es, blk, in_b, out_b;
     int32_t device, nranks;
     cl_command_queue q;
-    uint32_t timeout;
-    struct timespec dl;
 
     pthread_once(&coll_once, coll_init_once);
     pthread_mutex_lock(&coll_lock);
@@ -1038,13 +1148,8 @@ static keel_status issue(keel_comm comm, keel_stream stream, enum kind k,
                         "%s: rank %d's communicator is still joining",
                         name, (int)c->rank);
     }
-    timeout = coll_timeout_ms();
-    dl = deadline_in(timeout);
-    st = arrive(o);
-    if (!st)
-        st = await(o, &dl, timeout, NULL, 0);
+    st = launch_op(o);
     pthread_mutex_unlock(&coll_lock);
-    op_free(o);
     return st;
 }
 
@@ -1130,6 +1235,7 @@ static keel_status ocl_group_end(void)
     char msg[COLL_MSG] = "";
     uint32_t timeout = coll_timeout_ms();
     struct timespec dl;
+    struct op **tmp;
 
     if (tls_group.depth <= 0)
         return ocl_fail(KEEL_STATUS_INVALID_STATE,
@@ -1155,44 +1261,60 @@ static keel_status ocl_group_end(void)
                      (int)c->rank, (int)c->nranks, (int)c->device, timeout);
         }
     }
+    /* Drop the ops of broken communicators, then one job per queue, in
+     * issue order within it. */
     for (size_t i = 0; i < g.nops; i++) {
         struct op *o = g.ops[i];
 
-        if (!comm_find(o->c) || o->c->broken) {
-            o->r = NULL;
+        if (comm_find(o->c) && !o->c->broken)
+            continue;
+        if (!first) {
+            first = KEEL_STATUS_INVALID_ARGUMENT;
+            snprintf(msg, sizeof(msg),
+                     "group_end: %s of rank %d: its communicator never "
+                     "finished comm_init_rank",
+                     kind_name[o->kind], (int)o->c->rank);
+        }
+        op_free(o);
+        g.ops[i] = NULL;
+    }
+    tmp = g.nops ? malloc(g.nops * sizeof(*tmp)) : NULL;
+    for (size_t i = 0; i < g.nops; i++) {
+        size_t n = 0;
+        cl_command_queue q;
+
+        if (!g.ops[i])
+            continue;
+        if (!tmp) {
+            op_free(g.ops[i]);
+            g.ops[i] = NULL;
             if (!first) {
-                first = KEEL_STATUS_INVALID_ARGUMENT;
-                snprintf(msg, sizeof(msg),
-                         "group_end: %s of rank %d: its communicator never "
-                         "finished comm_init_rank",
-                         kind_name[o->kind], (int)o->c->rank);
+                first = KEEL_STATUS_OUT_OF_MEMORY;
+                snprintf(msg, sizeof(msg), "group_end: out of host memory");
             }
             continue;
         }
-        st = arrive(o);
-        if (st && !first) {
-            first = st;
-            snprintf(msg, sizeof(msg), "group_end: %s of rank %d failed",
-                     kind_name[o->kind], (int)o->c->rank);
-        }
-    }
-    for (size_t i = 0; i < g.nops; i++) {
-        struct op *o = g.ops[i];
+        q = g.ops[i]->q;
+        for (size_t k = i; k < g.nops; k++)
+            if (g.ops[k] && g.ops[k]->q == q) {
+                tmp[n++] = g.ops[k];
+                g.ops[k] = NULL;
+            }
+        {
+            const char *what = kind_name[tmp[0]->kind];
+            int32_t rank = tmp[0]->c->rank;
 
-        if (o->r) {
-            char m[COLL_MSG] = "";
-
-            st = await(o, &dl, timeout, m, sizeof(m));
+            st = launch_ops(tmp, n); /* frees the ops when it fails */
             if (st && !first) {
                 first = st;
-                snprintf(msg, sizeof(msg), "group_end: rank %d: %.320s",
-                         (int)o->c->rank, m);
+                snprintf(msg, sizeof(msg),
+                         "group_end: enqueuing %s of rank %d failed", what,
+                         (int)rank);
             }
         }
     }
+    free(tmp);
     pthread_mutex_unlock(&coll_lock);
-    for (size_t i = 0; i < g.nops; i++)
-        op_free(g.ops[i]);
     free(g.ops);
     free(g.joins);
     if (first)

@@ -142,11 +142,14 @@ void ok_device_release(struct ocl_device *d);
 /* ---- runtime internals (appended; ocl_plugin.c, ocl_memory.c,
  *      ocl_stream.c, ocl_collective.c) ---------------------------------- */
 
-/* Per-device runtime state beside struct ocl_device (same index). */
+/* Per-device runtime state beside struct ocl_device (same index).
+ * struct ocl_device.dummy is made by init and released by finalize
+ * (ocl_plugin.c) after ok_device_release; kernels only use it. */
 struct ocl_rt_device {
     cl_command_queue xq;          /* plugin-private queue: worker jobs,
                                      allocation probes                  */
-    bool unified_ok;              /* unified_alloc verified at init     */
+    bool unified_ok;              /* unified_alloc verified at probe
+                                     (KEEL_OPENCL_UNIFIED=0: off)       */
     char async_msg[256];          /* message of ocl_g.dev[].async_error */
 };
 extern struct ocl_rt_device ocl_rt[OCL_MAX_DEVICES];

@@ -17,10 +17,11 @@
  * the mapped pointer. OpenCL 1.2 leaves device use of a mapped buffer
  * undefined in general; on devices that share host memory (PoCL's CPU
  * devices, integrated GPUs) the mapping of an ALLOC_HOST_PTR buffer is the
- * buffer's own storage. init verifies exactly that on each device (a host
- * write seen by a device read, a device fill seen through the mapping);
- * the feature bit and unified_alloc are offered only where it holds,
- * NOT_SUPPORTED elsewhere.
+ * buffer's own storage. The probe verifies exactly that on each device (a
+ * host write seen by a device read, a device fill seen through the
+ * mapping, on a scratch context); the feature bit and unified_alloc are
+ * offered only where it holds, NOT_SUPPORTED elsewhere (and with
+ * KEEL_OPENCL_UNIFIED=0). On PoCL's CPU devices it holds.
  *
  * Synchronous calls first finish every queue of the device (the ABI: they
  * wait for all earlier work), then run blocking on the default queue.
@@ -504,7 +505,7 @@ static keel_status ocl_unified_alloc(int32_t device, uint64_t size,
     if (!ocl_rt[device].unified_ok)
         return ocl_fail(KEEL_STATUS_NOT_SUPPORTED,
                         "unified_alloc: opencl:%d does not share host memory "
-                        "(CL_DEVICE_HOST_UNIFIED_MEMORY, verified at init)",
+                        "(CL_DEVICE_HOST_UNIFIED_MEMORY, verified at probe)",
                         (int)device);
     if (size == 0)
         return KEEL_STATUS_OK;

@@ -353,6 +353,28 @@ static void probe(void)
         for (cl_uint k = 0; k < nd && ocl_g.ndev < OCL_MAX_DEVICES; k++)
             probe_device(&ocl_g.dev[ocl_g.ndev++], plats[i], ids[k], pname);
     }
+    /* Unified memory is verified here, on a scratch context, so that the
+     * feature bit is the same before and after init. */
+    for (int32_t i = 0; i < ocl_g.ndev; i++) {
+        struct ocl_device *d = &ocl_g.dev[i];
+        cl_context_properties cp[] = {CL_CONTEXT_PLATFORM,
+                                      (cl_context_properties)d->platform, 0};
+
+        ocl_rt[i].unified_ok = false;
+        if (!d->unified_host)
+            continue;
+        d->ctx = clCreateContext(cp, 1, &d->id, NULL, NULL, &err);
+        if (!d->ctx)
+            continue;
+        ocl_rt[i].xq = clCreateCommandQueue(d->ctx, d->id, 0, &err);
+        if (ocl_rt[i].xq) {
+            ocl_rt[i].unified_ok = ocl_unified_probe(i);
+            clReleaseCommandQueue(ocl_rt[i].xq);
+            ocl_rt[i].xq = NULL;
+        }
+        clReleaseContext(d->ctx);
+        d->ctx = NULL;
+    }
     if (ocl_g.ndev == 0 && skipped)
         snprintf(ocl_g.why_none, sizeof(ocl_g.why_none),
                  "no OpenCL device on a platform whose name contains \"%s\" "
@@ -428,7 +450,6 @@ static keel_status device_init_one(int32_t i)
     d->dummy = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, 1, NULL, &err);
     if (!d->dummy)
         return ocl_check(err, i, "init: clCreateBuffer (1 byte)");
-    ocl_rt[i].unified_ok = ocl_unified_probe(i);
     return KEEL_STATUS_OK;
 }
 
@@ -464,14 +485,12 @@ static keel_status ocl_finalize(void)
 {
     if (!ocl_g.inited)
         return KEEL_STATUS_OK;
-    ocl_coll_finalize();
-    /* Let work already enqueued (host functions included) run out before
-     * the worker pool stops and the objects go. */
-    for (int32_t i = 0; i < ocl_g.ndev; i++) {
-        if (ocl_g.dev[i].queue)
-            clFinish(ocl_g.dev[i].queue);
+    /* Let work already enqueued (host functions and collectives included)
+     * run out before the communicators, the worker pool and the objects
+     * go. */
+    for (int32_t i = 0; i < ocl_g.ndev; i++)
         (void)ocl_finish_all(i);
-    }
+    ocl_coll_finalize();
     for (int32_t i = 0; i < ocl_g.ndev; i++)
         device_release(i);
     ocl_stream_stop();
@@ -580,7 +599,7 @@ static keel_status ocl_get_device_props(int32_t device,
                  KEEL_FEATURE_KERNELS | KEEL_FEATURE_PEER_ACCESS;
     if (d->profiling)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
-    if (ocl_g.inited ? ocl_rt[device].unified_ok : d->unified_host)
+    if (ocl_rt[device].unified_ok)
         p.features |= KEEL_FEATURE_UNIFIED_MEMORY;
     p.alloc_alignment = alignment_of(d);
     p.stream_priorities = 1;
