@@ -754,8 +754,10 @@ static inline bool nn_in(long v, long n)
         if (train) {                                                          \
             ulong c = offset + (ulong)i;                                      \
             uint4 w = keel_philox(c >> 2, seed);                              \
-            uint lane = (uint)(c & 3), r;                                     \
-            r = lane == 0 ? w.x : lane == 1 ? w.y : lane == 2 ? w.z : w.w;    \
+            bool odd = (c & 1) != 0;                                          \
+            /* bit selects, not a 4-way choice: llvm-spirv refuses the      \
+             * 2-bit switch -O2 makes of that */                              \
+            uint r = (c & 2) ? (odd ? w.w : w.z) : (odd ? w.y : w.x);         \
             keep = (long)(r >> 8) >= thr;                                     \
         }                                                                     \
         PTR(uchar, mask)[i] = keep;                                           \
