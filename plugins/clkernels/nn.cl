@@ -11,8 +11,9 @@
  * and serve float32, float16 and bfloat16 launches, the _f64 kernels
  * (KEEL_HAS_FP64 only) compute in double. Every floating operand comes with
  * its keel dtype code and is read and written through nn_ld* / nn_st*
- * (a switch that is uniform across the launch). Embedding copies rows and
- * one_hot reads integers, so those two are instantiated per dtype.
+ * (a switch that is uniform across the launch); integer operands likewise
+ * through nn_ldi. Embedding copies table elements by their size, one_hot
+ * has one kernel (its output is float32).
  *
  * LAYOUT. The host hands these kernels row-major contiguous operands (it
  * copies strided views first), except for 1-D [C] parameters (an element
@@ -627,65 +628,46 @@ static inline bool nn_in(long v, long n)
         }                                                                     \
     }                                                                         \
                                                                               \
-    /* ---- mse_loss (kind 0), bce_with_logits (1; 2 with pos_weight):      \
-     * out[i] for reduction none, else per-group partial sums into         \
-     * part[2 g]. */                                                          \
+    /* ---- mse_loss (kind 0), bce_with_logits (1; 2 with pos_weight pw), \
+     * nll_loss (3: x = logp [N, C, K] contiguous, y = the labels, pw the  \
+     * class weights [C] with element stride ws, absent when pwdt < 0,     \
+     * item s = (n, k)): out[i] for reduction none, else per-group partial  \
+     * sums (loss, weight) into part[2 g, 2 g + 1]. */                        \
     __kernel void nn_loss_##SFX(BUF(x), int xdt, BUF(y), int ydt, BUF(pw),    \
-                                int pwdt, int kind, long n, int red_none,     \
-                                BUF(out), int outdt, BUF(part))               \
+                                int pwdt, long ws, int kind, long n, long C,  \
+                                long K, long ignore, int red_none, BUF(out),  \
+                                int outdt, BUF(part))                         \
     {                                                                         \
         __local T red[NN_WG];                                                 \
         __global const uchar *xp = PTR(uchar, x), *yp = PTR(uchar, y);        \
-        T acc = 0;                                                            \
+        __global const uchar *pwp = PTR(uchar, pw);                           \
+        T al = 0, aw = 0;                                                     \
         for (long i = (long)get_global_id(0); i < n;                          \
              i += (long)get_global_size(0)) {                                 \
-            T v = LD(xp, xdt, i), yv = LD(yp, ydt, i), l;                     \
-            if (kind == 0) {                                                  \
-                T d = v - yv;                                                 \
-                l = d * d;                                                    \
-            } else {                                                          \
-                T a = fabs(v), sp = log1p(exp(-a));                           \
-                if (kind == 1)                                                \
-                    l = (v > 0 ? v : (T)0) - v * yv + sp;                     \
-                else                                                          \
-                    l = ((T)1 - yv) * v +                                     \
-                        ((T)1 + (LD(PTR(uchar, pw), pwdt, i) - (T)1) * yv) *  \
-                            (sp + (v < 0 ? -v : (T)0));                       \
-            }                                                                 \
-            if (red_none)                                                     \
-                ST(PTR(uchar, out), outdt, i, l);                             \
-            else                                                              \
-                acc += l;                                                     \
-        }                                                                     \
-        if (!red_none) {                                                      \
-            acc = nn_sum_##SFX(red, acc);                                     \
-            if (get_local_id(0) == 0) {                                       \
-                PTR(T, part)[2 * get_group_id(0)] = acc;                      \
-                PTR(T, part)[2 * get_group_id(0) + 1] = 0;                    \
-            }                                                                 \
-        }                                                                     \
-    }                                                                         \
-                                                                              \
-    /* ---- nll_loss: logp [N, C, K] contiguous, sample s = (n, k); out[s] \
-     * (reduction none) or per-group (loss, weight) partial sums. */         \
-    __kernel void nn_nll_##SFX(BUF(x), int xdt, BUF(lab), int ldt, BUF(w),    \
-                               int wdt, long ws, int has_w, long ns, long C,  \
-                               long K, long ignore, int red_none, BUF(out),   \
-                               int outdt, BUF(part))                          \
-    {                                                                         \
-        __local T red[NN_WG];                                                 \
-        __global const uchar *xp = PTR(uchar, x), *lp = PTR(uchar, lab);      \
-        T al = 0, aw = 0;                                                     \
-        for (long s = (long)get_global_id(0); s < ns;                         \
-             s += (long)get_global_size(0)) {                                 \
-            long yv = nn_ldi(lp, ldt, s), n = s / K;                          \
             T l = 0, wt = 0;                                                  \
-            if (yv != ignore && nn_in(yv, C)) {                               \
-                wt = has_w ? LD(PTR(uchar, w), wdt, yv * ws) : (T)1;          \
-                l = -wt * LD(xp, xdt, (n * C + yv) * K + (s - n * K));        \
+            if (kind == 3) {                                                  \
+                long yv = nn_ldi(yp, ydt, i), nn = i / K;                     \
+                if (yv != ignore && nn_in(yv, C)) {                           \
+                    wt = pwdt >= 0 ? LD(pwp, pwdt, yv * ws) : (T)1;           \
+                    l = -wt * LD(xp, xdt, (nn * C + yv) * K + (i - nn * K));  \
+                }                                                             \
+            } else {                                                          \
+                T v = LD(xp, xdt, i), yv = LD(yp, ydt, i);                    \
+                if (kind == 0) {                                              \
+                    T d = v - yv;                                             \
+                    l = d * d;                                                \
+                } else {                                                      \
+                    T sp = log1p(exp(-fabs(v)));                              \
+                    if (kind == 1)                                            \
+                        l = (v > 0 ? v : (T)0) - v * yv + sp;                 \
+                    else                                                      \
+                        l = ((T)1 - yv) * v +                                 \
+                            ((T)1 + (LD(pwp, pwdt, i) - (T)1) * yv) *         \
+                                (sp + (v < 0 ? -v : (T)0));                   \
+                }                                                             \
             }                                                                 \
             if (red_none) {                                                   \
-                ST(PTR(uchar, out), outdt, s, l);                             \
+                ST(PTR(uchar, out), outdt, i, l);                             \
             } else {                                                          \
                 al += l;                                                      \
                 aw += wt;                                                     \
@@ -840,34 +822,38 @@ NN_INST(f64, double, nn_ldd, nn_std)
 #endif
 
 /* embedding: out[r, j] = table[ids[r], j], zeros for padding_idx and ids
- * out of range; a copy of the table's storage type. */
-#define NN_EMB(sfx)                                                           \
-    __kernel void nn_embedding_##sfx(BUF(ids), int idt, BUF(w), long ws0,     \
-                                     long ws1, long V, long D, long pad,      \
-                                     BUF(out), long n)                        \
+ * out of range: a copy of the table's elements by their size es (2 or 4
+ * bytes for the _f32 kernel: float32, float16, bfloat16; 8 for _f64). */
+#define NN_EMB(SFX, W)                                                        \
+    __kernel void nn_embedding_##SFX(BUF(ids), int idt, BUF(w), int es,       \
+                                     long ws0, long ws1, long V, long D,      \
+                                     long pad, BUF(out), long n)              \
     {                                                                         \
-        long i = (long)get_global_id(0), r, j, id;                            \
-        S_##sfx v = (S_##sfx)0;                                               \
+        long i = (long)get_global_id(0), r, j, id, o = -1;                    \
         if (i >= n)                                                           \
             return;                                                           \
         r = i / D;                                                            \
         j = i - r * D;                                                        \
         id = nn_ldi(PTR(uchar, ids), idt, r);                                 \
         if (id != pad && nn_in(id, V))                                        \
-            v = PTR(S_##sfx, w)[id * ws0 + j * ws1];                          \
-        PTR(S_##sfx, out)[i] = v;                                             \
+            o = id * ws0 + j * ws1;                                           \
+        if (es == 2)                                                          \
+            PTR(ushort, out)[i] = o < 0 ? (ushort)0 : PTR(ushort, w)[o];      \
+        else                                                                  \
+            PTR(W, out)[i] = o < 0 ? (W)0 : PTR(W, w)[o];                     \
     }
-FOR_FLOAT(NN_EMB)
+NN_EMB(f32, uint)
+#ifdef KEEL_HAS_FP64
+NN_EMB(f64, ulong)
+#endif
 
-/* one_hot: out[r, c] = (x[r] == c) as float32. */
-#define NN_ONE_HOT(sfx)                                                       \
-    __kernel void nn_one_hot_##sfx(BUF(x), BUF(out), long nc, long n)         \
-    {                                                                         \
-        long i = (long)get_global_id(0), r;                                   \
-        if (i >= n)                                                           \
-            return;                                                           \
-        r = i / nc;                                                           \
-        PTR(float, out)[i] =                                                  \
-            (long)LD_##sfx(PTR(S_##sfx, x), r) == i - r * nc ? 1.0f : 0.0f;   \
-    }
-FOR_INT(NN_ONE_HOT)
+/* one_hot: out[r, c] = (x[r] == c) as float32, x of any integer dtype. */
+__kernel void nn_one_hot_f32(BUF(x), int xdt, BUF(out), long nc, long n)
+{
+    long i = (long)get_global_id(0), r;
+    if (i >= n)
+        return;
+    r = i / nc;
+    PTR(float, out)[i] =
+        nn_ldi(PTR(uchar, x), xdt, r) == i - r * nc ? 1.0f : 0.0f;
+}

@@ -514,8 +514,9 @@ static keel_status nn_loss_run(const keel_kernel_args *a, const char *op,
         return nn_end(&c, st);
     st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_loss"),
                    groups * NN_WG, NN_WG, xa, OK_I32(x->dtype), ya,
-                   OK_I32(y->dtype), pa, OK_I32(pw ? pw->dtype : KEEL_F32),
-                   OK_I32(!bce ? 0 : pw ? 2 : 1), OK_I64(n), OK_I32(none),
+                   OK_I32(y->dtype), pa, OK_I32(pw ? (int)pw->dtype : -1),
+                   OK_I64(0), OK_I32(!bce ? 0 : pw ? 2 : 1), OK_I64(n),
+                   OK_I64(0), OK_I64(1), OK_I64(0), OK_I32(none),
                    OK_T(&c.l, out), OK_I32(out->dtype), OK_MEM(part));
     if (!st && !none)
         st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_fin"), NN_WG,
@@ -571,12 +572,12 @@ static keel_status k_nll_loss(void *kd, const keel_kernel_args *a)
     if (!none &&
         (st = nn_scratch(&c, (size_t)(2 * groups) * NN_TSZ(&c), &part)))
         return nn_end(&c, st);
-    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_nll"),
+    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_loss"),
                    groups * NN_WG, NN_WG, xa, OK_I32(x->dtype), la,
                    OK_I32(lab->dtype), w ? OK_T(&c.l, w) : NN_NONE,
-                   OK_I32(w ? w->dtype : KEEL_F32),
-                   OK_I64(w ? nn_vstride(w) : 0), OK_I32(w != NULL),
-                   OK_I64(ns), OK_I64(C), OK_I64(K),
+                   OK_I32(w ? (int)w->dtype : -1),
+                   OK_I64(w ? nn_vstride(w) : 0), OK_I32(3), OK_I64(ns),
+                   OK_I64(C), OK_I64(K),
                    OK_I64(keel_kit_attr_i(a, "ignore_index", -100)),
                    OK_I32(none), OK_T(&c.l, out), OK_I32(out->dtype),
                    OK_MEM(part));
@@ -609,9 +610,10 @@ static keel_status k_embedding(void *kd, const keel_kernel_args *a)
         return KEEL_STATUS_OK;
     if ((st = nn_dense(&c, ids, &ia)))
         return nn_end(&c, st);
-    snprintf(kn, sizeof(kn), "nn_embedding_%s", ok_sfx(w->dtype));
-    st = OK_RUN(&c.l, kn, n, ia, OK_I32(ids->dtype), OK_T(&c.l, w),
-                OK_I64(w->strides[0]), OK_I64(w->strides[1]), OK_I64(V),
+    c.dbl = w->dtype == KEEL_F64;
+    st = OK_RUN(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_embedding"), n, ia,
+                OK_I32(ids->dtype), OK_T(&c.l, w),
+                OK_I32(keel_dtype_size(w->dtype)), OK_I64(w->strides[0]), OK_I64(w->strides[1]), OK_I64(V),
                 OK_I64(D), OK_I64(keel_kit_attr_i(a, "padding_idx", -1)),
                 OK_T(&c.l, out), OK_I64(n));
     return nn_end(&c, st);
@@ -689,7 +691,6 @@ static keel_status k_one_hot(void *kd, const keel_kernel_args *a)
 {
     struct nn_ctx c;
     struct ok_arg xa;
-    char kn[48];
     keel_status st;
     (void)kd;
 
@@ -702,8 +703,8 @@ static keel_status k_one_hot(void *kd, const keel_kernel_args *a)
         return KEEL_STATUS_OK;
     if ((st = nn_dense(&c, x, &xa)))
         return nn_end(&c, st);
-    snprintf(kn, sizeof(kn), "nn_one_hot_%s", ok_sfx(x->dtype));
-    st = OK_RUN(&c.l, kn, n, xa, OK_T(&c.l, out), OK_I64(nc), OK_I64(n));
+    st = OK_RUN(&c.l, "nn_one_hot_f32", n, xa, OK_I32(x->dtype),
+                OK_T(&c.l, out), OK_I64(nc), OK_I64(n));
     return nn_end(&c, st);
 }
 
