@@ -20,8 +20,8 @@
  * stride), embedding's table (row and column strides) and the optimizer
  * operands, which are updated in place through their descriptors (kdesc).
  *
- * REDUCTIONS. One work-group of NN_WG work items per row, channel, (sample,
- * group) or sample, with a __local tree; losses reduced to a scalar write
+ * REDUCTIONS. One work-group (a power of two <= NN_WG work items) per row,
+ * channel, (sample, group) or sample, with a __local tree; losses reduced to a scalar write
  * per-group partial sums that nn_fin_* adds in a fixed order, so every
  * result is deterministic. embedding_grad has one work-group per table row
  * scanning the ids in order (no atomics).
@@ -30,7 +30,10 @@
  * padding_idx) are treated as ignored: zero loss and weight, zero rows.
  */
 
+/* Largest work-group of the reducing kernels (sizes the __local trees); the
+ * host launches them with a power of two <= NN_WG that fits the row. */
 #define NN_WG 256
+#define NN_L ((long)get_local_size(0))
 
 /* keel dtype codes (device_api.h keel_dtype) */
 #define NN_F32 0
@@ -145,7 +148,7 @@ static inline bool nn_in(long v, long n)
         int t = (int)get_local_id(0);                                         \
         s[t] = v;                                                             \
         barrier(CLK_LOCAL_MEM_FENCE);                                         \
-        for (int h = NN_WG / 2; h > 0; h >>= 1) {                             \
+        for (int h = (int)get_local_size(0) / 2; h > 0; h >>= 1) {            \
             if (t < h)                                                        \
                 s[t] += s[t + h];                                             \
             barrier(CLK_LOCAL_MEM_FENCE);                                     \
@@ -161,7 +164,7 @@ static inline bool nn_in(long v, long n)
         int t = (int)get_local_id(0);                                         \
         s[t] = v;                                                             \
         barrier(CLK_LOCAL_MEM_FENCE);                                         \
-        for (int h = NN_WG / 2; h > 0; h >>= 1) {                             \
+        for (int h = (int)get_local_size(0) / 2; h > 0; h >>= 1) {            \
             if (t < h)                                                        \
                 s[t] = fmax(s[t], s[t + h]);                                  \
             barrier(CLK_LOCAL_MEM_FENCE);                                     \
@@ -187,13 +190,13 @@ static inline bool nn_in(long v, long n)
         T mean, var, inv, a, b;                                               \
         if (training) {                                                       \
             T s = 0, q = 0;                                                   \
-            for (long k = t; k < m; k += NN_WG) {                             \
+            for (long k = t; k < m; k += NN_L) {                             \
                 long n = k / S;                                               \
                 s += LD(xp, xdt, (n * C + c) * S + (k - n * S));              \
             }                                                                 \
             s = nn_sum_##SFX(red, s);                                         \
             mean = m ? s / (T)m : (T)0;                                       \
-            for (long k = t; k < m; k += NN_WG) {                             \
+            for (long k = t; k < m; k += NN_L) {                             \
                 long n = k / S;                                               \
                 T d = LD(xp, xdt, (n * C + c) * S + (k - n * S)) - mean;      \
                 q += d * d;                                                   \
@@ -207,7 +210,7 @@ static inline bool nn_in(long v, long n)
         inv = (T)1 / sqrt(var + eps);                                         \
         a = inv * LD(PTR(uchar, sc), scdt, c * scs);                          \
         b = LD(PTR(uchar, bi), bidt, c * bis);                                \
-        for (long k = t; k < m; k += NN_WG) {                                 \
+        for (long k = t; k < m; k += NN_L) {                                 \
             long n = k / S, o = (n * C + c) * S + (k - n * S);                \
             ST(yp, xdt, o, (LD(xp, xdt, o) - mean) * a + b);                  \
         }                                                                     \
@@ -237,7 +240,7 @@ static inline bool nn_in(long v, long n)
         T mean = LD(PTR(uchar, sm), smdt, c * sms);                           \
         T inv = LD(PTR(uchar, si), sidt, c * sis);                            \
         T sg = 0, sgx = 0, A, B, Cc;                                          \
-        for (long k = t; k < m; k += NN_WG) {                                 \
+        for (long k = t; k < m; k += NN_L) {                                 \
             long n = k / S, o = (n * C + c) * S + (k - n * S);                \
             T g = LD(dyp, dydt, o);                                           \
             sg += g;                                                          \
@@ -248,7 +251,7 @@ static inline bool nn_in(long v, long n)
         A = LD(PTR(uchar, sc), scdt, c * scs) * inv;                          \
         B = training && m ? -A * sg / (T)m : (T)0;                            \
         Cc = training && m ? -A * sgx / (T)m : (T)0;                          \
-        for (long k = t; k < m; k += NN_WG) {                                 \
+        for (long k = t; k < m; k += NN_L) {                                 \
             long n = k / S, o = (n * C + c) * S + (k - n * S);                \
             ST(dxp, xdt, o,                                                   \
                A * LD(dyp, dydt, o) + B +                                     \
@@ -272,17 +275,17 @@ static inline bool nn_in(long v, long n)
         long row = (long)get_group_id(0), base = row * N;                     \
         int t = (int)get_local_id(0);                                         \
         T s = 0, q = 0, mean, inv;                                            \
-        for (long k = t; k < N; k += NN_WG)                                   \
+        for (long k = t; k < N; k += NN_L)                                   \
             s += LD(xp, xdt, base + k);                                       \
         s = nn_sum_##SFX(red, s);                                             \
         mean = N ? s / (T)N : (T)0;                                           \
-        for (long k = t; k < N; k += NN_WG) {                                 \
+        for (long k = t; k < N; k += NN_L) {                                 \
             T d = LD(xp, xdt, base + k) - mean;                               \
             q += d * d;                                                       \
         }                                                                     \
         q = nn_sum_##SFX(red, q);                                             \
         inv = (T)1 / sqrt((N ? q / (T)N : (T)0) + eps);                       \
-        for (long k = t; k < N; k += NN_WG) {                                 \
+        for (long k = t; k < N; k += NN_L) {                                 \
             T v = (LD(xp, xdt, base + k) - mean) * inv;                       \
             if (has_s)                                                        \
                 v *= LD(sp, scdt, k);                                         \
@@ -310,7 +313,7 @@ static inline bool nn_in(long v, long n)
         T mean = LD(PTR(uchar, mu), mudt, row);                               \
         T inv = LD(PTR(uchar, iv), ivdt, row);                                \
         T sg = 0, sgx = 0, B, Cc;                                             \
-        for (long k = t; k < N; k += NN_WG) {                                 \
+        for (long k = t; k < N; k += NN_L) {                                 \
             T g = LD(dyp, dydt, base + k);                                    \
             if (has_s)                                                        \
                 g *= LD(sp, scdt, k);                                         \
@@ -321,7 +324,7 @@ static inline bool nn_in(long v, long n)
         sgx = nn_sum_##SFX(red, sgx);                                         \
         B = N ? -inv * sg / (T)N : (T)0;                                      \
         Cc = N ? -inv * sgx / (T)N : (T)0;                                    \
-        for (long k = t; k < N; k += NN_WG) {                                 \
+        for (long k = t; k < N; k += NN_L) {                                 \
             T g = LD(dyp, dydt, base + k);                                    \
             if (has_s)                                                        \
                 g *= LD(sp, scdt, k);                                         \
@@ -366,17 +369,17 @@ static inline bool nn_in(long v, long n)
         long cg = C / G, cnt = cg * S, base = (n * C + g * cg) * S;           \
         int t = (int)get_local_id(0);                                         \
         T s = 0, q = 0, mean, inv;                                            \
-        for (long k = t; k < cnt; k += NN_WG)                                 \
+        for (long k = t; k < cnt; k += NN_L)                                 \
             s += LD(xp, xdt, base + k);                                       \
         s = nn_sum_##SFX(red, s);                                             \
         mean = cnt ? s / (T)cnt : (T)0;                                       \
-        for (long k = t; k < cnt; k += NN_WG) {                               \
+        for (long k = t; k < cnt; k += NN_L) {                               \
             T d = LD(xp, xdt, base + k) - mean;                               \
             q += d * d;                                                       \
         }                                                                     \
         q = nn_sum_##SFX(red, q);                                             \
         inv = (T)1 / sqrt((cnt ? q / (T)cnt : (T)0) + eps);                   \
-        for (long k = t; k < cnt; k += NN_WG) {                               \
+        for (long k = t; k < cnt; k += NN_L) {                               \
             long ch = g * cg + k / S;                                         \
             T a = has_s ? inv * LD(sp, scdt, ch * scs) : inv;                 \
             T b = has_b ? LD(bp, bidt, ch * bis) : (T)0;                      \
@@ -404,7 +407,7 @@ static inline bool nn_in(long v, long n)
         T mean = LD(PTR(uchar, mu), mudt, ng);                                \
         T inv = LD(PTR(uchar, iv), ivdt, ng);                                 \
         T A = 0, B = 0, b, c;                                                 \
-        for (long k = t; k < cnt; k += NN_WG) {                               \
+        for (long k = t; k < cnt; k += NN_L) {                               \
             long ch = g * cg + k / S;                                         \
             T gg = LD(dyp, dydt, base + k);                                   \
             if (has_s)                                                        \
@@ -418,7 +421,7 @@ static inline bool nn_in(long v, long n)
             return;                                                           \
         b = -inv * A / (T)cnt;                                                \
         c = -inv * B / (T)cnt;                                                \
-        for (long k = t; k < cnt; k += NN_WG) {                               \
+        for (long k = t; k < cnt; k += NN_L) {                               \
             long ch = g * cg + k / S;                                         \
             T a = has_s ? inv * LD(sp, scdt, ch * scs) : inv;                 \
             ST(dxp, xdt, base + k,                                            \
@@ -439,7 +442,7 @@ static inline bool nn_in(long v, long n)
         long ch = (long)get_group_id(0), cg = C / G, m = N * S;               \
         int t = (int)get_local_id(0);                                         \
         T ads = 0, adb = 0;                                                   \
-        for (long k = t; k < m; k += NN_WG) {                                 \
+        for (long k = t; k < m; k += NN_L) {                                 \
             long n = k / S, o = (n * C + ch) * S + (k - n * S);               \
             long ng = n * G + ch / cg;                                        \
             T g = LD(dyp, dydt, o);                                           \
@@ -486,15 +489,15 @@ static inline bool nn_in(long v, long n)
         T ec = eps / (T)C;                                                    \
         if (use_sm) {                                                         \
             T mx = -INFINITY, se = 0;                                         \
-            for (long c = t; c < C; c += NN_WG)                               \
+            for (long c = t; c < C; c += NN_L)                               \
                 mx = fmax(mx, LD(xp, xdt, base + c * inner));                 \
             mx = nn_max_##SFX(red, mx);                                       \
-            for (long c = t; c < C; c += NN_WG)                               \
+            for (long c = t; c < C; c += NN_L)                               \
                 se += exp(LD(xp, xdt, base + c * inner) - mx);                \
             se = nn_sum_##SFX(red, se);                                       \
             lse = mx + log(se);                                               \
         }                                                                     \
-        for (long c = t; c < C; c += NN_WG) {                                 \
+        for (long c = t; c < C; c += NN_L) {                                 \
             long off = base + c * inner;                                      \
             T xv = LD(xp, xdt, off), lpv = nn_logp_##SFX(xv, lse, use_sm);    \
             ST(smp, xdt, off, use_sm ? exp(lpv) : xv);                        \
@@ -551,7 +554,7 @@ static inline bool nn_in(long v, long n)
         long base = o * C * inner + i;                                        \
         int t = (int)get_local_id(0);                                         \
         T st = 0, stw = 0, wsum = 0, ec = eps / (T)C, wi = 1;                 \
-        for (long c = t; c < C; c += NN_WG) {                                 \
+        for (long c = t; c < C; c += NN_L) {                                 \
             T wc = has_w ? LD(wp, wdt, c * ws) : (T)0;                        \
             wsum += wc;                                                       \
             if (soft) {                                                       \
@@ -604,7 +607,7 @@ static inline bool nn_in(long v, long n)
             yv = nn_ldi(lp, ldt, s);                                          \
             zero = yv == ignore || !nn_in(yv, C);                             \
         }                                                                     \
-        for (long c = t; c < C; c += NN_WG) {                                 \
+        for (long c = t; c < C; c += NN_L) {                                 \
             long off = base + c * inner;                                      \
             T pv = LD(pp, pdt, off), r;                                       \
             if (zero) {                                                       \
@@ -694,7 +697,7 @@ static inline bool nn_in(long v, long n)
         __global const T *pp = PTR(T, part);                                  \
         int t = (int)get_local_id(0);                                         \
         T sa = 0, sb = 0, r, d;                                               \
-        for (long k = t; k < n; k += NN_WG) {                                 \
+        for (long k = t; k < n; k += NN_L) {                                 \
             sa += pp[2 * k];                                                  \
             sb += pp[2 * k + 1];                                              \
         }                                                                     \
@@ -798,12 +801,12 @@ static inline bool nn_in(long v, long n)
         __global uchar *op = PTR(uchar, out);                                 \
         long v = (long)get_group_id(0);                                       \
         int t = (int)get_local_id(0);                                         \
-        for (long j0 = 0; j0 < D; j0 += NN_WG) {                              \
+        for (long j0 = 0; j0 < D; j0 += NN_L) {                              \
             long j = j0 + t;                                                  \
             T acc = 0;                                                        \
-            for (long r0 = 0; v != pad && r0 < nids; r0 += NN_WG) {           \
+            for (long r0 = 0; v != pad && r0 < nids; r0 += NN_L) {           \
                 long r = r0 + t;                                              \
-                int cnt = (int)min((long)NN_WG, nids - r0);                   \
+                int cnt = (int)min(NN_L, nids - r0);                          \
                 hit[t] = r < nids && nn_ldi(ip, idt, r) == v;                 \
                 barrier(CLK_LOCAL_MEM_FENCE);                                 \
                 for (int k = 0; k < cnt; k++)                                 \

@@ -132,6 +132,14 @@ static const char *nn_kname(const struct nn_ctx *c, char *buf, size_t size,
 #define NN_TDT(c_) ((c_)->dbl ? KEEL_F64 : KEEL_F32)
 #define NN_TSZ(c_) ((c_)->dbl ? sizeof(double) : sizeof(float))
 
+/* Work-group size of a kernel reducing rows of len elements: 32 for short
+ * rows (class counts, small spatial sizes), else NN_WG. Two sizes only:
+ * PoCL compiles a kernel once per work-group size it is launched with. */
+static int64_t nn_wg(int64_t len)
+{
+    return len <= 32 ? 32 : NN_WG;
+}
+
 static int64_t nn_ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -154,13 +162,12 @@ static keel_status k_batch_norm(void *kd, const keel_kernel_args *a)
                            *rv = &a->inputs[4], *y = &a->outputs[0],
                            *om = &a->outputs[1], *oi = &a->outputs[2];
     int64_t N = x->shape[0], C = x->shape[1];
-    int64_t S = keel_kit_prod(x->shape, 2, x->ndim);
+    int64_t S = keel_kit_prod(x->shape, 2, x->ndim), wg = nn_wg(N * S);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)))
         return nn_end(&c, st);
-    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_bn"), C * NN_WG,
-                   NN_WG, xa, OK_I32(x->dtype), OK_T(&c.l, sc),
+    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_bn"), C * wg, wg, xa, OK_I32(x->dtype), OK_T(&c.l, sc),
                    OK_I32(sc->dtype), OK_I64(nn_vstride(sc)), OK_T(&c.l, bi),
                    OK_I32(bi->dtype), OK_I64(nn_vstride(bi)), OK_T(&c.l, rm),
                    OK_I32(rm->dtype), OK_I64(nn_vstride(rm)), OK_T(&c.l, rv),
@@ -188,13 +195,12 @@ static keel_status k_batch_norm_grad(void *kd, const keel_kernel_args *a)
                            *dy = &a->inputs[4], *dx = &a->outputs[0],
                            *ds = &a->outputs[1], *db = &a->outputs[2];
     int64_t N = x->shape[0], C = x->shape[1];
-    int64_t S = keel_kit_prod(x->shape, 2, x->ndim);
+    int64_t S = keel_kit_prod(x->shape, 2, x->ndim), wg = nn_wg(N * S);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)) || (st = nn_dense(&c, dy, &dya)))
         return nn_end(&c, st);
-    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_bng"), C * NN_WG,
-                   NN_WG, xa, OK_I32(x->dtype), OK_T(&c.l, sc),
+    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_bng"), C * wg, wg, xa, OK_I32(x->dtype), OK_T(&c.l, sc),
                    OK_I32(sc->dtype), OK_I64(nn_vstride(sc)), OK_T(&c.l, sm),
                    OK_I32(sm->dtype), OK_I64(nn_vstride(sm)), OK_T(&c.l, si),
                    OK_I32(si->dtype), OK_I64(nn_vstride(si)), dya,
@@ -224,6 +230,7 @@ static keel_status k_layer_norm(void *kd, const keel_kernel_args *a)
                            *om = &a->outputs[1], *oi = &a->outputs[2];
     keel_dtype sdt = g.scale >= 0 ? a->inputs[g.scale].dtype : KEEL_F32;
     keel_dtype bdt = g.bias >= 0 ? a->inputs[g.bias].dtype : KEEL_F32;
+    int64_t wg = nn_wg(g.inner);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)) ||
@@ -231,7 +238,7 @@ static keel_status k_layer_norm(void *kd, const keel_kernel_args *a)
         (g.bias >= 0 && (st = nn_dense(&c, &a->inputs[g.bias], &ba))))
         return nn_end(&c, st);
     st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_ln"),
-                   g.outer * NN_WG, NN_WG, xa, OK_I32(x->dtype), sa,
+                   g.outer * wg, wg, xa, OK_I32(x->dtype), sa,
                    OK_I32(sdt), OK_I32(g.scale >= 0), ba, OK_I32(bdt),
                    OK_I32(g.bias >= 0), OK_T(&c.l, y), OK_T(&c.l, om),
                    OK_I32(om->dtype), OK_T(&c.l, oi), OK_I32(oi->dtype),
@@ -258,6 +265,7 @@ static keel_status k_layer_norm_grad(void *kd, const keel_kernel_args *a)
                            *dy = &a->inputs[g.dy], *dx = &a->outputs[0],
                            *ds = &a->outputs[1], *db = &a->outputs[2];
     keel_dtype sdt = g.scale >= 0 ? a->inputs[g.scale].dtype : KEEL_F32;
+    int64_t wg = nn_wg(g.inner);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)) || (st = nn_dense(&c, mu, &ma)) ||
@@ -265,7 +273,7 @@ static keel_status k_layer_norm_grad(void *kd, const keel_kernel_args *a)
         (g.scale >= 0 && (st = nn_dense(&c, &a->inputs[g.scale], &sa))))
         return nn_end(&c, st);
     st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_lng"),
-                   g.outer * NN_WG, NN_WG, xa, OK_I32(x->dtype), sa,
+                   g.outer * wg, wg, xa, OK_I32(x->dtype), sa,
                    OK_I32(sdt), OK_I32(g.scale >= 0), ma, OK_I32(mu->dtype),
                    ia, OK_I32(iv->dtype), dya, OK_I32(dy->dtype),
                    OK_T(&c.l, dx), OK_I64(g.inner));
@@ -297,13 +305,13 @@ static keel_status k_group_norm(void *kd, const keel_kernel_args *a)
                            *om = &a->outputs[1], *oi = &a->outputs[2];
     const keel_tensor_desc *sc = g.scale >= 0 ? &a->inputs[g.scale] : NULL;
     const keel_tensor_desc *bi = g.bias >= 0 ? &a->inputs[g.bias] : NULL;
+    int64_t wg = nn_wg(g.inner);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)))
         return nn_end(&c, st);
     st = OK_RUN_WG(
-        &c.l, nn_kname(&c, kn, sizeof(kn), "nn_gn"), g.n * g.groups * NN_WG,
-        NN_WG, xa, OK_I32(x->dtype), sc ? OK_T(&c.l, sc) : NN_NONE,
+        &c.l, nn_kname(&c, kn, sizeof(kn), "nn_gn"), g.n * g.groups * wg, wg, xa, OK_I32(x->dtype), sc ? OK_T(&c.l, sc) : NN_NONE,
         OK_I32(sc ? sc->dtype : KEEL_F32), OK_I64(sc ? nn_vstride(sc) : 0),
         OK_I32(sc != NULL), bi ? OK_T(&c.l, bi) : NN_NONE,
         OK_I32(bi ? bi->dtype : KEEL_F32), OK_I64(bi ? nn_vstride(bi) : 0),
@@ -331,21 +339,21 @@ static keel_status k_group_norm_grad(void *kd, const keel_kernel_args *a)
                            *dy = &a->inputs[g.dy], *dx = &a->outputs[0],
                            *ds = &a->outputs[1], *db = &a->outputs[2];
     const keel_tensor_desc *sc = g.scale >= 0 ? &a->inputs[g.scale] : NULL;
+    int64_t wg = nn_wg(g.inner), wg2 = nn_wg(g.n * g.spatial);
 
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)) || (st = nn_dense(&c, mu, &ma)) ||
         (st = nn_dense(&c, iv, &ia)) || (st = nn_dense(&c, dy, &dya)))
         return nn_end(&c, st);
     st = OK_RUN_WG(
-        &c.l, nn_kname(&c, kn, sizeof(kn), "nn_gng"), g.n * g.groups * NN_WG,
-        NN_WG, xa, OK_I32(x->dtype), sc ? OK_T(&c.l, sc) : NN_NONE,
+        &c.l, nn_kname(&c, kn, sizeof(kn), "nn_gng"), g.n * g.groups * wg, wg, xa, OK_I32(x->dtype), sc ? OK_T(&c.l, sc) : NN_NONE,
         OK_I32(sc ? sc->dtype : KEEL_F32), OK_I64(sc ? nn_vstride(sc) : 0),
         OK_I32(sc != NULL), ma, OK_I32(mu->dtype), ia, OK_I32(iv->dtype),
         dya, OK_I32(dy->dtype), OK_T(&c.l, dx), OK_I64(g.c),
         OK_I64(g.groups), OK_I64(g.spatial));
     if (!st)
         st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_gngc"),
-                       g.c * NN_WG, NN_WG, xa, OK_I32(x->dtype), ma,
+                       g.c * wg2, wg2, xa, OK_I32(x->dtype), ma,
                        OK_I32(mu->dtype), ia, OK_I32(iv->dtype), dya,
                        OK_I32(dy->dtype), OK_T(&c.l, ds), OK_I32(ds->dtype),
                        OK_T(&c.l, db), OK_I32(db->dtype), OK_I64(g.n),
@@ -400,9 +408,11 @@ static keel_status k_cross_entropy(void *kd, const keel_kernel_args *a)
                            *loss = &a->outputs[0], *sm = &a->outputs[1];
     const keel_tensor_desc *w = a->num_inputs > 2 ? &a->inputs[2] : NULL;
     bool none;
+    int64_t wg;
 
     nn_ce_geo(a, w != NULL, &e);
     none = e.red == KEEL_KIT_RED_NONE;
+    wg = nn_wg(e.C);
     c.dbl = x->dtype == KEEL_F64;
     if ((st = nn_dense(&c, x, &xa)) || (st = nn_dense(&c, lab, &la)))
         return nn_end(&c, st);
@@ -410,7 +420,7 @@ static keel_status k_cross_entropy(void *kd, const keel_kernel_args *a)
         (st = nn_scratch(&c, (size_t)(2 * e.ns) * NN_TSZ(&c), &part)))
         return nn_end(&c, st);
     st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_ce"),
-                   e.ns * NN_WG, NN_WG, xa, OK_I32(x->dtype), la,
+                   e.ns * wg, wg, xa, OK_I32(x->dtype), la,
                    OK_I32(lab->dtype), w ? OK_T(&c.l, w) : NN_NONE,
                    OK_I32(w ? w->dtype : KEEL_F32),
                    OK_I64(w ? nn_vstride(w) : 0), OK_I32(w != NULL),
@@ -442,9 +452,11 @@ static keel_status k_cross_entropy_grad(void *kd, const keel_kernel_args *a)
                            *dl = &a->inputs[2], *dx = &a->outputs[0];
     const keel_tensor_desc *w = a->num_inputs > 3 ? &a->inputs[3] : NULL;
     bool none;
+    int64_t wg;
 
     nn_ce_geo(a, w != NULL, &e);
     none = e.red == KEEL_KIT_RED_NONE;
+    wg = nn_wg(e.C);
     c.dbl = p->dtype == KEEL_F64;
     if ((st = nn_dense(&c, p, &pa)) || (st = nn_dense(&c, lab, &la)) ||
         (st = nn_dense(&c, dl, &dla)) ||
@@ -452,7 +464,7 @@ static keel_status k_cross_entropy_grad(void *kd, const keel_kernel_args *a)
         (st = nn_scratch(&c, NN_TSZ(&c), &den)))
         return nn_end(&c, st);
     st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_cew"),
-                   e.ns * NN_WG, NN_WG, la, OK_I32(lab->dtype),
+                   e.ns * wg, wg, la, OK_I32(lab->dtype),
                    w ? OK_T(&c.l, w) : NN_NONE,
                    OK_I32(w ? w->dtype : KEEL_F32),
                    OK_I64(w ? nn_vstride(w) : 0), OK_I32(w != NULL),
@@ -466,7 +478,7 @@ static keel_status k_cross_entropy_grad(void *kd, const keel_kernel_args *a)
                        OK_MEM(den), OK_I32(NN_TDT(&c)));
     if (!st)
         st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_ceg"),
-                       e.ns * NN_WG, NN_WG, pa, OK_I32(p->dtype), la,
+                       e.ns * wg, wg, pa, OK_I32(p->dtype), la,
                        OK_I32(lab->dtype), dla, OK_I32(dl->dtype),
                        OK_MEM(part), OK_MEM(den), OK_T(&c.l, dx),
                        OK_I64(e.C), OK_I64(e.inner), OK_I32(e.soft),
