@@ -15,6 +15,10 @@
  * scratch buffer, added by one work-group (nn_fin_*) in a fixed order, all
  * enqueued on the stream: deterministic, and nothing waits.
  *
+ * embedding_grad: one work-group per table row scans every id (per block
+ * of 256 columns) and adds the matching dout rows in id order: no float
+ * atomics and deterministic, but its cost grows with rows x ids.
+ *
  * Index values (labels, ids, classes) are not range-checked before the
  * launch: that would need the values on the host, and a kernel cannot
  * report an error. As in the CUDA plugin, values out of range are treated
