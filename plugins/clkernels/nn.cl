@@ -23,8 +23,8 @@
  * REDUCTIONS. One work-group (a power of two <= NN_WG work items) per row,
  * channel, (sample, group) or sample, with a __local tree; losses reduced to a scalar write
  * per-group partial sums that nn_fin_* adds in a fixed order, so every
- * result is deterministic. embedding_grad has one work-group per table row
- * scanning the ids in order (no atomics).
+ * result is deterministic. embedding_grad sorts (id, position) keys and
+ * adds each row's dout rows in position order (no atomics).
  *
  * INDICES. Labels, ids and classes out of range (and ignore_index /
  * padding_idx) are treated as ignored: zero loss and weight, zero rows.
@@ -790,39 +790,82 @@ static inline bool nn_in(long v, long n)
         ST(pp, pdt, po, pv);                                                  \
     }                                                                         \
                                                                               \
-    /* ---- embedding_grad: one work-group per table row v, scanning the   \
-     * ids in order for each block of NN_WG columns (deterministic, no     \
-     * atomics); padding_idx's row and rows no id names are zeros. */        \
-    __kernel void nn_embg_##SFX(BUF(ids), int idt, long nids, BUF(dy),        \
-                                int dydt, BUF(out), long D, long pad)         \
+    /* ---- embedding_grad: dtable[v, j] = sum of dout[r, j] over the    \
+     * positions r of id v, in increasing r (keys sorted by nn_embg_sort,   \
+     * first[v] where v's keys begin); deterministic, no atomics. */        \
+    __kernel void nn_embg_##SFX(BUF(keys), BUF(first), BUF(dy), int dydt,     \
+                                BUF(out), long V, long D)                     \
     {                                                                         \
-        __local int hit[NN_WG];                                               \
-        __global const uchar *ip = PTR(uchar, ids), *dyp = PTR(uchar, dy);    \
-        __global uchar *op = PTR(uchar, out);                                 \
-        long v = (long)get_group_id(0);                                       \
-        int t = (int)get_local_id(0);                                         \
-        for (long j0 = 0; j0 < D; j0 += NN_L) {                              \
-            long j = j0 + t;                                                  \
-            T acc = 0;                                                        \
-            for (long r0 = 0; v != pad && r0 < nids; r0 += NN_L) {           \
-                long r = r0 + t;                                              \
-                int cnt = (int)min(NN_L, nids - r0);                          \
-                hit[t] = r < nids && nn_ldi(ip, idt, r) == v;                 \
-                barrier(CLK_LOCAL_MEM_FENCE);                                 \
-                for (int k = 0; k < cnt; k++)                                 \
-                    if (hit[k] && j < D)                                      \
-                        acc += LD(dyp, dydt, (r0 + k) * D + j);               \
-                barrier(CLK_LOCAL_MEM_FENCE);                                 \
-            }                                                                 \
-            if (j < D)                                                        \
-                ST(op, dydt, v * D + j, acc);                                 \
-        }                                                                     \
+        __global const ulong *kp = PTR(ulong, keys);                          \
+        __global const long *fp = PTR(long, first);                           \
+        __global const uchar *dyp = PTR(uchar, dy);                           \
+        long i = (long)get_global_id(0), v, j, e;                             \
+        T acc = 0;                                                            \
+        if (i >= V * D)                                                       \
+            return;                                                           \
+        v = i / D;                                                            \
+        j = i - v * D;                                                        \
+        e = fp[v + 1];                                                        \
+        for (long k = fp[v]; k < e; k++)                                      \
+            acc += LD(dyp, dydt, (long)(kp[k] & 0xffffffffUL) * D + j);       \
+        ST(PTR(uchar, out), dydt, i, acc);                                    \
     }
 
 NN_INST(f32, float, nn_ldf, nn_stf)
 #ifdef KEEL_HAS_FP64
 NN_INST(f64, double, nn_ldd, nn_std)
 #endif
+
+/* embedding_grad, sort keys: id << 32 | position for each id that names a
+ * row other than padding_idx, all ones for the others and for the padding
+ * up to P (a power of two). */
+__kernel void nn_embg_keys(BUF(ids), int idt, long nids, long V, long pad,
+                           BUF(keys), long P)
+{
+    long i = (long)get_global_id(0), id;
+    ulong k = ~(ulong)0;
+    if (i >= P)
+        return;
+    if (i < nids) {
+        id = nn_ldi(PTR(uchar, ids), idt, i);
+        if (id != pad && nn_in(id, V))
+            k = ((ulong)id << 32) | (ulong)i;
+    }
+    PTR(ulong, keys)[i] = k;
+}
+
+/* One step (j, k) of an ascending bitonic sort of P keys. The keys are
+ * distinct (or all ones), so the result does not depend on the device. */
+__kernel void nn_embg_sort(BUF(keys), long P, long j, long k)
+{
+    __global ulong *kp = PTR(ulong, keys);
+    long i = (long)get_global_id(0), l = i ^ j;
+    if (i >= P || l <= i)
+        return;
+    ulong a = kp[i], b = kp[l];
+    if ((a > b) == ((i & k) == 0)) {
+        kp[i] = b;
+        kp[l] = a;
+    }
+}
+
+/* first[v], v <= V: the first sorted key of id v or above. */
+__kernel void nn_embg_first(BUF(keys), long P, long V, BUF(first))
+{
+    __global const ulong *kp = PTR(ulong, keys);
+    long v = (long)get_global_id(0), lo = 0, hi = P;
+    ulong key = (ulong)v << 32;
+    if (v > V)
+        return;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (kp[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    PTR(long, first)[v] = lo;
+}
 
 /* embedding: out[r, j] = table[ids[r], j], zeros for padding_idx and ids
  * out of range: a copy of the table's elements by their size es (2 or 4

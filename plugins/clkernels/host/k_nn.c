@@ -15,9 +15,10 @@
  * scratch buffer, added by one work-group (nn_fin_*) in a fixed order, all
  * enqueued on the stream: deterministic, and nothing waits.
  *
- * embedding_grad: one work-group per table row scans every id (per block
- * of 256 columns) and adds the matching dout rows in id order: no float
- * atomics and deterministic, but its cost grows with rows x ids.
+ * embedding_grad sorts keys id << 32 | position on the device (bitonic),
+ * finds each row's run by binary search, and sums each dtable element's
+ * dout values in position order: no float atomics, deterministic, the same
+ * order as the CPU plugin's.
  *
  * Index values (labels, ids, classes) are not range-checked before the
  * launch: that would need the values on the host, and a kernel cannot
@@ -639,6 +640,7 @@ static keel_status k_embedding_grad(void *kd, const keel_kernel_args *a)
 {
     struct nn_ctx c;
     struct ok_arg ia, da;
+    ok_mem keys = NULL, first = NULL;
     char kn[48];
     keel_status st;
     (void)kd;
@@ -647,18 +649,38 @@ static keel_status k_embedding_grad(void *kd, const keel_kernel_args *a)
         return st;
     const keel_tensor_desc *ids = &a->inputs[0], *dy = &a->inputs[1],
                            *out = &a->outputs[0];
-    int64_t V = out->shape[0], D = out->shape[1];
+    int64_t V = out->shape[0], D = out->shape[1], n = keel_kit_numel(ids);
+    int64_t P = 1;
 
     if (V == 0 || D == 0)
         return KEEL_STATUS_OK;
+    /* keys are id << 32 | position */
+    if (n >= (INT64_C(1) << 32) || V >= (INT64_C(1) << 31))
+        return ok_fail(KEEL_STATUS_NOT_SUPPORTED,
+                       "embedding_grad: %lld ids into %lld rows exceed the "
+                       "sort keys' range",
+                       (long long)n, (long long)V);
+    while (P < n)
+        P *= 2;
     c.dbl = dy->dtype == KEEL_F64;
-    if ((st = nn_dense(&c, ids, &ia)) || (st = nn_dense(&c, dy, &da)))
+    if ((st = nn_dense(&c, ids, &ia)) || (st = nn_dense(&c, dy, &da)) ||
+        (st = nn_scratch(&c, (size_t)P * sizeof(uint64_t), &keys)) ||
+        (st = nn_scratch(&c, (size_t)(V + 1) * sizeof(int64_t), &first)))
         return nn_end(&c, st);
-    st = OK_RUN_WG(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_embg"),
-                   V * NN_WG, NN_WG, ia, OK_I32(ids->dtype),
-                   OK_I64(keel_kit_numel(ids)), da, OK_I32(dy->dtype),
-                   OK_T(&c.l, out), OK_I64(D),
-                   OK_I64(keel_kit_attr_i(a, "padding_idx", -1)));
+    st = OK_RUN(&c.l, "nn_embg_keys", P, ia, OK_I32(ids->dtype), OK_I64(n),
+                OK_I64(V), OK_I64(keel_kit_attr_i(a, "padding_idx", -1)),
+                OK_MEM(keys), OK_I64(P));
+    for (int64_t k = 2; !st && k <= P; k *= 2)
+        for (int64_t j = k / 2; !st && j > 0; j /= 2)
+            st = OK_RUN(&c.l, "nn_embg_sort", P, OK_MEM(keys), OK_I64(P),
+                        OK_I64(j), OK_I64(k));
+    if (!st)
+        st = OK_RUN(&c.l, "nn_embg_first", V + 1, OK_MEM(keys), OK_I64(P),
+                    OK_I64(V), OK_MEM(first));
+    if (!st)
+        st = OK_RUN(&c.l, nn_kname(&c, kn, sizeof(kn), "nn_embg"), V * D,
+                    OK_MEM(keys), OK_MEM(first), da, OK_I32(dy->dtype),
+                    OK_T(&c.l, out), OK_I64(V), OK_I64(D));
     return nn_end(&c, st);
 }
 
