@@ -21,10 +21,12 @@
  * operands, which are updated in place through their descriptors (kdesc).
  *
  * REDUCTIONS. One work-group (a power of two <= NN_WG work items) per row,
- * channel, (sample, group) or sample, with a __local tree; losses reduced to a scalar write
- * per-group partial sums that nn_fin_* adds in a fixed order, so every
- * result is deterministic. embedding_grad sorts (id, position) keys and
- * adds each row's dout rows in position order (no atomics).
+ * channel, (sample, group) or sample, with a __local tree; losses reduced
+ * to a scalar write per-group partial sums that nn_fin_* adds in a fixed
+ * order, so every result is deterministic. Every work item of a group
+ * reaches every barrier: no barrier sits in a branch (PoCL got one wrong).
+ * embedding_grad sorts (id, position) keys and adds each row's dout rows
+ * in position order (no atomics).
  *
  * INDICES. Labels, ids and classes out of range (and ignore_index /
  * padding_idx) are treated as ignored: zero loss and weight, zero rows.
@@ -187,26 +189,22 @@ static inline bool nn_in(long v, long n)
         __global uchar *rmp = PTR(uchar, rm), *rvp = PTR(uchar, rv);          \
         long c = (long)get_group_id(0), m = N * S;                            \
         int t = (int)get_local_id(0);                                         \
-        T mean, var, inv, a, b;                                               \
-        if (training) {                                                       \
-            T s = 0, q = 0;                                                   \
-            for (long k = t; k < m; k += NN_L) {                             \
-                long n = k / S;                                               \
-                s += LD(xp, xdt, (n * C + c) * S + (k - n * S));              \
-            }                                                                 \
-            s = nn_sum_##SFX(red, s);                                         \
-            mean = m ? s / (T)m : (T)0;                                       \
-            for (long k = t; k < m; k += NN_L) {                             \
-                long n = k / S;                                               \
-                T d = LD(xp, xdt, (n * C + c) * S + (k - n * S)) - mean;      \
-                q += d * d;                                                   \
-            }                                                                 \
-            q = nn_sum_##SFX(red, q);                                         \
-            var = m ? q / (T)m : (T)0;                                        \
-        } else {                                                              \
-            mean = LD(rmp, rmdt, c * rms);                                    \
-            var = LD(rvp, rvdt, c * rvs);                                     \
+        T mean, var, inv, a, b, s = 0, q = 0;                                 \
+        /* the reductions run in both modes: PoCL mishandled barriers       \
+         * inside the training branch */                                      \
+        for (long k = t; training && k < m; k += NN_L) {                      \
+            long n = k / S;                                                   \
+            s += LD(xp, xdt, (n * C + c) * S + (k - n * S));                  \
         }                                                                     \
+        s = nn_sum_##SFX(red, s);                                             \
+        mean = !training ? LD(rmp, rmdt, c * rms) : m ? s / (T)m : (T)0;      \
+        for (long k = t; training && k < m; k += NN_L) {                      \
+            long n = k / S;                                                   \
+            T d = LD(xp, xdt, (n * C + c) * S + (k - n * S)) - mean;          \
+            q += d * d;                                                       \
+        }                                                                     \
+        q = nn_sum_##SFX(red, q);                                             \
+        var = !training ? LD(rvp, rvdt, c * rvs) : m ? q / (T)m : (T)0;       \
         inv = (T)1 / sqrt(var + eps);                                         \
         a = inv * LD(PTR(uchar, sc), scdt, c * scs);                          \
         b = LD(PTR(uchar, bi), bidt, c * bis);                                \
@@ -219,8 +217,10 @@ static inline bool nn_in(long v, long n)
             ST(PTR(uchar, oi), oidt, c, inv);                                 \
             if (training && m > 0) {                                          \
                 T r0 = LD(rmp, rmdt, c * rms), r1 = LD(rvp, rvdt, c * rvs);   \
-                ST(rmp, rmdt, c * rms, momentum * r0 + ((T)1 - momentum) * mean); \
-                ST(rvp, rvdt, c * rvs, momentum * r1 + ((T)1 - momentum) * var); \
+                ST(rmp, rmdt, c * rms,                                        \
+                   momentum * r0 + ((T)1 - momentum) * mean);                 \
+                ST(rvp, rvdt, c * rvs,                                        \
+                   momentum * r1 + ((T)1 - momentum) * var);                  \
             }                                                                 \
         }                                                                     \
     }                                                                         \
@@ -487,15 +487,16 @@ static inline bool nn_in(long v, long n)
         int t = (int)get_local_id(0);                                         \
         T lse = 0, stl = 0, stw = 0, sl = 0, wsum = 0;                        \
         T ec = eps / (T)C;                                                    \
-        if (use_sm) {                                                         \
+        {                                                                     \
             T mx = -INFINITY, se = 0;                                         \
-            for (long c = t; c < C; c += NN_L)                               \
+            for (long c = t; use_sm && c < C; c += NN_L)                      \
                 mx = fmax(mx, LD(xp, xdt, base + c * inner));                 \
             mx = nn_max_##SFX(red, mx);                                       \
-            for (long c = t; c < C; c += NN_L)                               \
+            for (long c = t; use_sm && c < C; c += NN_L)                      \
                 se += exp(LD(xp, xdt, base + c * inner) - mx);                \
             se = nn_sum_##SFX(red, se);                                       \
-            lse = mx + log(se);                                               \
+            if (use_sm)                                                       \
+                lse = mx + log(se);                                           \
         }                                                                     \
         for (long c = t; c < C; c += NN_L) {                                 \
             long off = base + c * inner;                                      \
@@ -676,9 +677,9 @@ static inline bool nn_in(long v, long n)
                 aw += wt;                                                     \
             }                                                                 \
         }                                                                     \
+        al = nn_sum_##SFX(red, al);                                           \
+        aw = nn_sum_##SFX(red, aw);                                           \
         if (!red_none) {                                                      \
-            al = nn_sum_##SFX(red, al);                                       \
-            aw = nn_sum_##SFX(red, aw);                                       \
             if (get_local_id(0) == 0) {                                       \
                 PTR(T, part)[2 * get_group_id(0)] = al;                       \
                 PTR(T, part)[2 * get_group_id(0) + 1] = aw;                   \
