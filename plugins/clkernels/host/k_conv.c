@@ -37,28 +37,9 @@
 #include <string.h>
 
 #include "ok.h"
+#include "okla.h"
 
-/* ---- k_linalg.c's GEMM (keep in sync with its definition there) -------- */
 
-struct okla_mat {
-    keel_dptr p;
-    uint64_t bytes;
-    ok_mem m;
-};
-
-struct okla_gemm {
-    keel_dtype dt;
-    int64_t M, N, K;
-    struct okla_mat a, b, c, bias;
-    bool has_bias, accum;
-    int64_t ars, acs, brs, bcs, ldc, bias_rs, bias_cs;
-    int nb;
-    int64_t bshape[2];
-    int64_t abs[2], bbs[2], cbs[2], sbs[2];
-    int64_t aoff, boff, coff, soff;
-};
-
-keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g);
 
 /* Column buffers above this are cut into chunks of images. */
 #define CV_COL_CAP ((int64_t)256 << 20)
