@@ -14,7 +14,14 @@ and compare() checks two things per step:
   - the update, d = p_k - p_(k-1) from each side's own weights, within
     UPDATE_TOLERANCE (1e-6) of Paddle's update, plus one float32 rounding
     of the weight (ulp(p) / 2 for each of p_k and p_(k-1)): the most the
-    update can move when both frameworks compute it alike.
+    update can move when both frameworks compute it alike. AdamW gets two
+    roundings: its decoupled decay makes an intermediate weight
+    p * (1 - lr * coeff) that keel rounds to float32 before adding the
+    Adam step, while Paddle's CPU AdamW has a JIT kernel for CPUs with
+    avx512f (AdamWJitCode in libphi_core.so) that rounds these steps in its
+    own order; each result is then within one ulp of the exact value, so
+    the two may lie two ulp apart (seen: exactly 2 ulp at step 9 of
+    zero_start_betas on an AVX-512 CPU, where 1 ulp failed).
 
 The weights alone hide an update error as large as 1e-5 when |p| is a
 hundred times the step; the update test does not. The "zero_start"
@@ -131,6 +138,7 @@ def compare(config, ours, theirs, tol):
             return 0, 0.0, (f"{name}: value {i}: keel {x!r}, Paddle {y!r}: "
                             f"finite numbers expected")
     worst = 0.0
+    roundings = 2 if config.get("optimizer") == "AdamW" else 1
     prev_a, prev_b = init, init
     scale = [abs(v) for v in init]
     for k in range(steps):
@@ -147,7 +155,7 @@ def compare(config, ours, theirs, tol):
                     f"{name}: step {k + 1}, weight {j}: keel {a[j]!r}, "
                     f"Paddle {b[j]!r} (difference {wrel:.3g} of the "
                     f"weight's scale {ref:.3g}; tolerance {tol:g})")
-            slack = (_ulp32(b[j]) + _ulp32(prev_b[j])) / 2
+            slack = roundings * (_ulp32(b[j]) + _ulp32(prev_b[j])) / 2
             excess = max(0.0, abs(da - db) - slack)
             rel = excess / abs(db) if db else (math.inf if excess else 0.0)
             worst = max(worst, rel)
@@ -156,7 +164,8 @@ def compare(config, ours, theirs, tol):
                     f"{name}: step {k + 1}, weight {j}: update keel "
                     f"{da!r}, Paddle {db!r} (relative difference "
                     f"{abs(da - db) / abs(db) if db else math.inf:.3g}, "
-                    f"{rel:.3g} beyond one float32 rounding of the weight; "
+                    f"{rel:.3g} beyond {roundings} float32 rounding(s) of the "
+                    f"weight; "
                     f"tolerance {UPDATE_TOLERANCE:g})")
         prev_a, prev_b = a, b
     return len(ours), worst, None
