@@ -112,7 +112,7 @@ if [ "$clang" -eq 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-clang --print-errorlogs --num-processes "$jobs" \
-      --no-suite parity --no-suite fuzz
+      --no-suite parity --no-suite fuzz --no-suite opencl-cache
   if [ "$fuzz_long" -eq 1 ]; then
     export KEEL_FUZZ_SECONDS="${KEEL_FUZZ_LONG_SECONDS:-600}"
   fi
