@@ -92,7 +92,7 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes "$jobs" \
-    --no-suite parity
+    --no-suite parity --no-suite opencl-cache
 fi
 
 if [ "$valgrind" -eq 1 ]; then
