@@ -136,8 +136,8 @@ keel_status okla_gemm(const struct ok_launch *l, const struct okla_gemm *g)
 
 /* KEEL_OPENCL_BLAS=1: the BLAS always, =0: never; unset: on every device
  * but CPUs, where the program's la_gemm16 kernel is the faster one (on
- * PoCL 3.1, 2 cores: 36-55 GFLOP/s against CLBlast's 5, f32 1024-2048;
- * docs/benchmarks.md). */
+ * PoCL 3.1, 2 cores: 80-100 GFLOP/s against CLBlast's 15-18, f32
+ * 1024-2048; docs/benchmarks.md). */
 static bool blas_enabled(const struct ok_launch *l)
 {
     const char *e = getenv("KEEL_OPENCL_BLAS");
