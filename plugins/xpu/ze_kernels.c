@@ -103,15 +103,9 @@ uint32_t ok_backend_dtype_mask(int32_t device)
     return m;
 }
 
-static keel_status ze_lookup(int32_t device, const char *op, keel_dtype dt,
-                             keel_kernel *k)
-{
-    return ok_kernel_lookup(device, op, dt, k);
-}
-
 const keel_kernel_ops ze_kernel_ops = {
     .header = KEEL_TABLE_HEADER(keel_kernel_ops),
-    .lookup = ze_lookup,
+    .lookup = ok_kernel_lookup,
 };
 
 const char *ok_backend_blas_name(void)

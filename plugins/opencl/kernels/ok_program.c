@@ -105,15 +105,9 @@ int32_t ok_backend_device_count(void)
     return ocl_g.ndev;
 }
 
-static keel_status ok_lookup_entry(int32_t device, const char *op,
-                                   keel_dtype dt, keel_kernel *k)
-{
-    return ok_kernel_lookup(device, op, dt, k);
-}
-
 const keel_kernel_ops ocl_kernel_ops = {
     .header = KEEL_TABLE_HEADER(keel_kernel_ops),
-    .lookup = ok_lookup_entry,
+    .lookup = ok_kernel_lookup,
 };
 
 /* ---- the binary cache ------------------------------------------------------ */
