@@ -25,6 +25,9 @@ KEEL_DEBIAN_PACKAGES=(
   # Level Zero (xpu) plugin: headers and loader; its kernels are compiled
   # to SPIR-V by clang and llvm-spirv and checked by spirv-val.
   libze-dev clang-14 llvm-spirv-14 spirv-tools
+  # HIP plugin: the HIP runtime and headers, hipcc (kernels for gfx906 and
+  # gfx90a) and rocPRIM (sorting, header only).
+  hipcc libamdhip64-dev librocprim-dev
 )
 
 KEEL_SOURCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -83,9 +83,9 @@ echo "== gcc ASan + UBSan build"
 # in the plain build; under the sanitizers the CUDA plugin is runtime-only.
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dplugin_cuda_kernels=disabled
+    -Dplugin_cuda_kernels=disabled -Dplugin_hip_kernels=disabled
 else
-  meson configure build-asan -Dplugin_cuda_kernels=disabled
+  meson configure build-asan -Dplugin_cuda_kernels=disabled -Dplugin_hip_kernels=disabled
 fi
 ninja -C build-asan
 # The parity suite compares with Python's Paddle and runs once, above.
@@ -106,7 +106,7 @@ if [ "$clang" -eq 1 ]; then
   echo "== clang build: ASan + UBSan, libFuzzer targets"
   if [ ! -f build-clang/build.ninja ]; then
     CC=clang meson setup build-clang -Db_sanitize=address,undefined \
-      -Db_lundef=false -Dplugin_cuda_kernels=disabled -Dfuzz=true
+      -Db_lundef=false -Dplugin_cuda_kernels=disabled -Dplugin_hip_kernels=disabled -Dfuzz=true
   fi
   ninja -C build-clang
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -125,7 +125,7 @@ if [ "$tsan" -eq 1 ]; then
   echo "== ThreadSanitizer"
   if [ ! -f build-tsan/build.ninja ]; then
     meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
-      -Dplugin_cuda_kernels=disabled
+      -Dplugin_cuda_kernels=disabled -Dplugin_hip_kernels=disabled
   fi
   ninja -C build-tsan
   # The conform suite runs `keel conform --plugin cpu` inline, with

@@ -5,7 +5,7 @@
  *
  *     -Wl,--wrap=cuda_enter -Wl,--wrap=cuda_stream_resolve
  *
- * so that ck_begin (plugins/cuda/kernels/cuda_kernels.c) finds "device 0,
+ * so that ck_begin (plugins/gpu/kernels/cuda_kernels.c) finds "device 0,
  * the default stream" without a device: the argument checks run, and a
  * launch that passes them fails at its first CUDA call for lack of a
  * device (a status other than OK, INVALID_ARGUMENT and NOT_SUPPORTED:
@@ -19,7 +19,7 @@
 
 #include "kc.h"
 
-/* As in plugins/cuda/kernels/ck.h (unchanged since before the kit). */
+/* As in plugins/gpu/kernels/ck.h (unchanged since before the kit). */
 struct ck_entry {
     const char *op;
     uint32_t dtypes;

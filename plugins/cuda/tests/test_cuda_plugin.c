@@ -25,11 +25,21 @@
 #include <keel/runtime.h>
 #include <keel/tensor.h>
 
+/* The same test serves the HIP plugin (plugins/hip/tests), built from the
+ * same sources: these name the plugin under test. */
+#ifndef GPU_PLUGIN
+#define GPU_PLUGIN "cuda"        /* plugin name, and its file libkeel-NAME */
+#define GPU_API "CUDA"           /* the runtime named in its reasons */
+#define GPU_ARCH_PREFIX "sm_"    /* device props arch */
+#define GPU_BLAS_LIB "libcublas" /* must not be mapped before a GEMM */
+#define GPU_VENDOR_HW "an NVIDIA GPU and its driver"
+#endif
+
 static int cuda_index(keel_plugin_info *info)
 {
     for (int i = 0; i < keel_plugin_count(); i++)
         if (keel_plugin_get_info(i, info) == KEEL_STATUS_OK && info->name &&
-            !strcmp(info->name, "cuda"))
+            !strcmp(info->name, GPU_PLUGIN))
             return i;
     return -1;
 }
@@ -62,7 +72,7 @@ static void test_identity(void)
 #endif
     CU_ASSERT_PTR_NULL(api->profiler);
     CU_ASSERT_PTR_NOT_NULL(api->memory->copy_peer_async);
-    CU_ASSERT_TRUE(keel_is_compiled_with("cuda"));
+    CU_ASSERT_TRUE(keel_is_compiled_with(GPU_PLUGIN));
     CU_ASSERT_TRUE(keel_is_compiled_with("gpu"));
 }
 
@@ -80,14 +90,14 @@ static void test_no_driver_or_devices(void)
                               KEEL_STATUS_OK);
         CU_ASSERT_EQUAL(keel_device_get_props(pl, &props), KEEL_STATUS_OK);
         CU_ASSERT(props.total_memory > 0 && props.compute_units > 0);
-        CU_ASSERT_PTR_NOT_NULL(strstr(props.arch, "sm_"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(props.arch, GPU_ARCH_PREFIX));
         return;
     }
     CU_ASSERT_EQUAL(keel_device_count("gpu"), 0);
-    CU_ASSERT_EQUAL(keel_device_count("cuda"), 0);
+    CU_ASSERT_EQUAL(keel_device_count(GPU_PLUGIN), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
-    /* "no CUDA driver (...)" or "no CUDA device (...)". */
-    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "CUDA"));
+    /* "no CUDA driver (...)", "no CUDA device (...)", "no HIP device". */
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, GPU_API));
     CU_ASSERT_EQUAL(keel_place_parse("gpu:0", &pl),
                     KEEL_STATUS_INVALID_DEVICE);
     CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), info.reason));
@@ -177,9 +187,9 @@ static void test_cublas_not_loaded_at_init(void)
     int idx = cuda_index(&info);
 
     CU_ASSERT_TRUE_FATAL(idx >= 0);
-    CU_ASSERT_TRUE(mapped("libkeel-cuda"));
+    CU_ASSERT_TRUE(mapped("libkeel-" GPU_PLUGIN));
     /* No test before this one runs a GEMM, with or without a GPU. */
-    CU_ASSERT_FALSE(mapped("libcublas"));
+    CU_ASSERT_FALSE(mapped(GPU_BLAS_LIB));
 }
 
 /* ---- --gpu: kernels on gpu:0 against the CPU plugin ------------------------ */
@@ -370,26 +380,27 @@ static int run_gpu_vs_cpu(void)
     unsigned failed;
 
 #ifndef KEEL_CUDA_HAVE_KERNELS
-    printf("cuda-gpu-vs-cpu: SKIP: the CUDA plugin was built without its "
-           "kernels (no nvcc, or -Dplugin_cuda_kernels=disabled); build them "
-           "and run this on a machine with an NVIDIA GPU\n");
+    printf(GPU_PLUGIN "-gpu-vs-cpu: SKIP: the " GPU_API " plugin was built "
+           "without its kernels (no nvcc/hipcc, or -Dplugin_" GPU_PLUGIN
+           "_kernels=disabled); build them and run this on a machine with "
+           GPU_VENDOR_HW "\n");
     return 77;
 #endif
     if (cuda_index(&info) < 0 || !info.loaded || info.device_count <= 0) {
-        printf("cuda-gpu-vs-cpu: SKIP: no CUDA device here (%s): the GPU "
-               "kernels were NOT run or compared; run this test on a machine "
-               "with an NVIDIA GPU and its driver\n",
+        printf(GPU_PLUGIN "-gpu-vs-cpu: SKIP: no " GPU_API " device here "
+               "(%s): the GPU kernels were NOT run or compared; run this "
+               "test on a machine with " GPU_VENDOR_HW "\n",
                info.reason ? info.reason : "the plugin reports 0 devices");
         return 77;
     }
     if (keel_device_count("cpu") <= 0) {
-        printf("cuda-gpu-vs-cpu: FAIL: the CPU plugin, the reference, is "
+        printf(GPU_PLUGIN "-gpu-vs-cpu: FAIL: the CPU plugin, the reference, is "
                "not loaded\n");
         return 1;
     }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    suite = CU_add_suite("cuda gpu:0 vs cpu:0", NULL, NULL);
+    suite = CU_add_suite(GPU_PLUGIN " gpu:0 vs cpu:0", NULL, NULL);
     CU_add_test(suite, "elementwise", test_gpu_elementwise);
     CU_add_test(suite, "reductions and softmax", test_gpu_reduce_softmax);
     CU_add_test(suite, "matmul and conv2d", test_gpu_matmul_conv);
@@ -410,7 +421,7 @@ int main(int argc, char **argv)
         return run_gpu_vs_cpu();
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    suite = CU_add_suite("cuda", NULL, NULL);
+    suite = CU_add_suite(GPU_PLUGIN, NULL, NULL);
     CU_add_test(suite, "identity", test_identity);
     CU_add_test(suite, "no driver or devices", test_no_driver_or_devices);
     CU_add_test(suite, "raw calls answer with a status",

@@ -43,8 +43,8 @@ namespace {
 
 /* Element math type: what a functor computes in. */
 template <class T> struct em { typedef T t; };
-template <> struct em<__half> { typedef float t; };
-template <> struct em<__nv_bfloat16> { typedef float t; };
+template <> struct em<ck_half> { typedef float t; };
+template <> struct em<ck_bf16> { typedef float t; };
 
 /* Unsigned twin, for wrapping integer arithmetic (floats: themselves). */
 template <class T> struct uns { typedef T t; };
@@ -568,8 +568,8 @@ bin_vec_kernel(T *o, const T *x, const T *y, int64_t n, F f)
 
 template <class T> struct vec_ok { static const bool v = false; };
 template <> struct vec_ok<float> { static const bool v = true; };
-template <> struct vec_ok<__half> { static const bool v = true; };
-template <> struct vec_ok<__nv_bfloat16> { static const bool v = true; };
+template <> struct vec_ok<ck_half> { static const bool v = true; };
+template <> struct vec_ok<ck_bf16> { static const bool v = true; };
 
 /* The vector path, when the layout allows it. Returns false (nothing
  * launched) otherwise. */
@@ -656,8 +656,8 @@ keel_status dispatch(keel_dtype dt, const Vis &v, const char *name)
     switch (dt) {
         EW_CASE(KEEL_F32, float)
         EW_CASE(KEEL_F64, double)
-        EW_CASE(KEEL_F16, __half)
-        EW_CASE(KEEL_BF16, __nv_bfloat16)
+        EW_CASE(KEEL_F16, ck_half)
+        EW_CASE(KEEL_BF16, ck_bf16)
         EW_CASE(KEEL_I8, int8_t)
         EW_CASE(KEEL_U8, uint8_t)
         EW_CASE(KEEL_I32, int32_t)
@@ -888,6 +888,7 @@ keel_status k_where(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_elementwise[] = {
     {"add", KEEL_DT_NUMERIC, k_add},
     {"subtract", KEEL_DT_NUMERIC, k_subtract},
@@ -936,3 +937,5 @@ extern "C" const struct ck_entry ck_kernels_elementwise[] = {
     {"clip", KEEL_DT_NUMERIC, k_clip},
     {NULL, 0, NULL},
 };
+#endif
+

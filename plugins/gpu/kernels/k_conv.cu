@@ -55,13 +55,7 @@
 #include <string.h>
 
 #include "ck.cuh"
-
-/* Row-major batched GEMM on cuBLAS, from k_linalg.cu. */
-keel_status ckl_gemm(const struct ck_launch *l, keel_dtype dt,
-                     keel_dtype cdt, bool ta, bool tb, int64_t M, int64_t N,
-                     int64_t K, const void *A, int64_t lda, int64_t sa,
-                     const void *B, int64_t ldb, int64_t sb, bool acc,
-                     void *C, int64_t ldc, int64_t sc, int64_t batch);
+#include "ck_gemm.h" /* ckl_gemm, from k_linalg.cu */
 
 namespace {
 
@@ -114,7 +108,7 @@ keel_status conv_geo(const keel_kernel_args *a, const char *op,
     if (g->og > INT_MAX || g->ckk > INT_MAX || g->ohw > INT_MAX ||
         g->hw > INT_MAX)
         return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
-                       "%s: a GEMM dim exceeds the cuBLAS int range", op);
+                       "%s: a GEMM dim exceeds the BLAS int range", op);
     /* Outputs are written as contiguous buffers. */
     for (int i = 0; i < a->num_outputs; i++)
         if (!ck_contig(&a->outputs[i]))
@@ -1037,6 +1031,7 @@ keel_status k_adaptive_grad(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_conv[] = {
     {"conv2d", KEEL_DT_FLOAT, k_conv2d},
     {"conv2d_grad", KEEL_DT_FLOAT, k_conv2d_grad},
@@ -1050,3 +1045,5 @@ extern "C" const struct ck_entry ck_kernels_conv[] = {
     {"adaptive_avg_pool2d_grad", KEEL_DT_FLOAT, k_adaptive_grad},
     {NULL, 0, NULL},
 };
+#endif
+

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cuda_runtime_api.h>
+#include "keel_gpu.h"
 
 #include <keel/device_api.h>
 #include <keel/kit.h>

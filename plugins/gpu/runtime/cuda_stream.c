@@ -231,6 +231,23 @@ static keel_status cuda_stream_wait_event(int32_t device, keel_stream stream,
                       (void *)stream, (void *)event);
 }
 
+#ifdef KEEL_GPU_HIP
+struct host_call {
+    keel_host_fn fn;
+    void *user_data;
+};
+
+static void host_call_run(hipStream_t s, hipError_t status, void *arg)
+{
+    struct host_call *c = arg;
+
+    (void)s;
+    (void)status; /* as with CUDA's host functions: run in stream order */
+    c->fn(c->user_data);
+    free(c);
+}
+#endif
+
 static keel_status cuda_launch_host_func(int32_t device, keel_stream stream,
                                          keel_host_fn fn, void *user_data)
 {
@@ -245,9 +262,31 @@ static keel_status cuda_launch_host_func(int32_t device, keel_stream stream,
         st = cuda_stream_resolve(device, stream, "launch_host_func", &cs);
     if (st != KEEL_STATUS_OK)
         return st;
+#ifdef KEEL_GPU_HIP
+    /* HIP 5.2 declares hipLaunchHostFunc but its library does not export
+     * it: the stream callback it is built on is used instead, through a
+     * trampoline that frees itself after the call. */
+    {
+        struct host_call *c = malloc(sizeof(*c));
+        hipError_t err;
+
+        if (!c)
+            return cuda_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                             "launch_host_func(gpu:%d): out of host memory",
+                             (int)device);
+        c->fn = fn;
+        c->user_data = user_data;
+        err = hipStreamAddCallback(cs, host_call_run, c, 0);
+        if (err != hipSuccess)
+            free(c);
+        return cuda_check(err, device, "hipStreamAddCallback(stream=%p)",
+                          (void *)stream);
+    }
+#else
     /* keel_host_fn and cudaHostFn_t are both void (*)(void *). */
     return cuda_check(cudaLaunchHostFunc(cs, fn, user_data), device,
                       "cudaLaunchHostFunc(stream=%p)", (void *)stream);
+#endif
 }
 
 /* ---- events -------------------------------------------------------------- */

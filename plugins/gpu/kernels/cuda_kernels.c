@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cuda_internal.h"
+#include "cuda_internal.h"
 #include "ck.h"
 
 static const struct ck_entry *const tables[] = {
@@ -40,7 +40,7 @@ static keel_status cuda_kernel_lookup(int32_t device, const char *op_name,
                 return KEEL_STATUS_OK;
             }
     return cuda_fail(KEEL_STATUS_NOT_FOUND,
-                     "kernel.lookup: no CUDA kernel for %s (%s)", op_name,
+                     "kernel.lookup: no " KEEL_GPU_API " kernel for %s (%s)", op_name,
                      ck_dtype_name(dtype));
 }
 

@@ -43,13 +43,13 @@ template <> struct is_bool<bool> { static const bool v = true; };
 
 __host__ __device__ inline float cd(tag<float>, double v) { return (float)v; }
 __host__ __device__ inline double cd(tag<double>, double v) { return v; }
-__host__ __device__ inline __half cd(tag<__half>, double v)
+__host__ __device__ inline ck_half cd(tag<ck_half>, double v)
 {
-    return __float2half_rn((float)v);
+    return ck_f2h((float)v);
 }
-__host__ __device__ inline __nv_bfloat16 cd(tag<__nv_bfloat16>, double v)
+__host__ __device__ inline ck_bf16 cd(tag<ck_bf16>, double v)
 {
-    return __float2bfloat16_rn((float)v);
+    return ck_f2bf((float)v);
 }
 __host__ __device__ inline int8_t cd(tag<int8_t>, double v)
 {
@@ -452,6 +452,7 @@ keel_status k_bernoulli(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_core[] = {
     {"copy", KEEL_DT_ALL, k_copy},
     {"full", KEEL_DT_ALL, k_full},
@@ -465,3 +466,5 @@ extern "C" const struct ck_entry ck_kernels_core[] = {
     {"bernoulli", KEEL_DT_FLOAT, k_bernoulli},
     {NULL, 0, NULL},
 };
+#endif
+

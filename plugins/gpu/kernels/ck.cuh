@@ -1,5 +1,6 @@
 /*
- * keel CUDA plugin — the kernel toolkit's device side (CUDA C++, nvcc only).
+ * keel GPU kernels — the kernel toolkit's device side (CUDA C++, compiled
+ * by nvcc for the CUDA plugin and by hipcc for the HIP plugin).
  *
  *   ck_type<DT>::type       the C++ element type of a keel dtype
  *   ck_ld<T>(p) / ck_st<T>  load an element as its compute type / store one
@@ -18,24 +19,140 @@
 #define KEEL_CUDA_CK_CUH
 
 #include <stdint.h>
+#include <string.h>
 
+#ifdef KEEL_GPU_HIP
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
+#include "keel_gpu.h"
 
 #define KEEL_PHILOX_QUAL __host__ __device__
 #include <keel/philox.h>
 
 #include "ck.h"
 
+/* ---- what differs between nvcc and hipcc ---------------------------------
+ *
+ * 16-bit floats. ck_half and ck_bf16 are the storage types of float16 and
+ * bfloat16; ck_f2h/ck_h2f and ck_f2bf/ck_bf2f convert (float to 16 bits
+ * rounds to nearest even). CUDA has both types and their intrinsics. HIP
+ * 5.2 has __half but no bfloat16 type usable in device code here, so the
+ * HIP build defines one: a 16-bit struct with conversions by bit
+ * manipulation, rounding as the kit's keel_kit_f32_to_bf16 does (nearest
+ * even; a NaN stays a quiet NaN of the same sign).
+ *
+ * Warps. The kernels reduce and scan in groups of CK_WARP = 32 lanes (lane
+ * = threadIdx.x & 31) through ck_shfl_xor/ck_shfl_up/ck_shfl. On NVIDIA a
+ * group is a warp. AMD GPUs run wavefronts of 64 lanes (warpSize, 64 on the
+ * gfx9 targets built here): there every shuffle is given width 32, so it
+ * stays inside its half of the wavefront and a 64-lane wavefront holds two
+ * independent groups, which is what the block-level code (threadIdx.x >>
+ * 5 groups per block, block sizes multiples of 64) expects. The lanes of
+ * one group always execute together on both, so the group-synchronous
+ * code needs no barrier on either.
+ *
+ * __grid_constant__ (kernel parameters read in place) is CUDA's; HIP reads
+ * kernel arguments from constant memory anyway. */
+#define CK_WARP 32
+
+/* The kernel tables (ck_kernels_*) are host data. hipcc's device pass
+ * treats a namespace-scope const object as device data too and would then
+ * need the host functions it points to, so the tables are compiled in the
+ * host pass only. */
+#if defined(__HIP_DEVICE_COMPILE__)
+#define CK_HOST_PASS 0
+#else
+#define CK_HOST_PASS 1
+#endif
+
+#ifdef KEEL_GPU_HIP
+
+typedef __half ck_half;
+struct ck_bf16 {
+    uint16_t x;
+};
+
+__host__ __device__ __forceinline__ ck_half ck_f2h(float v)
+{
+    return __float2half_rn(v);
+}
+__host__ __device__ __forceinline__ float ck_h2f(ck_half v)
+{
+    return __half2float(v);
+}
+__host__ __device__ __forceinline__ ck_bf16 ck_f2bf(float v)
+{
+    uint32_t u;
+    ck_bf16 r;
+
+    memcpy(&u, &v, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
+        r.x = (uint16_t)((u >> 16) | 0x0040u);
+    else
+        r.x = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+__host__ __device__ __forceinline__ float ck_bf2f(ck_bf16 v)
+{
+    uint32_t u = (uint32_t)v.x << 16;
+    float f;
+
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#define ck_shfl_xor(v, m) __shfl_xor((v), (m), CK_WARP)
+#define ck_shfl_up(v, k) __shfl_up((v), (k), CK_WARP)
+#define ck_shfl(v, src) __shfl((v), (src), CK_WARP)
+
+#define __grid_constant__
+
+#ifndef CUDART_INF
+#define CUDART_INF __builtin_huge_val()
+#define CUDART_NAN __builtin_nan("")
+#endif
+
+#else /* CUDA */
+
+typedef __half ck_half;
+typedef __nv_bfloat16 ck_bf16;
+
+__host__ __device__ __forceinline__ ck_half ck_f2h(float v)
+{
+    return __float2half_rn(v);
+}
+__host__ __device__ __forceinline__ float ck_h2f(ck_half v)
+{
+    return __half2float(v);
+}
+__host__ __device__ __forceinline__ ck_bf16 ck_f2bf(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+__host__ __device__ __forceinline__ float ck_bf2f(ck_bf16 v)
+{
+    return __bfloat162float(v);
+}
+
+#define ck_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CK_WARP)
+#define ck_shfl_up(v, k) __shfl_up_sync(0xffffffffu, (v), (k), CK_WARP)
+#define ck_shfl(v, src) __shfl_sync(0xffffffffu, (v), (src), CK_WARP)
+
+#endif
+
 /* ---- dtypes --------------------------------------------------------------- */
 
 template <int DT> struct ck_type;
 template <> struct ck_type<KEEL_F32> { typedef float type; typedef float C; };
 template <> struct ck_type<KEEL_F64> { typedef double type; typedef double C; };
-template <> struct ck_type<KEEL_F16> { typedef __half type; typedef float C; };
+template <> struct ck_type<KEEL_F16> { typedef ck_half type; typedef float C; };
 template <> struct ck_type<KEEL_BF16> {
-    typedef __nv_bfloat16 type;
+    typedef ck_bf16 type;
     typedef float C;
 };
 template <> struct ck_type<KEEL_I8> { typedef int8_t type; typedef int32_t C; };
@@ -46,64 +163,64 @@ template <> struct ck_type<KEEL_BOOL> { typedef bool type; typedef bool C; };
 
 /* Compute type of a storage type. */
 template <class T> struct ck_compute { typedef T C; };
-template <> struct ck_compute<__half> { typedef float C; };
-template <> struct ck_compute<__nv_bfloat16> { typedef float C; };
+template <> struct ck_compute<ck_half> { typedef float C; };
+template <> struct ck_compute<ck_bf16> { typedef float C; };
 template <> struct ck_compute<int8_t> { typedef int32_t C; };
 template <> struct ck_compute<uint8_t> { typedef int32_t C; };
 
 template <class T> struct ck_is_float { static const bool v = false; };
 template <> struct ck_is_float<float> { static const bool v = true; };
 template <> struct ck_is_float<double> { static const bool v = true; };
-template <> struct ck_is_float<__half> { static const bool v = true; };
-template <> struct ck_is_float<__nv_bfloat16> { static const bool v = true; };
+template <> struct ck_is_float<ck_half> { static const bool v = true; };
+template <> struct ck_is_float<ck_bf16> { static const bool v = true; };
 
 /* Conversions between any two element/compute types, by value. */
 template <class To, class From> struct ck_conv {
     static __device__ __forceinline__ To go(From v) { return (To)v; }
 };
-template <class From> struct ck_conv<__half, From> {
-    static __device__ __forceinline__ __half go(From v)
+template <class From> struct ck_conv<ck_half, From> {
+    static __device__ __forceinline__ ck_half go(From v)
     {
-        return __float2half_rn((float)v);
+        return ck_f2h((float)v);
     }
 };
-template <class From> struct ck_conv<__nv_bfloat16, From> {
-    static __device__ __forceinline__ __nv_bfloat16 go(From v)
+template <class From> struct ck_conv<ck_bf16, From> {
+    static __device__ __forceinline__ ck_bf16 go(From v)
     {
-        return __float2bfloat16_rn((float)v);
+        return ck_f2bf((float)v);
     }
 };
-template <class To> struct ck_conv<To, __half> {
-    static __device__ __forceinline__ To go(__half v)
+template <class To> struct ck_conv<To, ck_half> {
+    static __device__ __forceinline__ To go(ck_half v)
     {
-        return (To)__half2float(v);
+        return (To)ck_h2f(v);
     }
 };
-template <class To> struct ck_conv<To, __nv_bfloat16> {
-    static __device__ __forceinline__ To go(__nv_bfloat16 v)
+template <class To> struct ck_conv<To, ck_bf16> {
+    static __device__ __forceinline__ To go(ck_bf16 v)
     {
-        return (To)__bfloat162float(v);
+        return (To)ck_bf2f(v);
     }
 };
-template <> struct ck_conv<__half, __half> {
-    static __device__ __forceinline__ __half go(__half v) { return v; }
+template <> struct ck_conv<ck_half, ck_half> {
+    static __device__ __forceinline__ ck_half go(ck_half v) { return v; }
 };
-template <> struct ck_conv<__nv_bfloat16, __nv_bfloat16> {
-    static __device__ __forceinline__ __nv_bfloat16 go(__nv_bfloat16 v)
+template <> struct ck_conv<ck_bf16, ck_bf16> {
+    static __device__ __forceinline__ ck_bf16 go(ck_bf16 v)
     {
         return v;
     }
 };
-template <> struct ck_conv<__half, __nv_bfloat16> {
-    static __device__ __forceinline__ __half go(__nv_bfloat16 v)
+template <> struct ck_conv<ck_half, ck_bf16> {
+    static __device__ __forceinline__ ck_half go(ck_bf16 v)
     {
-        return __float2half_rn(__bfloat162float(v));
+        return ck_f2h(ck_bf2f(v));
     }
 };
-template <> struct ck_conv<__nv_bfloat16, __half> {
-    static __device__ __forceinline__ __nv_bfloat16 go(__half v)
+template <> struct ck_conv<ck_bf16, ck_half> {
+    static __device__ __forceinline__ ck_bf16 go(ck_half v)
     {
-        return __float2bfloat16_rn(__half2float(v));
+        return ck_f2bf(ck_h2f(v));
     }
 };
 /* Floating point to bool: nonzero (NaN included) is true. */
@@ -116,16 +233,16 @@ template <class From> struct ck_conv<bool, From> {
 template <> struct ck_conv<bool, bool> {
     static __device__ __forceinline__ bool go(bool v) { return v; }
 };
-template <> struct ck_conv<bool, __half> {
-    static __device__ __forceinline__ bool go(__half v)
+template <> struct ck_conv<bool, ck_half> {
+    static __device__ __forceinline__ bool go(ck_half v)
     {
-        return __half2float(v) != 0.0f;
+        return ck_h2f(v) != 0.0f;
     }
 };
-template <> struct ck_conv<bool, __nv_bfloat16> {
-    static __device__ __forceinline__ bool go(__nv_bfloat16 v)
+template <> struct ck_conv<bool, ck_bf16> {
+    static __device__ __forceinline__ bool go(ck_bf16 v)
     {
-        return __bfloat162float(v) != 0.0f;
+        return ck_bf2f(v) != 0.0f;
     }
 };
 
@@ -368,13 +485,13 @@ static inline void ck_iter_args(ck_iter<N> *it, const keel_kernel_args *a)
 template <class T> __device__ __forceinline__ T ck_warp_sum(T v)
 {
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v += ck_shfl_xor(v, o);
     return v;
 }
 template <class T> __device__ __forceinline__ T ck_warp_max(T v)
 {
     for (int o = 16; o > 0; o >>= 1) {
-        T w = __shfl_xor_sync(0xffffffffu, v, o);
+        T w = ck_shfl_xor(v, o);
         v = w > v ? w : v;
     }
     return v;

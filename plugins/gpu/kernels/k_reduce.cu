@@ -57,7 +57,10 @@
  */
 #include <string.h>
 
+#include "keel_gpu.h" /* CUDART_INF, CUDART_NAN in the HIP build */
+#ifndef KEEL_GPU_HIP
 #include <math_constants.h>
+#endif
 
 #include "ck.cuh"
 
@@ -72,7 +75,6 @@ template <class X, class Y> struct pick<false, X, Y> { typedef Y type; };
 #define SPLIT_MIN 32768  /* shortest reduction (line) worth splitting */
 #define PART_MIN 4096    /* fewest elements per part of a split */
 #define PART_MAX 1024    /* most parts per output (line) */
-#define FULL 0xffffffffu
 
 /* ---- geometry ------------------------------------------------------------ */
 
@@ -161,9 +163,9 @@ __device__ void store_d(char *p, int odt, double v)
     switch (odt) {
     case KEEL_F32: *(float *)p = (float)v; break;
     case KEEL_F64: *(double *)p = v; break;
-    case KEEL_F16: *(__half *)p = __float2half_rn((float)v); break;
+    case KEEL_F16: *(ck_half *)p = ck_f2h((float)v); break;
     case KEEL_BF16:
-        *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v);
+        *(ck_bf16 *)p = ck_f2bf((float)v);
         break;
     case KEEL_I8: *(int8_t *)p = (int8_t)sat(v, -128.0, 127.0); break;
     case KEEL_U8: *(uint8_t *)p = (uint8_t)sat(v, 0.0, 255.0); break;
@@ -201,7 +203,7 @@ template <class S> __device__ __forceinline__ S shfl_xor_pod(S v, int m)
 
     memcpy(w, &v, sizeof(S));
     for (int i = 0; i < (int)(sizeof(S) / 4); i++)
-        w[i] = __shfl_xor_sync(FULL, w[i], m);
+        w[i] = ck_shfl_xor(w[i], m);
     memcpy(&v, w, sizeof(S));
     return v;
 }
@@ -722,8 +724,8 @@ keel_status red_typed(const struct ck_launch *l, int kind, const rgeo &g,
     switch (dt) {                                                            \
     case KEEL_F32: { typedef float T; STMT; } break;                         \
     case KEEL_F64: { typedef double T; STMT; } break;                        \
-    case KEEL_F16: { typedef __half T; STMT; } break;                        \
-    case KEEL_BF16: { typedef __nv_bfloat16 T; STMT; } break;                \
+    case KEEL_F16: { typedef ck_half T; STMT; } break;                        \
+    case KEEL_BF16: { typedef ck_bf16 T; STMT; } break;                \
     case KEEL_I8: { typedef int8_t T; STMT; } break;                         \
     case KEEL_U8:                                                            \
     case KEEL_BOOL: { typedef uint8_t T; STMT; } break;                      \
@@ -1018,14 +1020,14 @@ __global__ void __launch_bounds__(RB)
             }
             /* inclusive scan over the warp's 32 lanes */
             for (int k = 1; k < 32; k <<= 1) {
-                A u = __shfl_up_sync(FULL, v, k);
+                A u = ck_shfl_up(v, k);
                 if (lane >= k)
                     v += u;
             }
             v += c;
             if (r < r1)
                 scan_t<T>::st(g.out + (oo + orr) * g.oes, g.odt, v);
-            c = __shfl_sync(FULL, v, 31);
+            c = ck_shfl(v, 31);
         }
     }
 }
@@ -1316,6 +1318,7 @@ keel_status k_log_softmax_grad(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_reduce[] = {
     {"sum", KEEL_DT_ALL, k_sum},
     {"mean", KEEL_DT_FLOAT, k_mean},
@@ -1336,3 +1339,5 @@ extern "C" const struct ck_entry ck_kernels_reduce[] = {
     {"log_softmax_grad", KEEL_DT_FLOAT, k_log_softmax_grad},
     {NULL, 0, NULL},
 };
+#endif
+

@@ -26,7 +26,7 @@
  *                   kernel does
  *   sort/argsort/topk  each row is loaded into a contiguous [rows, n]
  *                   buffer of radix keys (see sort_key) and positions, sorted
- *                   by cub (DeviceRadixSort for one row, else
+ *                   by the radix sort of ck_sort.cuh (one row, else
  *                   DeviceSegmentedRadixSort), and the first k positions
  *                   of each row are written out with the values copied from
  *                   x (bit-exact). topk with sorted=0 sorts the k selected
@@ -40,10 +40,9 @@
  */
 #include <string.h>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "ck.cuh"
+#include "ck_sort.cuh"
 
 namespace {
 
@@ -495,8 +494,8 @@ uint64_t pad_pattern(keel_dtype dt, double v)
         uint64_t u;
         float f;
         double d;
-        __half h;
-        __nv_bfloat16 b;
+        ck_half h;
+        ck_bf16 b;
         int8_t i8;
         uint8_t u8;
         int32_t i32;
@@ -508,8 +507,8 @@ uint64_t pad_pattern(keel_dtype dt, double v)
     switch (dt) {
     case KEEL_F32: p.f = (float)v; return p.u;
     case KEEL_F64: p.d = v; return p.u;
-    case KEEL_F16: p.h = __float2half_rn((float)v); return p.u;
-    case KEEL_BF16: p.b = __float2bfloat16_rn((float)v); return p.u;
+    case KEEL_F16: p.h = ck_f2h((float)v); return p.u;
+    case KEEL_BF16: p.b = ck_f2bf((float)v); return p.u;
     case KEEL_BOOL: p.u8 = v != 0; return p.u;
     case KEEL_I8: lo = -128; hi = 127; break;
     case KEEL_U8: lo = 0; hi = 255; break;
@@ -589,26 +588,26 @@ template <> struct sacc<double> {
     static __device__ __forceinline__ A add(A s, double v) { return s + v; }
     static __device__ __forceinline__ double out(A s) { return s; }
 };
-template <> struct sacc<__half> {
+template <> struct sacc<ck_half> {
     typedef float A;
-    static __device__ __forceinline__ A add(A s, __half v)
+    static __device__ __forceinline__ A add(A s, ck_half v)
     {
-        return s + __half2float(v);
+        return s + ck_h2f(v);
     }
-    static __device__ __forceinline__ __half out(A s)
+    static __device__ __forceinline__ ck_half out(A s)
     {
-        return __float2half_rn(s);
+        return ck_f2h(s);
     }
 };
-template <> struct sacc<__nv_bfloat16> {
+template <> struct sacc<ck_bf16> {
     typedef float A;
-    static __device__ __forceinline__ A add(A s, __nv_bfloat16 v)
+    static __device__ __forceinline__ A add(A s, ck_bf16 v)
     {
-        return s + __bfloat162float(v);
+        return s + ck_bf2f(v);
     }
-    static __device__ __forceinline__ __nv_bfloat16 out(A s)
+    static __device__ __forceinline__ ck_bf16 out(A s)
     {
-        return __float2bfloat16_rn(s);
+        return ck_f2bf(s);
     }
 };
 
@@ -730,10 +729,10 @@ keel_status k_scatter(void *, const keel_kernel_args *a)
     if (nidx > 0) {
         size_t tbytes = 0;
         size_t nb = (size_t)nidx * sizeof(uint64_t);
-        if ((st = ck_check(cub::DeviceRadixSort::SortPairs(
+        if ((st = ck_check(cks::sort_pairs(
                                NULL, tbytes, k_in, k_out, p_in, p_out, nidx,
                                0, bits, l.stream),
-                           &l, "cub radix sort (size query)")))
+                           &l, "radix sort (size query)")))
             return st;
         size_t rb = (size_t)(rows + 1) * sizeof(int64_t);
         size_t total = 4 * nb + rb + tbytes + 256;
@@ -745,17 +744,17 @@ keel_status k_scatter(void *, const keel_kernel_args *a)
         p_in = (uint64_t *)(p + 2 * nb);
         p_out = (uint64_t *)(p + 3 * nb);
         start = (int64_t *)(p + 4 * nb);
-        /* cub's storage 256-byte aligned after the row starts. */
+        /* the sort.s storage 256-byte aligned after the row starts. */
         size_t toff = (4 * nb + rb + 255) & ~(size_t)255;
         tmp = p + toff;
         scatter_keys<<<ck_grid(nidx, CK_BLOCK), CK_BLOCK, 0, l.stream>>>(
             (const void *)(uintptr_t)ix->data, ix->dtype == KEEL_I32,
             ix->strides[0], nidx, rows, k_in, p_in);
-        st = ck_check(cub::DeviceRadixSort::SortPairs(tmp, tbytes, k_in,
+        st = ck_check(cks::sort_pairs(tmp, tbytes, k_in,
                                                       k_out, p_in, p_out,
                                                       nidx, 0, bits,
                                                       l.stream),
-                      &l, "cub radix sort");
+                      &l, "radix sort");
         if (st) {
             ck_scratch_free(&l, mem);
             return st;
@@ -822,18 +821,18 @@ template <> struct sort_key<float> {
     typedef uint32_t K;
     static __device__ __forceinline__ K of(float v) { return key_f32(v); }
 };
-template <> struct sort_key<__half> {
+template <> struct sort_key<ck_half> {
     typedef uint32_t K;
-    static __device__ __forceinline__ K of(__half v)
+    static __device__ __forceinline__ K of(ck_half v)
     {
-        return key_f32(__half2float(v));
+        return key_f32(ck_h2f(v));
     }
 };
-template <> struct sort_key<__nv_bfloat16> {
+template <> struct sort_key<ck_bf16> {
     typedef uint32_t K;
-    static __device__ __forceinline__ K of(__nv_bfloat16 v)
+    static __device__ __forceinline__ K of(ck_bf16 v)
     {
-        return key_f32(__bfloat162float(v));
+        return key_f32(ck_bf2f(v));
     }
 };
 template <> struct sort_key<double> {
@@ -951,11 +950,11 @@ cudaError_t seg_sort(void *tmp, size_t *tbytes, bool pairs, const K *k_in,
             int64_t at = r * len;
 
             if (pairs)
-                err = cub::DeviceRadixSort::SortPairs(
+                err = cks::sort_pairs(
                     tmp, *tbytes, k_in + at, k_out + at, v_in + at,
                     v_out + at, len, 0, bits, s);
             else
-                err = cub::DeviceRadixSort::SortKeys(tmp, *tbytes, k_in + at,
+                err = cks::sort_keys(tmp, *tbytes, k_in + at,
                                                      k_out + at, len, 0,
                                                      bits, s);
         }
@@ -971,11 +970,11 @@ cudaError_t seg_sort(void *tmp, size_t *tbytes, bool pairs, const K *k_in,
         if (!tmp && r0 != 0 && r0 + chunk < rows)
             continue;
         if (pairs)
-            err = cub::DeviceSegmentedRadixSort::SortPairs(
+            err = cks::seg_sort_pairs(
                 tmp, b, k_in + at, k_out + at, v_in + at, v_out + at,
                 (int)(c * len), (int)c, off, off + 1, 0, bits, s);
         else
-            err = cub::DeviceSegmentedRadixSort::SortKeys(
+            err = cks::seg_sort_keys(
                 tmp, b, k_in + at, k_out + at, (int)(c * len), (int)c, off,
                 off + 1, 0, bits, s);
         if (b > need)
@@ -1001,7 +1000,7 @@ size_t align256(size_t v)
 /*
  * The shared body. Scratch layout (each part 256-byte aligned): keys in
  * and out, positions in and out, segment offsets for n and for k, the
- * picked positions in and out (topk, sorted = 0), cub's storage.
+ * picked positions in and out (topk, sorted = 0), the sort.s storage.
  */
 template <class T>
 keel_status sort_run(const struct ck_launch *l, const keel_kernel_args *a,
@@ -1034,7 +1033,7 @@ keel_status sort_run(const struct ck_launch *l, const keel_kernel_args *a,
                                  (uint64_t *)NULL, (const uint64_t *)NULL,
                                  (uint64_t *)NULL, rows, g.k, chunk, NULL,
                                  pbits, l->stream);
-    if ((st = ck_check(err, l, "cub sort (size query)")))
+    if ((st = ck_check(err, l, "radix sort (size query)")))
         return st;
 
     size_t sz[8] = {
@@ -1088,7 +1087,7 @@ keel_status sort_run(const struct ck_launch *l, const keel_kernel_args *a,
         src = s_out;
         stride = g.k;
     }
-    if ((st = ck_check(err, l, "cub sort"))) {
+    if ((st = ck_check(err, l, "radix sort"))) {
         ck_scratch_free(l, mem);
         return st;
     }
@@ -1176,6 +1175,7 @@ keel_status k_topk(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_manip[] = {
     {"concat", KEEL_DT_ALL, k_concat},
     {"stack", KEEL_DT_ALL, k_stack},
@@ -1192,3 +1192,5 @@ extern "C" const struct ck_entry ck_kernels_manip[] = {
     {"argsort", KEEL_DT_NUMERIC, k_argsort},
     {NULL, 0, NULL},
 };
+#endif
+

@@ -12,12 +12,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_internal.h"
 #ifdef KEEL_CUDA_HAVE_KERNELS
 #include "ck.h"
+#include "ck_gemm.h"
 #endif
 
+#ifdef KEEL_GPU_HIP
+/* The HIP build of these sources (plugins/hip): AMD Instinct GPUs and
+ * Hygon DCUs. Named "hip", of type "gpu" like the CUDA plugin, so "hip:N"
+ * always reaches it and "gpu:N" does when it is the gpu plugin with
+ * devices. */
+#define CUDA_PLUGIN_NAME "hip"
+#define CUDA_PLUGIN_VERSION "0.1.0"
+#define CUDA_PLUGIN_DEVICE_TYPE "gpu"
+#ifdef KEEL_CUDA_HAVE_KERNELS
+#define CUDA_PLUGIN_DESCRIPTION                                              \
+    "AMD GPUs and Hygon DCUs through the HIP runtime; GEMM on rocBLAS and "  \
+    "collectives on RCCL when they load"
+#else
+#define CUDA_PLUGIN_DESCRIPTION                                              \
+    "AMD GPUs and Hygon DCUs through the HIP runtime (built without hipcc: " \
+    "no kernels)"
+#endif
+#else
 #define CUDA_PLUGIN_NAME "cuda"
 #define CUDA_PLUGIN_VERSION "0.1.0"
 #define CUDA_PLUGIN_DEVICE_TYPE "gpu"
@@ -27,6 +47,8 @@
 #else
 #define CUDA_PLUGIN_DESCRIPTION \
     "NVIDIA GPUs through the CUDA runtime (built without nvcc: no kernels)"
+#endif
+
 #endif
 
 #define CUDA_MSG_MAX 768
@@ -135,6 +157,14 @@ keel_status cuda_check(cudaError_t err, int32_t device, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+#ifdef KEEL_GPU_HIP
+    /* The shared sources name the CUDA call; the HIP build ran its HIP
+     * counterpart (keel_gpu.h), so say that one. */
+    if (!strncmp(what, "cuda", 4)) {
+        memmove(what + 3, what + 4, strlen(what + 4) + 1);
+        memcpy(what, "hip", 3);
+    }
+#endif
     return cuda_fail(status, "%s on gpu:%d: %s: %s", what, (int)device,
                      cudaGetErrorName(err), cudaGetErrorString(err));
 }
@@ -161,6 +191,25 @@ static void probe_no_driver(cudaError_t err)
              cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+#ifdef KEEL_GPU_HIP
+/* Without an AMD GPU the HIP runtime finds no /dev/kfd (the amdgpu kernel
+ * driver's compute interface) and reports hipErrorNoDevice. */
+static void probe_no_device(cudaError_t err)
+{
+    const char *vis = getenv("HIP_VISIBLE_DEVICES");
+    const char *rvis = getenv("ROCR_VISIBLE_DEVICES");
+    bool kfd = access("/dev/kfd", F_OK) == 0;
+
+    snprintf(cuda_g.probe_reason, sizeof(cuda_g.probe_reason),
+             "no HIP device (%s: %s; %s%s%s%s%s)", cudaGetErrorName(err),
+             cudaGetErrorString(err),
+             kfd ? "/dev/kfd is present"
+                 : "no /dev/kfd: the amdgpu kernel driver is not loaded or "
+                   "there is no AMD GPU",
+             vis ? "; HIP_VISIBLE_DEVICES=" : "", vis ? vis : "",
+             rvis ? "; ROCR_VISIBLE_DEVICES=" : "", rvis ? rvis : "");
+}
+#else
 static void probe_no_device(cudaError_t err)
 {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
@@ -170,6 +219,8 @@ static void probe_no_device(cudaError_t err)
              cudaGetErrorString(err),
              vis ? "; CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "");
 }
+
+#endif
 
 static void probe_devices(void)
 {
@@ -182,7 +233,8 @@ static void probe_devices(void)
     if (err == cudaSuccess && n > 0) {
         if (n > CUDA_MAX_DEVICES) {
             cuda_log(KEEL_LOG_WARN,
-                     "cuda: %d devices found, only the first %d are used", n,
+                     CUDA_PLUGIN_NAME ": %d devices found, only the first "
+                     "%d are used", n,
                      CUDA_MAX_DEVICES);
             n = CUDA_MAX_DEVICES;
         }
@@ -205,11 +257,13 @@ static void probe_devices(void)
         break;
     default:
         snprintf(cuda_g.probe_reason, sizeof(cuda_g.probe_reason),
-                 "CUDA runtime unavailable (cudaGetDeviceCount: %s: %s)",
+                 KEEL_GPU_API " runtime unavailable (cudaGetDeviceCount: "
+                 "%s: %s)",
                  cudaGetErrorName(err), cudaGetErrorString(err));
         break;
     }
-    cuda_log(KEEL_LOG_INFO, "cuda: 0 devices: %s", cuda_g.probe_reason);
+    cuda_log(KEEL_LOG_INFO, CUDA_PLUGIN_NAME ": 0 devices: %s",
+             cuda_g.probe_reason);
 }
 
 /* The device count never changes during a process (CUDA reads
@@ -258,7 +312,7 @@ keel_status cuda_check_device(int32_t device, const char *call)
 {
     if (!atomic_load_explicit(&cuda_g.initialized, memory_order_acquire)) {
         return cuda_fail(KEEL_STATUS_NOT_INITIALIZED,
-                         "%s(gpu:%d): the cuda plugin is not initialised%s%s",
+                         "%s(gpu:%d): the " CUDA_PLUGIN_NAME " plugin is not initialised%s%s",
                          call, (int)device,
                          cuda_g.probe_reason[0] ? ": " : "",
                          cuda_g.probe_reason);
@@ -333,7 +387,7 @@ static bool peer_enable_one(int32_t from, int32_t to)
         atomic_store(state, CUDA_PEER_ENABLED);
     } else {
         cuda_log(KEEL_LOG_DEBUG,
-                 "cuda: peer access gpu:%d -> gpu:%d not enabled (%s); "
+                 CUDA_PLUGIN_NAME ": peer access gpu:%d -> gpu:%d not enabled (%s); "
                  "peer copies are staged",
                  (int)from, (int)to, cudaGetErrorName(err));
         atomic_store(state, CUDA_PEER_NONE);
@@ -474,13 +528,32 @@ static keel_status props_fill(int32_t device, keel_device_props *p)
         return cuda_check(err, device, "cudaGetDeviceProperties(%d)",
                           (int)device);
     copy_str(p->name, sizeof(p->name), dp.name);
-    copy_str(p->vendor, sizeof(p->vendor), "NVIDIA");
-    snprintf(p->arch, sizeof(p->arch), "sm_%d%d", dp.major, dp.minor);
     (void)cudaDriverGetVersion(&drv);
     (void)cudaRuntimeGetVersion(&rt);
+#ifdef KEEL_GPU_HIP
+    /* Hygon's DCUs run the same HIP stack and name themselves. */
+    copy_str(p->vendor, sizeof(p->vendor),
+             strstr(dp.name, "Hygon") || strstr(dp.name, "DCU") ? "Hygon"
+                                                                 : "AMD");
+    /* "gfx90a:sramecc+:xnack-": the target without its feature flags. */
+    snprintf(p->arch, sizeof(p->arch), "%.*s",
+             (int)strcspn(dp.gcnArchName, ":"), dp.gcnArchName);
+    /* HIP versions are major * 10^7 + minor * 10^5 + patch. */
+    snprintf(p->driver_version, sizeof(p->driver_version),
+             "HIP %d.%d; GEMM: %.40s", rt / 10000000, (rt / 100000) % 100,
+#ifdef KEEL_CUDA_HAVE_KERNELS
+             ckl_gemm_backend()
+#else
+             "none"
+#endif
+    );
+#else
+    copy_str(p->vendor, sizeof(p->vendor), "NVIDIA");
+    snprintf(p->arch, sizeof(p->arch), "sm_%d%d", dp.major, dp.minor);
     snprintf(p->driver_version, sizeof(p->driver_version),
              "CUDA %d.%d driver, runtime %d.%d", drv / 1000,
              (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+#endif
     if (cudaDeviceGetPCIBusId(p->bus_id, (int)sizeof(p->bus_id), device) !=
         cudaSuccess)
         p->bus_id[0] = '\0';

@@ -1,7 +1,10 @@
 /*
- * keel CUDA plugin — collective group on NCCL.
+ * keel GPU plugins — collective group on NCCL (CUDA build) or RCCL (HIP
+ * build; RCCL keeps NCCL's API and names, declared in plugins/hip/rccl_api.h
+ * as Debian ships no RCCL header).
  *
- * Compiled only when meson found NCCL (KEEL_CUDA_HAVE_NCCL). A keel_comm is
+ * Compiled only when meson found NCCL (KEEL_CUDA_HAVE_NCCL), and always in
+ * the HIP build. A keel_comm is
  * a struct keel_comm_s (the ncclComm_t, its device, rank and size),
  * registered in cuda_g.handles like streams and events. Every collective
  * runs on a stream of the communicator's device (NULL: the default stream)
@@ -15,7 +18,7 @@
  * all_to_all is grouped ncclSend/ncclRecv (works on every NCCL 2.7+).
  *
  * NCCL is not linked: it is dlopened (libnccl.so.<NCCL_MAJOR>, through the
- * plugin's rpath) by the first call that needs it, get_unique_id,
+ * plugin's rpath; librccl.so.1 in the HIP build) by the first call that needs it, get_unique_id,
  * comm_init_rank or group_start/end; every other call needs a communicator
  * and so comes later. Loading the plugin therefore maps no NCCL and runs
  * none of its constructors. Without the library, those calls fail with
@@ -28,20 +31,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nccl.h>
-
 #include "cuda_internal.h"
 
-/* ---- NCCL, loaded on first use ------------------------------------------- */
-
+#ifdef KEEL_GPU_HIP
+#include "rccl_api.h" /* RCCL_SONAME */
+#define NCCL_SONAME RCCL_SONAME
+#define NCCL_NAME "RCCL"
+#else
+#include <nccl.h>
 #define NCCL_STR_(x) #x
 #define NCCL_STR(x) NCCL_STR_(x)
 #define NCCL_SONAME "libnccl.so." NCCL_STR(NCCL_MAJOR)
+#define NCCL_NAME "NCCL"
+#endif
+
+/* ---- NCCL, loaded on first use ------------------------------------------- */
 
 /* One pointer per NCCL function used, typed from nccl.h's declarations. */
 #define NCCL_FUNCS(X)                                                        \
     X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy)                \
-    X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce)               \
+    X(ncclGetErrorString) X(ncclAllReduce)                                   \
     X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)     \
     X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)
 
@@ -51,6 +60,8 @@ static struct {
     char error[512];
 #define NCCL_MEMBER(f) __typeof__(f) *f;
     NCCL_FUNCS(NCCL_MEMBER)
+    /* Optional: NCCL 2.13 and later (older RCCLs lack it). */
+    __typeof__(ncclGetLastError) *ncclGetLastError;
 #undef NCCL_MEMBER
 } nccl_lib = {.once = PTHREAD_ONCE_INIT};
 
@@ -76,8 +87,9 @@ static void nccl_open(void)
     }
     NCCL_FUNCS(NCCL_LOOKUP)
 #undef NCCL_LOOKUP
+    *(void **)&nccl_lib.ncclGetLastError = dlsym(h, "ncclGetLastError");
     nccl_lib.handle = h;
-    cuda_log(KEEL_LOG_DEBUG, "cuda: loaded %s for the collective group",
+    cuda_log(KEEL_LOG_DEBUG, "gpu: loaded %s for the collective group",
              NCCL_SONAME);
 }
 
@@ -87,7 +99,7 @@ static keel_status nccl_ready(const char *call)
     if (nccl_lib.handle)
         return KEEL_STATUS_OK;
     return cuda_fail(KEEL_STATUS_NOT_SUPPORTED,
-                     "%s: collectives need NCCL, which could not be loaded: "
+                     "%s: collectives need " NCCL_NAME ", which could not be loaded: "
                      "%s", call, nccl_lib.error);
 }
 
@@ -96,7 +108,8 @@ static keel_status nccl_ready(const char *call)
 #define ncclCommInitRank (*nccl_lib.ncclCommInitRank)
 #define ncclCommDestroy (*nccl_lib.ncclCommDestroy)
 #define ncclGetErrorString (*nccl_lib.ncclGetErrorString)
-#define ncclGetLastError (*nccl_lib.ncclGetLastError)
+#define ncclGetLastError(c)                                                  \
+    (nccl_lib.ncclGetLastError ? nccl_lib.ncclGetLastError(c) : "")
 #define ncclAllReduce (*nccl_lib.ncclAllReduce)
 #define ncclBroadcast (*nccl_lib.ncclBroadcast)
 #define ncclReduce (*nccl_lib.ncclReduce)

@@ -27,7 +27,7 @@
  *     order and stores the result, all on the stream (no host waits);
  *   - elementwise ops (dropout, optimizer updates, unreduced losses) use
  *     ck_iter / ck_for_each; embedding and one_hot use one thread per
- *     output element; embedding_grad sorts the ids stably (cub radix
+ *     output element; embedding_grad sorts the ids stably (radix
  *     sort) and sums each dtable element's dout values in id order, so it
  *     is deterministic.
  *
@@ -40,9 +40,9 @@
 #include <math.h>
 #include <string.h>
 
-#include <cub/device/device_radix_sort.cuh>
 
 #include "ck.cuh"
+#include "ck_sort.cuh"
 
 namespace {
 
@@ -132,9 +132,9 @@ __device__ __forceinline__ C ldx(const char *p, int dt, int64_t off)
     switch (dt) {
     case KEEL_F32: return (C)((const float *)p)[off];
     case KEEL_F64: return (C)((const double *)p)[off];
-    case KEEL_F16: return (C)__half2float(((const __half *)p)[off]);
+    case KEEL_F16: return (C)ck_h2f(((const ck_half *)p)[off]);
     case KEEL_BF16:
-        return (C)__bfloat162float(((const __nv_bfloat16 *)p)[off]);
+        return (C)ck_bf2f(((const ck_bf16 *)p)[off]);
     default: return (C)0;
     }
 }
@@ -145,9 +145,9 @@ __device__ __forceinline__ void stx(char *p, int dt, int64_t off, C v)
     switch (dt) {
     case KEEL_F32: ((float *)p)[off] = (float)v; break;
     case KEEL_F64: ((double *)p)[off] = (double)v; break;
-    case KEEL_F16: ((__half *)p)[off] = __float2half_rn((float)v); break;
+    case KEEL_F16: ((ck_half *)p)[off] = ck_f2h((float)v); break;
     case KEEL_BF16:
-        ((__nv_bfloat16 *)p)[off] = __float2bfloat16_rn((float)v);
+        ((ck_bf16 *)p)[off] = ck_f2bf((float)v);
         break;
     default: break;
     }
@@ -1533,7 +1533,7 @@ keel_status k_embedding(void *, const keel_kernel_args *a)
 }
 
 /*
- * embedding_grad, deterministic: the ids are stably radix-sorted (cub) as
+ * embedding_grad, deterministic: the ids are stably radix-sorted (ck_sort.cuh) as
  * keys with their positions as values, padding and out-of-range ids
  * mapped to the key V so that they sort last and match no row. Then one
  * thread per dtable element (v, d) finds v's run in the sorted keys by
@@ -1627,10 +1627,10 @@ keel_status k_embedding_grad(void *, const keel_kernel_args *a)
         const size_t nb = (size_t)n * sizeof(uint64_t);
         uint64_t *k_in = NULL, *k_out = NULL, *p_in = NULL, *p_out = NULL;
         size_t tbytes = 0;
-        if ((st = ck_check(cub::DeviceRadixSort::SortPairs(
+        if ((st = ck_check(cks::sort_pairs(
                                NULL, tbytes, k_in, k_out, p_in, p_out, n, 0,
                                bits, l.stream),
-                           &l, "cub radix sort (size query)")))
+                           &l, "radix sort (size query)")))
             return st;
         if ((st = ck_scratch(&l, 4 * nb, &mem)))
             return st;
@@ -1644,10 +1644,10 @@ keel_status k_embedding_grad(void *, const keel_kernel_args *a)
         p_out = k_in + 3 * n;
         embg_keys<<<ck_grid(n, CK_BLOCK), CK_BLOCK, 0, l.stream>>>(
             opd_all(ids), n, V, ck_attr_i(a, "padding_idx", -1), k_in, p_in);
-        st = ck_check(cub::DeviceRadixSort::SortPairs(tmp, tbytes, k_in,
+        st = ck_check(cks::sort_pairs(tmp, tbytes, k_in,
                                                       k_out, p_in, p_out, n,
                                                       0, bits, l.stream),
-                      &l, "cub radix sort");
+                      &l, "radix sort");
         if (st) {
             ck_scratch_free(&l, tmp);
             ck_scratch_free(&l, mem);
@@ -1903,6 +1903,7 @@ keel_status k_adamw_update(void *, const keel_kernel_args *a)
 
 } // namespace
 
+#if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_nn[] = {
     {"batch_norm", KEEL_DT_FLOAT, k_batch_norm},
     {"batch_norm_grad", KEEL_DT_FLOAT, k_batch_norm_grad},
@@ -1925,3 +1926,5 @@ extern "C" const struct ck_entry ck_kernels_nn[] = {
     {"adamw_update", KEEL_DT_FLOAT, k_adamw_update},
     {NULL, 0, NULL},
 };
+#endif
+
