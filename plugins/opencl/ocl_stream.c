@@ -12,9 +12,10 @@
  * which releases the queue. So the job runs after all earlier work, later
  * work waits for it, it never runs on the enqueuing thread, and no user
  * code runs on the OpenCL runtime's callback thread (where a blocking call
- * could stall the runtime itself). The pool grows while every worker is
- * busy (up to OCL_WORKERS_MAX), so a host function that blocks does not
- * stop the jobs of other streams.
+ * could stall the runtime itself). The pool grows so that every queued
+ * job has a worker not busy with another (up to OCL_WORKERS_MAX), so a
+ * host function that blocks, or a collective's job waiting for the other
+ * devices' jobs of its round, does not stop the jobs of other streams.
  *
  * An event of another device (another context) cannot be in a wait list:
  * stream_wait_event then uses the same chain with the event itself as the
@@ -64,7 +65,9 @@ static struct {
     pthread_cond_t cv;
     struct job *head, *tail;
     pthread_t th[OCL_WORKERS_MAX];
-    int nthreads, idle;
+    int nthreads;
+    int spare;  /* workers not running a job: waiting, or about to take one */
+    int queued; /* jobs in the list */
     bool stop, started;
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -75,17 +78,16 @@ static void *worker_main(void *unused)
     for (;;) {
         struct job *j;
 
-        while (!pool.head && !pool.stop) {
-            pool.idle++;
+        while (!pool.head && !pool.stop)
             pthread_cond_wait(&pool.cv, &pool.mu);
-            pool.idle--;
-        }
         if (!pool.head)
             break;
         j = pool.head;
         pool.head = j->next;
         if (!pool.head)
             pool.tail = NULL;
+        pool.queued--;
+        pool.spare--;
         pthread_mutex_unlock(&pool.mu);
         if (j->trig_status < 0)
             ocl_async_fail(j->device, KEEL_STATUS_DEVICE_ERROR,
@@ -99,12 +101,23 @@ static void *worker_main(void *unused)
             clReleaseEvent(j->trigger);
         free(j);
         pthread_mutex_lock(&pool.mu);
+        pool.spare++;
     }
+    pool.spare--;
     pthread_mutex_unlock(&pool.mu);
     return NULL;
 }
 
-/* Queue a job for the workers; grows the pool when none is idle. */
+/* Queue a job for the workers; grows the pool so that every queued job has
+ * a worker of its own. A job may block until a later one has run (the
+ * collectives' jobs of one round, one per device), so a job must never
+ * wait in the list behind a running one. Counting the workers blocked in
+ * pthread_cond_wait is not enough: one that has been signalled but has not
+ * yet taken its job still looks idle, and two jobs pushed in quick
+ * succession (two queues' markers completing together) then both went to
+ * that one worker, the second behind the first, which waited for it until
+ * the collective timeout. `spare` counts those workers until they have
+ * taken a job. */
 static void pool_push(struct job *j)
 {
     pthread_mutex_lock(&pool.mu);
@@ -114,9 +127,12 @@ static void pool_push(struct job *j)
     else
         pool.head = j;
     pool.tail = j;
-    if (pool.idle == 0 && pool.nthreads < OCL_WORKERS_MAX &&
-        pthread_create(&pool.th[pool.nthreads], NULL, worker_main, NULL) == 0)
+    pool.queued++;
+    if (pool.queued > pool.spare && pool.nthreads < OCL_WORKERS_MAX &&
+        pthread_create(&pool.th[pool.nthreads], NULL, worker_main, NULL) == 0) {
         pool.nthreads++;
+        pool.spare++;
+    }
     pthread_cond_signal(&pool.cv);
     pthread_mutex_unlock(&pool.mu);
 }
@@ -159,7 +175,8 @@ void ocl_stream_stop(void)
         pthread_join(pool.th[i], NULL);
     pthread_mutex_lock(&pool.mu);
     pool.nthreads = 0;
-    pool.idle = 0;
+    pool.spare = 0;
+    pool.queued = 0;
     pthread_mutex_unlock(&pool.mu);
 }
 
