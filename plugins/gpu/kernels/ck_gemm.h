@@ -41,8 +41,13 @@ extern "C" {
 
 keel_status ckl_gemm(CKL_GEMM_PARAMS);
 
-/* True when the vendor library is loaded (the first call tries to load
- * it) and KEEL_GPU_GEMM does not ask for the native kernel. */
+/* The vendor backend (k_blas_cuda.cu or k_blas_hip.cu): load the library
+ * once; true when it loaded. *what is "cuBLAS (libcublas.so.13)" and the
+ * like, or why it could not be loaded. */
+bool ckl_vendor_load(const char **what);
+/* Picked once, at the first GEMM (k_linalg.cu): the vendor library unless
+ * it cannot be loaded or KEEL_GPU_GEMM=native, in which case it is not
+ * loaded at all. */
 bool ckl_vendor_ready(void);
 keel_status ckl_gemm_vendor(CKL_GEMM_PARAMS);
 keel_status ckl_gemm_native(CKL_GEMM_PARAMS);

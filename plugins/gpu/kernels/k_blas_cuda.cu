@@ -23,7 +23,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cublas_v2.h>
@@ -203,41 +202,19 @@ void handle_release(const struct ck_launch *l)
 }
 
 
-bool native_forced(void)
-{
-    const char *e = getenv("KEEL_GPU_GEMM");
-    return e && !strcmp(e, "native");
-}
-
-char g_backend[400];
-pthread_once_t g_backend_once = PTHREAD_ONCE_INIT;
-
-void backend_describe(void)
-{
-    pthread_once(&g_cb_once, cublas_load);
-    if (native_forced())
-        snprintf(g_backend, sizeof(g_backend),
-                 "plugin kernel (KEEL_GPU_GEMM=native)");
-    else if (g_cb_ok)
-        snprintf(g_backend, sizeof(g_backend), "cuBLAS (%s)",
-                 LG_CUBLAS_SONAME);
-    else
-        snprintf(g_backend, sizeof(g_backend), "plugin kernel (%.300s)",
-                 g_cb_error);
-}
+char g_what[400];
 
 } // namespace
 
-bool ckl_vendor_ready(void)
+bool ckl_vendor_load(const char **what)
 {
-    pthread_once(&g_backend_once, backend_describe);
-    return g_cb_ok && !native_forced();
-}
-
-const char *ckl_gemm_backend(void)
-{
-    pthread_once(&g_backend_once, backend_describe);
-    return g_backend;
+    pthread_once(&g_cb_once, cublas_load);
+    if (g_cb_ok)
+        snprintf(g_what, sizeof(g_what), "cuBLAS (%s)", LG_CUBLAS_SONAME);
+    else
+        snprintf(g_what, sizeof(g_what), "%s", g_cb_error);
+    *what = g_what;
+    return g_cb_ok;
 }
 
 keel_status ckl_gemm_vendor(CKL_GEMM_PARAMS)

@@ -27,7 +27,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ck.cuh"
@@ -305,41 +304,19 @@ void handle_release(const struct ck_launch *l)
     pthread_mutex_unlock(&g_lock[l->device]);
 }
 
-bool native_forced(void)
-{
-    const char *e = getenv("KEEL_GPU_GEMM");
-    return e && !strcmp(e, "native");
-}
-
-char g_backend[400];
-pthread_once_t g_backend_once = PTHREAD_ONCE_INIT;
-
-void backend_describe(void)
-{
-    pthread_once(&g_rb_once, rocblas_load);
-    if (native_forced())
-        snprintf(g_backend, sizeof(g_backend),
-                 "plugin kernel (KEEL_GPU_GEMM=native)");
-    else if (g_rb_ok)
-        snprintf(g_backend, sizeof(g_backend), "rocBLAS (%s)",
-                 g_rb_soname);
-    else
-        snprintf(g_backend, sizeof(g_backend), "plugin kernel (%.300s)",
-                 g_rb_error);
-}
+char g_what[400];
 
 } // namespace
 
-bool ckl_vendor_ready(void)
+bool ckl_vendor_load(const char **what)
 {
-    pthread_once(&g_backend_once, backend_describe);
-    return g_rb_ok && !native_forced();
-}
-
-const char *ckl_gemm_backend(void)
-{
-    pthread_once(&g_backend_once, backend_describe);
-    return g_backend;
+    pthread_once(&g_rb_once, rocblas_load);
+    if (g_rb_ok)
+        snprintf(g_what, sizeof(g_what), "rocBLAS (%s)", g_rb_soname);
+    else
+        snprintf(g_what, sizeof(g_what), "%s", g_rb_error);
+    *what = g_what;
+    return g_rb_ok;
 }
 
 keel_status ckl_gemm_vendor(CKL_GEMM_PARAMS)

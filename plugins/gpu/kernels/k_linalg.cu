@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ck.cuh"
@@ -281,6 +282,44 @@ keel_status k_linear(void *, const keel_kernel_args *a)
  * Enqueued on l->stream; nothing is launched for an empty problem. K == 0
  * zeroes C (unless acc).
  */
+/* ---- backend choice, made once --------------------------------------------- */
+
+namespace {
+
+bool g_use_vendor;
+char g_backend[440];
+pthread_once_t g_backend_once = PTHREAD_ONCE_INIT;
+
+void backend_pick(void)
+{
+    const char *e = getenv("KEEL_GPU_GEMM"), *what = "";
+
+    if (e && !strcmp(e, "native")) {
+        snprintf(g_backend, sizeof(g_backend),
+                 "plugin kernel (KEEL_GPU_GEMM=native)");
+        return;
+    }
+    g_use_vendor = ckl_vendor_load(&what);
+    if (g_use_vendor)
+        snprintf(g_backend, sizeof(g_backend), "%s", what);
+    else
+        snprintf(g_backend, sizeof(g_backend), "plugin kernel (%.400s)", what);
+}
+
+} // namespace
+
+bool ckl_vendor_ready(void)
+{
+    pthread_once(&g_backend_once, backend_pick);
+    return g_use_vendor;
+}
+
+const char *ckl_gemm_backend(void)
+{
+    pthread_once(&g_backend_once, backend_pick);
+    return g_backend;
+}
+
 keel_status ckl_gemm(CKL_GEMM_PARAMS)
 {
     size_t ces = keel_dtype_size(cdt);
