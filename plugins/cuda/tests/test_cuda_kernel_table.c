@@ -54,6 +54,18 @@ static int op_index(const char *name)
     return -1;
 }
 
+/* The dtypes registered for catalog op `op`, over every table. */
+static uint32_t registered(int op)
+{
+    uint32_t m = 0;
+
+    for (size_t t = 0; t < NTABLES; t++)
+        for (const struct ck_entry *e = tables[t].table; e->op; e++)
+            if (!strcmp(e->op, keel_op_table[op].name))
+                m |= e->dtypes;
+    return m;
+}
+
 static void test_entries_valid(void)
 {
     uint32_t seen[KEEL_OP_COUNT] = {0};
@@ -98,11 +110,7 @@ static void test_core_kernels_present(void)
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
         int op = op_index(need[i]);
 
-        all = 0;
-        for (size_t t = 0; t < NTABLES; t++)
-            for (const struct ck_entry *e = tables[t].table; e->op; e++)
-                if (!strcmp(e->op, need[i]))
-                    all |= e->dtypes;
+        all = registered(op);
         CU_ASSERT_EQUAL(all, keel_op_table[op].dtype_mask & PLUGIN_DTYPES);
     }
 }
@@ -114,12 +122,8 @@ static void test_coverage(void)
     int pairs = 0, covered = 0, ops_full = 0, ops_none = 0;
     char none[2048] = "", part[4096] = "";
 
-    for (size_t t = 0; t < NTABLES; t++)
-        for (const struct ck_entry *e = tables[t].table; e->op; e++) {
-            int op = op_index(e->op);
-            if (op >= 0)
-                have[op] |= e->dtypes;
-        }
+    for (int op = 0; op < KEEL_OP_COUNT; op++)
+        have[op] = registered(op);
     for (int op = 0; op < KEEL_OP_COUNT; op++) {
         uint32_t want = keel_op_table[op].dtype_mask & PLUGIN_DTYPES;
         int n = __builtin_popcount(want), c = __builtin_popcount(have[op] &
@@ -147,17 +151,6 @@ static void test_coverage(void)
         printf("\n  some dtypes:%s", part);
     CU_ASSERT(covered <= pairs);
     CU_ASSERT(covered > 0);
-}
-
-static uint32_t registered(int op)
-{
-    uint32_t m = 0;
-
-    for (size_t t = 0; t < NTABLES; t++)
-        for (const struct ck_entry *e = tables[t].table; e->op; e++)
-            if (!strcmp(e->op, keel_op_table[op].name))
-                m |= e->dtypes;
-    return m;
 }
 
 static int dump(const char *path)
