@@ -98,7 +98,6 @@ enum ze_kind {
     ZE_KIND_HOST_MEM,    /* memory.host_alloc     */
     ZE_KIND_STREAM,      /* stream_create         */
     ZE_KIND_EVENT,       /* event_create          */
-    ZE_KIND_COMM,        /* comm_init_rank        */
 };
 
 struct ze_range {
