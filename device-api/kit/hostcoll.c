@@ -1065,7 +1065,8 @@ keel_status keel_kit_hc_get_caps(const keel_kit_hostcoll *b, int32_t device,
     if (!caps || caps->struct_size < 4)
         return hc_fail(b, KEEL_STATUS_INVALID_ARGUMENT,
                        "get_caps: caps is NULL or its struct_size is below 4");
-    if ((st = b->enter(device, "get_caps")))
+    if ((st = (b->check_device ? b->check_device : b->enter)(device,
+                                                            "get_caps")))
         return st;
     memset(&c, 0, sizeof(c));
     c.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |

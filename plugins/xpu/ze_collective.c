@@ -21,6 +21,16 @@ static keel_status zc_fail(keel_status st, const char *msg)
     return ze_fail(st, "%s", msg);
 }
 
+/* get_caps may come before init: only the range, as probed. */
+static keel_status zc_check_device(int32_t device, const char *call)
+{
+    if (device < 0 || device >= ze_g.ndev)
+        return ze_fail(KEEL_STATUS_INVALID_DEVICE,
+                       "%s: device %d does not exist (levelzero has %d)", call,
+                       (int)device, (int)ze_g.ndev);
+    return KEEL_STATUS_OK;
+}
+
 static keel_status zc_stream_wait(int32_t device, keel_stream stream,
                                   const char *call)
 {
@@ -75,6 +85,7 @@ static const keel_kit_hostcoll zc_backend = {
     .env = ze_env,
     .fail = zc_fail,
     .enter = ze_enter,
+    .check_device = zc_check_device,
     .stream_wait = zc_stream_wait,
     .check_buffer = zc_check_buffer,
     .read = zc_read,

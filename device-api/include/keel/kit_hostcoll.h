@@ -64,6 +64,9 @@ typedef struct keel_kit_hostcoll {
     /* OK when the plugin is initialised and `device` exists; otherwise
      * reports why and returns the status. */
     keel_status (*enter)(int32_t device, const char *call);
+    /* Optional: the same checks without side effects (get_caps, which the
+     * ABI allows before init, uses it when given). NULL: enter. */
+    keel_status (*check_device)(int32_t device, const char *call);
     /* Wait for the work enqueued so far on `stream` of `device` (NULL:
      * the default stream); a handle that is not a stream of `device`
      * gives INVALID_HANDLE. Reports its own failures. */

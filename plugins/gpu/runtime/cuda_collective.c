@@ -21,8 +21,10 @@
  * plugin's rpath; librccl.so.1 in the HIP build) by the first call that needs it, get_unique_id,
  * comm_init_rank or group_start/end; every other call needs a communicator
  * and so comes later. Loading the plugin therefore maps no NCCL and runs
- * none of its constructors. Without the library, those calls fail with
- * NOT_SUPPORTED and the dlopen error.
+ * none of its constructors. Without the library, the collectives run in
+ * this process on the kit's engine (gpu_hostcoll.c), unless
+ * KEEL_GPU_COLL=library asks for the library only: then those calls fail
+ * with NOT_SUPPORTED and the dlopen error (see mode_pick below).
  */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -101,6 +103,72 @@ static keel_status nccl_ready(const char *call)
     return cuda_fail(KEEL_STATUS_NOT_SUPPORTED,
                      "%s: collectives need " NCCL_NAME ", which could not be loaded: "
                      "%s", call, nccl_lib.error);
+}
+
+/* ---- NCCL or the in-process engine ---------------------------------------- */
+
+/*
+ * Decided once, by the first call that needs a library (get_unique_id,
+ * comm_init_rank, group_start/end, get_caps). KEEL_GPU_COLL:
+ *   unset / auto   the library when it loads, else in-process collectives
+ *   library        the library only (calls fail when it cannot be loaded)
+ *   inprocess      in-process collectives (gpu_hostcoll.c) even when the
+ *                  library would load
+ * Every communicator of a process then belongs to one of the two.
+ */
+enum { MODE_UNDECIDED, MODE_LIBRARY, MODE_INPROCESS, MODE_NONE };
+static _Atomic int coll_mode = MODE_UNDECIDED;
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+
+static void mode_pick(void)
+{
+    const char *e = getenv("KEEL_GPU_COLL");
+    bool lib_only = e && !strcmp(e, "library");
+
+    if (e && *e && strcmp(e, "auto") && strcmp(e, "library") &&
+        strcmp(e, "inprocess"))
+        cuda_log(KEEL_LOG_WARN,
+                 "gpu: KEEL_GPU_COLL=%s is not auto, library or inprocess; "
+                 "using auto", e);
+    if (e && !strcmp(e, "inprocess")) {
+        atomic_store(&coll_mode, MODE_INPROCESS);
+        cuda_log(KEEL_LOG_INFO,
+                 "gpu: collectives in-process (KEEL_GPU_COLL=inprocess)");
+        return;
+    }
+    pthread_once(&nccl_lib.once, nccl_open);
+    if (nccl_lib.handle) {
+        atomic_store(&coll_mode, MODE_LIBRARY);
+    } else if (lib_only) {
+        atomic_store(&coll_mode, MODE_NONE);
+    } else {
+        atomic_store(&coll_mode, MODE_INPROCESS);
+        cuda_log(KEEL_LOG_INFO,
+                 "gpu: collectives in-process, staged through host memory: "
+                 NCCL_NAME " could not be loaded (%s)", nccl_lib.error);
+    }
+}
+
+static int mode_get(void)
+{
+    pthread_once(&mode_once, mode_pick);
+    return atomic_load(&coll_mode);
+}
+
+/* Calls on a communicator: it exists, so the mode is decided. */
+static bool inprocess(void)
+{
+    return atomic_load(&coll_mode) == MODE_INPROCESS;
+}
+
+const char *gpu_coll_backend(void)
+{
+    switch (atomic_load(&coll_mode)) {
+    case MODE_LIBRARY: return NCCL_NAME;
+    case MODE_INPROCESS: return "in-process";
+    case MODE_NONE: return "none";
+    default: return NCCL_NAME "|in-process";
+    }
 }
 
 /* From here on, every NCCL call goes through the loaded pointers. */
@@ -385,6 +453,8 @@ static keel_status cuda_get_unique_id(keel_comm_id *id)
         return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
                          "get_unique_id: id is NULL");
     st = check_init("get_unique_id");
+    if (st == KEEL_STATUS_OK && mode_get() == MODE_INPROCESS)
+        return gpu_hostcoll_ops.get_unique_id(id);
     if (st == KEEL_STATUS_OK)
         st = nccl_ready("get_unique_id");
     if (st != KEEL_STATUS_OK)
@@ -420,6 +490,10 @@ static keel_status cuda_comm_init_rank(int32_t device, int32_t nranks,
     ncclUniqueId uid;
     char what[96];
     keel_status st;
+
+    if (check_init("comm_init_rank") == KEEL_STATUS_OK &&
+        mode_get() == MODE_INPROCESS)
+        return gpu_hostcoll_ops.comm_init_rank(device, nranks, id, rank, comm);
 
     st = check_init_args(device, nranks, id, rank, comm);
     if (st != KEEL_STATUS_OK)
@@ -476,6 +550,8 @@ static keel_status comm_release(struct keel_comm_s *c)
 
 static keel_status cuda_comm_destroy(keel_comm comm)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.comm_destroy(comm);
     keel_status st = check_init("comm_destroy");
 
     if (st != KEEL_STATUS_OK)
@@ -489,6 +565,8 @@ static keel_status cuda_comm_destroy(keel_comm comm)
 static keel_status cuda_comm_rank(keel_comm comm, int32_t *rank,
                                   int32_t *nranks)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.comm_rank(comm, rank, nranks);
     keel_status st = check_init("comm_rank");
 
     if (st == KEEL_STATUS_OK)
@@ -510,6 +588,8 @@ static keel_status cuda_all_reduce(keel_comm comm, keel_stream stream,
                                    uint64_t count, keel_dtype dtype,
                                    keel_reduce_op op)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.all_reduce(comm, stream, send, recv, count, dtype, op);
     const char *call = "all_reduce";
     struct coll c;
     ncclRedOp_t nop = ncclSum;
@@ -534,6 +614,8 @@ static keel_status cuda_broadcast(keel_comm comm, keel_stream stream,
                                   uint64_t count, keel_dtype dtype,
                                   int32_t root)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.broadcast(comm, stream, send, recv, count, dtype, root);
     const char *call = "broadcast";
     struct coll c;
     keel_status st;
@@ -558,6 +640,8 @@ static keel_status cuda_reduce(keel_comm comm, keel_stream stream,
                                keel_dtype dtype, keel_reduce_op op,
                                int32_t root)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.reduce(comm, stream, send, recv, count, dtype, op, root);
     const char *call = "reduce";
     struct coll c;
     ncclRedOp_t nop = ncclSum;
@@ -584,6 +668,8 @@ static keel_status cuda_all_gather(keel_comm comm, keel_stream stream,
                                    keel_dptr send, keel_dptr recv,
                                    uint64_t count, keel_dtype dtype)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.all_gather(comm, stream, send, recv, count, dtype);
     const char *call = "all_gather";
     struct coll c;
     keel_status st;
@@ -606,6 +692,8 @@ static keel_status cuda_reduce_scatter(keel_comm comm, keel_stream stream,
                                        uint64_t count, keel_dtype dtype,
                                        keel_reduce_op op)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.reduce_scatter(comm, stream, send, recv, count, dtype, op);
     const char *call = "reduce_scatter";
     struct coll c;
     ncclRedOp_t nop = ncclSum;
@@ -653,6 +741,8 @@ static keel_status cuda_all_to_all(keel_comm comm, keel_stream stream,
                                    keel_dptr send, keel_dptr recv,
                                    uint64_t count, keel_dtype dtype)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.all_to_all(comm, stream, send, recv, count, dtype);
     const char *call = "all_to_all";
     uint64_t n;
     struct coll c;
@@ -692,6 +782,8 @@ static keel_status p2p_enter(keel_comm comm, keel_stream stream,
 static keel_status cuda_send(keel_comm comm, keel_stream stream, keel_dptr buf,
                              uint64_t count, keel_dtype dtype, int32_t peer)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.send(comm, stream, buf, count, dtype, peer);
     struct coll c;
     keel_status st;
 
@@ -706,6 +798,8 @@ static keel_status cuda_send(keel_comm comm, keel_stream stream, keel_dptr buf,
 static keel_status cuda_recv(keel_comm comm, keel_stream stream, keel_dptr buf,
                              uint64_t count, keel_dtype dtype, int32_t peer)
 {
+    if (inprocess())
+        return gpu_hostcoll_ops.recv(comm, stream, buf, count, dtype, peer);
     struct coll c;
     keel_status st;
 
@@ -721,6 +815,9 @@ static keel_status cuda_group_start(void)
 {
     keel_status st = check_init("group_start");
 
+    if (st == KEEL_STATUS_OK && mode_get() == MODE_INPROCESS)
+        return gpu_hostcoll_ops.group_start();
+
     if (st == KEEL_STATUS_OK)
         st = nccl_ready("group_start");
     if (st != KEEL_STATUS_OK)
@@ -732,11 +829,53 @@ static keel_status cuda_group_end(void)
 {
     keel_status st = check_init("group_end");
 
+    if (st == KEEL_STATUS_OK && mode_get() == MODE_INPROCESS)
+        return gpu_hostcoll_ops.group_end();
+
     if (st == KEEL_STATUS_OK)
         st = nccl_ready("group_end");
     if (st != KEEL_STATUS_OK)
         return st;
     return nccl_check(ncclGroupEnd(), NULL, -1, "ncclGroupEnd()");
+}
+
+/* ---- capabilities --------------------------------------------------------- */
+
+/*
+ * In-process: the engine's declaration. Library: what this file maps for
+ * NCCL/RCCL (every collective and dtype, bool reductions as logical or/and,
+ * every op; waits unbounded). Library required but missing: nothing.
+ */
+static keel_status cuda_get_caps(int32_t device, keel_collective_caps *caps)
+{
+    keel_collective_caps c;
+    keel_status st;
+    uint32_t n;
+    int mode = mode_get();
+
+    if (mode == MODE_INPROCESS)
+        return gpu_hostcoll_ops.get_caps(device, caps);
+    if (!caps || caps->struct_size < 4)
+        return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                         "get_caps: caps is NULL or its struct_size is below 4");
+    st = cuda_check_device(device, "get_caps");
+    if (st != KEEL_STATUS_OK)
+        return st;
+    memset(&c, 0, sizeof(c));
+    if (mode == MODE_LIBRARY) {
+        c.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |
+                        KEEL_COLL_REDUCE | KEEL_COLL_ALL_GATHER |
+                        KEEL_COLL_REDUCE_SCATTER | KEEL_COLL_ALL_TO_ALL |
+                        KEEL_COLL_SEND_RECV;
+        for (int d = 0; d < KEEL_DTYPE_COUNT_; d++)
+            c.dtype_mask |= KEEL_DTYPE_BIT(d);
+        for (int o = 0; o < KEEL_REDUCE_OP_COUNT_; o++)
+            c.reduce_ops |= KEEL_REDUCE_OP_BIT(o);
+    }
+    n = caps->struct_size < sizeof(c) ? caps->struct_size : (uint32_t)sizeof(c);
+    c.struct_size = n;
+    memcpy(caps, &c, n);
+    return KEEL_STATUS_OK;
 }
 
 /* ---- finalize ------------------------------------------------------------ */
@@ -758,6 +897,7 @@ void cuda_collective_finalize(void)
     if (n)
         cuda_log(KEEL_LOG_DEBUG,
                  "cuda: finalize destroyed %u live communicators", n);
+    gpu_hostcoll_finalize();
 }
 
 const keel_collective_ops cuda_collective_ops = {
@@ -776,4 +916,5 @@ const keel_collective_ops cuda_collective_ops = {
     .recv = cuda_recv,
     .group_start = cuda_group_start,
     .group_end = cuda_group_end,
+    .get_caps = cuda_get_caps,
 };

@@ -234,10 +234,19 @@ extern const keel_memory_ops cuda_memory_ops;
 extern const keel_stream_ops cuda_stream_ops;
 
 #ifdef KEEL_CUDA_HAVE_NCCL
+/* On NCCL/RCCL, or on the in-process engine when the library is missing
+ * (cuda_collective.c). */
 extern const keel_collective_ops cuda_collective_ops;
-/* Destroy every communicator (finalize). */
+/* Destroy every communicator, of both kinds (finalize). */
 void cuda_collective_finalize(void);
 #endif
+/* The in-process collectives alone (gpu_hostcoll.c): the group of a build
+ * without NCCL's header, and the fallback of one with it. */
+extern const keel_collective_ops gpu_hostcoll_ops;
+void gpu_hostcoll_finalize(void);
+/* Which collectives serve this process: "NCCL"/"RCCL", "in-process",
+ * "none", or both names while undecided (first use decides). */
+const char *gpu_coll_backend(void);
 
 /* printf helpers */
 #define CUDA_PTR(p) ((void *)(uintptr_t)(p))

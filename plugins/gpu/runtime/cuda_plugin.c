@@ -31,7 +31,7 @@
 #ifdef KEEL_CUDA_HAVE_KERNELS
 #define CUDA_PLUGIN_DESCRIPTION                                              \
     "AMD GPUs and Hygon DCUs through the HIP runtime; GEMM on rocBLAS and "  \
-    "collectives on RCCL when they load"
+    "collectives on RCCL when they load (else the plugin's own)"
 #else
 #define CUDA_PLUGIN_DESCRIPTION                                              \
     "AMD GPUs and Hygon DCUs through the HIP runtime (built without hipcc: " \
@@ -448,6 +448,8 @@ static keel_status cuda_finalize(void)
         goto out;
 #ifdef KEEL_CUDA_HAVE_NCCL
     cuda_collective_finalize();
+#else
+    gpu_hostcoll_finalize();
 #endif
     cuda_stream_finalize();
     cuda_memory_finalize();
@@ -521,6 +523,7 @@ static keel_status props_fill(int32_t device, keel_device_props *p)
 {
     struct cudaDeviceProp dp;
     int drv = 0, rt = 0, clock = 0;
+    char drvstr[192];
     cudaError_t err;
 
     err = cudaGetDeviceProperties(&dp, device);
@@ -539,21 +542,23 @@ static keel_status props_fill(int32_t device, keel_device_props *p)
     snprintf(p->arch, sizeof(p->arch), "%.*s",
              (int)strcspn(dp.gcnArchName, ":"), dp.gcnArchName);
     /* HIP versions are major * 10^7 + minor * 10^5 + patch. */
-    snprintf(p->driver_version, sizeof(p->driver_version),
-             "HIP %d.%d; GEMM: %.40s", rt / 10000000, (rt / 100000) % 100,
+    snprintf(drvstr, sizeof(drvstr), "HIP %d.%d; GEMM: %.22s; coll: %.15s", rt / 10000000,
+             (rt / 100000) % 100,
 #ifdef KEEL_CUDA_HAVE_KERNELS
-             ckl_gemm_backend()
+             ckl_gemm_backend(),
 #else
-             "none"
+             "none",
 #endif
-    );
+             gpu_coll_backend());
 #else
     copy_str(p->vendor, sizeof(p->vendor), "NVIDIA");
     snprintf(p->arch, sizeof(p->arch), "sm_%d%d", dp.major, dp.minor);
-    snprintf(p->driver_version, sizeof(p->driver_version),
-             "CUDA %d.%d driver, runtime %d.%d", drv / 1000,
-             (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+    snprintf(drvstr, sizeof(drvstr),
+             "CUDA %d.%d driver, runtime %d.%d; coll: %.15s", drv / 1000,
+             (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10,
+             gpu_coll_backend());
 #endif
+    copy_str(p->driver_version, sizeof(p->driver_version), drvstr);
     if (cudaDeviceGetPCIBusId(p->bus_id, (int)sizeof(p->bus_id), device) !=
         cudaSuccess)
         p->bus_id[0] = '\0';
@@ -638,7 +643,7 @@ static const keel_plugin_api cuda_plugin_api = {
 #ifdef KEEL_CUDA_HAVE_NCCL
     .collective = &cuda_collective_ops,
 #else
-    .collective = NULL,
+    .collective = &gpu_hostcoll_ops, /* no NCCL header at build time */
 #endif
     .profiler = NULL,
 };
