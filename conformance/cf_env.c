@@ -596,6 +596,8 @@ static void read_coll_caps(void)
         all.reduce_ops &= c.reduce_ops;
         if (c.timeout_ms > all.timeout_ms)
             all.timeout_ms = c.timeout_ms;
+        if (c.id_bytes > all.id_bytes)
+            all.id_bytes = c.id_bytes;
     }
     all.struct_size = sizeof(all);
     cf_env.coll_caps = all;

@@ -89,23 +89,78 @@ static void unsupported(const char *what)
                 what);
 }
 
+/* The id size the plugin states (ABI 1.3), 128 without a statement. */
+static uint32_t id_bytes(void)
+{
+    return cf_env.coll_declared && cf_env.coll_caps.id_bytes
+               ? cf_env.coll_caps.id_bytes
+               : KEEL_COMM_ID_BYTES;
+}
+
+/* A new id of id_bytes() bytes in `buf`, through whichever call the size
+ * needs; and a join with one. */
+static keel_status id_new(uint8_t *buf)
+{
+    uint32_t nb = id_bytes();
+
+    if (nb > KEEL_COMM_ID_BYTES)
+        return COL->get_unique_id_bytes
+                   ? COL->get_unique_id_bytes(buf, nb)
+                   : KEEL_STATUS_NOT_SUPPORTED;
+    return COL->get_unique_id((keel_comm_id *)(void *)buf);
+}
+
+static keel_status id_join(int32_t d, int32_t n, const uint8_t *id,
+                           int32_t r, keel_comm *m)
+{
+    uint32_t nb = id_bytes();
+
+    if (nb > KEEL_COMM_ID_BYTES)
+        return COL->comm_init_rank_bytes
+                   ? COL->comm_init_rank_bytes(d, n, id, nb, r, m)
+                   : KEEL_STATUS_NOT_SUPPORTED;
+    return COL->comm_init_rank(d, n, (const keel_comm_id *)(const void *)id,
+                               r, m);
+}
+
 static bool coll_init(struct coll *c)
 {
     keel_comm_id id;
+    uint32_t nb = id_bytes();
+    uint8_t *big = NULL;
     bool ok = true;
 
     memset(c, 0, sizeof(*c));
     c->n = cf_env.ndev;
-    if (!CF_OK(COL->get_unique_id(&id), "collective.get_unique_id"))
+    /* A plugin with larger ids is driven through the _bytes calls. */
+    if (nb > KEEL_COMM_ID_BYTES) {
+        if (!CF_CHECK(COL->get_unique_id_bytes && COL->comm_init_rank_bytes,
+                      "get_caps states %u-byte ids but the plugin lacks "
+                      "get_unique_id_bytes or comm_init_rank_bytes",
+                      (unsigned)nb) ||
+            !CF_CHECK((big = malloc(nb)) != NULL, "out of host memory"))
+            return false;
+        if (!CF_OK(COL->get_unique_id_bytes(big, nb),
+                   "collective.get_unique_id_bytes(%u bytes)", (unsigned)nb)) {
+            free(big);
+            return false;
+        }
+    } else if (!CF_OK(COL->get_unique_id(&id), "collective.get_unique_id")) {
         return false;
-    if (!CF_OK(COL->group_start(), "collective.group_start"))
+    }
+    if (!CF_OK(COL->group_start(), "collective.group_start")) {
+        free(big);
         return false;
+    }
     for (int r = 0; r < c->n; r++)
-        ok = CF_OK(COL->comm_init_rank(cf_env.dev[r], c->n, &id, r,
-                                       &c->comm[r]),
-                   "collective.comm_init_rank(device %d, %d ranks, rank %d)",
-                   (int)cf_env.dev[r], c->n, r) &&
+        ok = CF_OK(big ? COL->comm_init_rank_bytes(cf_env.dev[r], c->n, big,
+                                                   nb, r, &c->comm[r])
+                       : COL->comm_init_rank(cf_env.dev[r], c->n, &id, r,
+                                             &c->comm[r]),
+                   "collective.comm_init_rank%s(device %d, %d ranks, rank %d)",
+                   big ? "_bytes" : "", (int)cf_env.dev[r], c->n, r) &&
              ok;
+    free(big);
     ok = CF_OK(COL->group_end(), "collective.group_end after comm_init_rank") &&
          ok;
     for (int r = 0; r < c->n && ok; r++)
@@ -490,16 +545,25 @@ static void t_all_to_all(void)
 
 static void t_unique_id(void)
 {
-    keel_comm_id a, b;
+    uint32_t nb = id_bytes();
+    uint8_t *a = malloc(nb), *b = malloc(nb);
 
-    if (!have_collectives())
-        return;
-    if (CF_OK(COL->get_unique_id(&a), "get_unique_id") &&
-        CF_OK(COL->get_unique_id(&b), "get_unique_id"))
-        CF_CHECK(memcmp(&a, &b, sizeof(a)) != 0,
+    if (!CF_CHECK(a && b, "out of host memory") || !have_collectives())
+        goto out;
+    if (CF_OK(id_new(a), "get_unique_id (%u bytes)", (unsigned)nb) &&
+        CF_OK(id_new(b), "get_unique_id (%u bytes)", (unsigned)nb))
+        CF_CHECK(memcmp(a, b, nb) != 0,
                  "two get_unique_id calls gave the same id");
-    CF_EXPECT(COL->get_unique_id(NULL), KEEL_STATUS_INVALID_ARGUMENT,
-              "get_unique_id(NULL)");
+    {
+        keel_status st = COL->get_unique_id(NULL);
+        CF_CHECK(st == KEEL_STATUS_INVALID_ARGUMENT ||
+                     (nb > KEEL_COMM_ID_BYTES &&
+                      st == KEEL_STATUS_NOT_SUPPORTED),
+                 "get_unique_id(NULL) returned %s", keel_status_name(st));
+    }
+out:
+    free(a);
+    free(b);
 }
 
 static bool one_of(keel_status st, keel_status a, keel_status b)
@@ -510,7 +574,7 @@ static bool one_of(keel_status st, keel_status a, keel_status b)
 static void t_comm_init(void)
 {
     struct coll c;
-    keel_comm_id id;
+    uint8_t *id;
     keel_comm m = NULL;
     int32_t d = cf_env.dev[0], rank = -1, nranks = -1;
     keel_status st;
@@ -527,19 +591,24 @@ static void t_comm_init(void)
                   KEEL_STATUS_INVALID_ARGUMENT, "comm_rank(comm, NULL, NULL)");
     }
     coll_fini(&c);
-    if (!CF_OK(COL->get_unique_id(&id), "get_unique_id"))
+    id = malloc(id_bytes());
+    if (!CF_CHECK(id != NULL, "out of host memory") ||
+        !CF_OK(id_new(id), "get_unique_id")) {
+        free(id);
         return;
-    CF_EXPECT(COL->comm_init_rank(d, 2, &id, 2, &m),
-              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(rank 2 of 2)");
-    CF_EXPECT(COL->comm_init_rank(d, 0, &id, 0, &m),
-              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(0 ranks)");
-    CF_EXPECT(COL->comm_init_rank(d, 1, &id, 0, NULL),
-              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(comm NULL)");
-    CF_EXPECT(COL->comm_init_rank(d, 1, NULL, 0, &m),
-              KEEL_STATUS_INVALID_ARGUMENT, "comm_init_rank(id NULL)");
-    CF_EXPECT(COL->comm_init_rank(cf_env.device_count, 1, &id, 0, &m),
+    }
+    CF_EXPECT(id_join(d, 2, id, 2, &m), KEEL_STATUS_INVALID_ARGUMENT,
+              "comm_init_rank(rank 2 of 2)");
+    CF_EXPECT(id_join(d, 0, id, 0, &m), KEEL_STATUS_INVALID_ARGUMENT,
+              "comm_init_rank(0 ranks)");
+    CF_EXPECT(id_join(d, 1, id, 0, NULL), KEEL_STATUS_INVALID_ARGUMENT,
+              "comm_init_rank(comm NULL)");
+    CF_EXPECT(id_join(d, 1, NULL, 0, &m), KEEL_STATUS_INVALID_ARGUMENT,
+              "comm_init_rank(id NULL)");
+    CF_EXPECT(id_join(cf_env.device_count, 1, id, 0, &m),
               KEEL_STATUS_INVALID_DEVICE, "comm_init_rank on device %d",
               (int)cf_env.device_count);
+    free(id);
     st = COL->comm_rank(NULL, &rank, &nranks);
     CF_CHECK(one_of(st, KEEL_STATUS_INVALID_HANDLE,
                     KEEL_STATUS_INVALID_ARGUMENT),
@@ -740,7 +809,7 @@ out:
 
 struct rank_thread {
     int r, n;
-    keel_comm_id id;
+    const uint8_t *id; /* id_bytes() bytes, shared, read only */
     keel_status st[3];
     float got;
 };
@@ -753,7 +822,7 @@ static void *rank_main(void *arg)
     keel_dptr p = 0;
     float v = (float)(t->r + 1);
 
-    t->st[0] = COL->comm_init_rank(d, t->n, &t->id, t->r, &m);
+    t->st[0] = id_join(d, t->n, t->id, t->r, &m);
     if (t->st[0] != KEEL_STATUS_OK)
         return NULL;
     t->st[1] = MEM->alloc(d, 64, &p);
@@ -774,12 +843,15 @@ static void t_threads_per_rank(void)
 {
     struct rank_thread t[CF_MAX_DEVICES];
     pthread_t th[CF_MAX_DEVICES];
-    keel_comm_id id;
+    uint8_t *id = NULL;
     int n = cf_env.ndev, started = 0;
 
     if (!have_collectives() || !need_all_reduce_f32_sum() ||
-        !CF_OK(COL->get_unique_id(&id), "get_unique_id"))
+        !CF_CHECK((id = malloc(id_bytes())) != NULL, "out of host memory") ||
+        !CF_OK(id_new(id), "get_unique_id")) {
+        free(id);
         return;
+    }
     for (int r = 0; r < n; r++) {
         memset(&t[r], 0, sizeof(t[r]));
         t[r].r = r;
@@ -791,6 +863,7 @@ static void t_threads_per_rank(void)
     }
     for (int r = 0; r < started; r++)
         pthread_join(th[r], NULL);
+    free(id);
     if (!CF_CHECK(started == n, "could not start %d threads", n))
         return;
     for (int r = 0; r < n; r++) {
@@ -801,6 +874,176 @@ static void t_threads_per_rank(void)
                  "thread-per-rank all_reduce: rank %d got %g, expected %d", r,
                  t[r].got, n * (n + 1) / 2);
     }
+}
+
+/*
+ * all_to_allv (ABI 1.3): rank i sends (i * 3 + j * 5) % 7 elements to rank
+ * j (some blocks empty). Send blocks lie in peer order with a gap of 2
+ * elements before each; receive blocks in reverse peer order with gaps of
+ * 3, so displacements matter. Gaps must keep their sentinel.
+ */
+#define V_COUNT(i, j) ((uint64_t)(((i) * 3 + (j) * 5) % 7))
+#define V_VALUE(i, j, k) ((float)((i) * 10000 + (j) * 100 + (k)))
+
+static void t_all_to_allv(void)
+{
+    struct coll c;
+    uint64_t sc[CF_MAX_DEVICES][CF_MAX_DEVICES], sd[CF_MAX_DEVICES][CF_MAX_DEVICES];
+    uint64_t rc[CF_MAX_DEVICES][CF_MAX_DEVICES], rd[CF_MAX_DEVICES][CF_MAX_DEVICES];
+    uint64_t slen[CF_MAX_DEVICES], rlen[CF_MAX_DEVICES];
+    keel_dptr sb[CF_MAX_DEVICES] = {0}, rb[CF_MAX_DEVICES] = {0};
+    float *h = NULL;
+    int n;
+
+    if (!have_collectives())
+        return;
+    if (!COL->all_to_allv || !declared_kind(KEEL_COLL_ALL_TO_ALLV) ||
+        !declared_combo(KEEL_F32, -1)) {
+        cf_skip("not provided: the plugin has no collective.all_to_allv "
+                "(ABI 1.3) declared for float32; the core composes it "
+                "from send/recv");
+        return;
+    }
+    if (!coll_init(&c))
+        goto out;
+    n = c.n;
+    for (int i = 0; i < n; i++) {
+        uint64_t at = 0;
+        for (int j = 0; j < n; j++) {
+            sc[i][j] = V_COUNT(i, j);
+            at += 2;
+            sd[i][j] = at;
+            at += sc[i][j];
+        }
+        slen[i] = at + 1;
+        at = 0;
+        for (int j = n - 1; j >= 0; j--) {
+            rc[i][j] = V_COUNT(j, i);
+            at += 3;
+            rd[i][j] = at;
+            at += rc[i][j];
+        }
+        rlen[i] = at + 3;
+    }
+    if (!CF_CHECK((h = malloc(4096 * sizeof(float))) != NULL,
+                  "out of host memory"))
+        goto out;
+    for (int i = 0; i < n; i++) {
+        if (!cf_alloc(cf_env.dev[i], slen[i] * 4, &sb[i]) ||
+            !cf_alloc(cf_env.dev[i], rlen[i] * 4, &rb[i]))
+            goto out;
+        for (uint64_t k = 0; k < slen[i]; k++)
+            h[k] = -1.0f;
+        for (int j = 0; j < n; j++)
+            for (uint64_t k = 0; k < sc[i][j]; k++)
+                h[sd[i][j] + k] = V_VALUE(i, j, (int)k);
+        if (!cf_upload(cf_env.dev[i], sb[i], h, slen[i] * 4))
+            goto out;
+        for (uint64_t k = 0; k < rlen[i]; k++)
+            h[k] = -7.0f;
+        if (!cf_upload(cf_env.dev[i], rb[i], h, rlen[i] * 4))
+            goto out;
+    }
+    if (!CF_OK(COL->group_start(), "group_start"))
+        goto out;
+    for (int i = 0; i < n; i++) {
+        keel_status st = COL->all_to_allv(c.comm[i], c.s[i], sb[i], sc[i],
+                                          sd[i], rb[i], rc[i], rd[i],
+                                          KEEL_F32);
+        if (st == KEEL_STATUS_NOT_SUPPORTED)
+            unsupported("all_to_allv (float32)");
+        else
+            CF_OK(st, "all_to_allv on rank %d", i);
+    }
+    CF_OK(COL->group_end(), "group_end after all_to_allv");
+    for (int i = 0; i < n; i++) {
+        uint64_t k = 0;
+        if (!cf_sync(cf_env.dev[i], c.s[i]) ||
+            !cf_download(cf_env.dev[i], h, rb[i], rlen[i] * 4))
+            goto out;
+        for (int j = n - 1; j >= 0; j--) {
+            for (; k < rd[i][j]; k++)
+                if (!CF_CHECK(h[k] == -7.0f,
+                              "all_to_allv: rank %d's gap element %llu was "
+                              "written (%g)",
+                              i, (unsigned long long)k, h[k]))
+                    goto out;
+            for (uint64_t e = 0; e < rc[i][j]; e++, k++)
+                if (!CF_CHECK(h[k] == V_VALUE(j, i, (int)e),
+                              "all_to_allv: rank %d, element %llu of the "
+                              "block from rank %d is %g, expected %g",
+                              i, (unsigned long long)e, j, h[k],
+                              (double)V_VALUE(j, i, (int)e)))
+                    goto out;
+        }
+        for (; k < rlen[i]; k++)
+            if (!CF_CHECK(h[k] == -7.0f,
+                          "all_to_allv: rank %d's tail element %llu was "
+                          "written (%g)",
+                          i, (unsigned long long)k, h[k]))
+                goto out;
+    }
+out:
+    for (int r = 0; r < cf_env.ndev; r++) {
+        cf_free(cf_env.dev[r], sb[r]);
+        cf_free(cf_env.dev[r], rb[r]);
+    }
+    coll_fini(&c);
+    free(h);
+}
+
+/*
+ * Ids of the plugin's size (ABI 1.3). Stated above 128 bytes: the fixed
+ * calls refuse, the _bytes calls refuse another size, and a whole run of
+ * the suite goes through the _bytes calls (coll_init). Provided at 128:
+ * the _bytes calls agree with the fixed ones.
+ */
+static void t_id_bytes(void)
+{
+    uint32_t nb = id_bytes();
+    keel_comm_id id;
+    keel_comm m = NULL;
+    uint8_t *buf;
+    struct coll c;
+
+    if (!have_collectives())
+        return;
+    if (nb == KEEL_COMM_ID_BYTES && !COL->get_unique_id_bytes) {
+        cf_skip("not provided: 128-byte ids and no get_unique_id_bytes "
+                "(ABI 1.3)");
+        return;
+    }
+    if (!CF_CHECK(COL->get_unique_id_bytes && COL->comm_init_rank_bytes,
+                  "the plugin has only one of get_unique_id_bytes and "
+                  "comm_init_rank_bytes"))
+        return;
+    buf = malloc((size_t)nb + 1);
+    if (!CF_CHECK(buf != NULL, "out of host memory"))
+        return;
+    CF_EXPECT(COL->get_unique_id_bytes(buf, nb + 1),
+              KEEL_STATUS_INVALID_ARGUMENT,
+              "get_unique_id_bytes with %u bytes (the plugin's are %u)",
+              (unsigned)nb + 1, (unsigned)nb);
+    CF_EXPECT(COL->get_unique_id_bytes(NULL, nb),
+              KEEL_STATUS_INVALID_ARGUMENT, "get_unique_id_bytes(NULL)");
+    if (CF_OK(COL->get_unique_id_bytes(buf, nb), "get_unique_id_bytes"))
+        CF_EXPECT(COL->comm_init_rank_bytes(cf_env.dev[0], 1, buf, nb - 1, 0,
+                                            &m),
+                  KEEL_STATUS_INVALID_ARGUMENT,
+                  "comm_init_rank_bytes with a %u-byte id (the plugin's are "
+                  "%u)",
+                  (unsigned)nb - 1, (unsigned)nb);
+    if (nb > KEEL_COMM_ID_BYTES) {
+        CF_EXPECT(COL->get_unique_id(&id), KEEL_STATUS_NOT_SUPPORTED,
+                  "get_unique_id with %u-byte ids stated", (unsigned)nb);
+    }
+    free(buf);
+    /* a communicator made through whichever calls coll_init picks */
+    if (need_all_reduce_f32_sum() && coll_init(&c))
+        run_one(&c, C_ALL_REDUCE, KEEL_F32, KEEL_REDUCE_SUM, 5, 0, false);
+    else
+        memset(&c, 0, sizeof(c));
+    coll_fini(&c);
 }
 
 /* The declaration itself (ABI 1.2): answers for every tested device,
@@ -839,9 +1082,21 @@ static void t_caps(void)
         CF_CHECK((c.reduce_ops >> KEEL_REDUCE_OP_COUNT_) == 0,
                  "get_caps(%d) declares unknown reduce ops (mask %#x)",
                  (int)d, c.reduce_ops);
-        CF_CHECK((c.collectives & ~0x7fu) == 0,
+        CF_CHECK((c.collectives & ~0xffu) == 0,
                  "get_caps(%d) declares unknown collectives (mask %#x)",
                  (int)d, c.collectives);
+        CF_CHECK(c.struct_size < offsetof(keel_collective_caps, id_bytes) +
+                                         sizeof(c.id_bytes) ||
+                     c.id_bytes == 0 ||
+                     (c.id_bytes >= KEEL_COMM_ID_BYTES &&
+                      c.id_bytes <= KEEL_COMM_ID_MAX_BYTES),
+                 "get_caps(%d) states %u-byte ids; the ABI allows %d to %d",
+                 (int)d, (unsigned)c.id_bytes, KEEL_COMM_ID_BYTES,
+                 KEEL_COMM_ID_MAX_BYTES);
+        CF_CHECK(!(c.collectives & KEEL_COLL_ALL_TO_ALLV) || COL->all_to_allv,
+                 "get_caps(%d) declares all_to_allv but the table has no "
+                 "all_to_allv",
+                 (int)d);
     }
     c.struct_size = sizeof(c);
     CF_EXPECT(COL->get_caps(cf_env.device_count, &c),
@@ -873,6 +1128,10 @@ const struct cf_test_spec cf_collective_tests[] = {
      "block j of rank i lands in block i of rank j"},
     {"collectives", "send_recv_ring", CF_LEVEL_SMOKE, t_send_recv_ring,
      "every rank sends to the next and receives from the previous"},
+    {"collectives", "all_to_allv", CF_LEVEL_SMOKE, t_all_to_allv,
+     "per-peer counts and displacements (ABI 1.3); gaps stay untouched"},
+    {"collectives", "id_bytes", CF_LEVEL_SMOKE, t_id_bytes,
+     "ids of the size get_caps states (ABI 1.3); wrong sizes refused"},
     {"collectives", "group_nesting", CF_LEVEL_SMOKE, t_group_nesting,
      "nested group_start/group_end"},
     {"collectives", "errors", CF_LEVEL_SMOKE, t_errors,

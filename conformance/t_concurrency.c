@@ -165,7 +165,7 @@ static void *kernel_worker(void *arg)
     o.data = c;
     for (int it = 0; it < w->iters; it++) {
         keel_kernel_args args = {sizeof(args), w->dev, s, in, 2, &o, 1,
-                                 NULL, 0};
+                                 NULL, 0, NULL, NULL};
         for (int i = 0; i < N; i++) {
             x[i] = (float)(w->id * 100 + it);
             y[i] = (float)i;

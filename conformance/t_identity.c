@@ -120,29 +120,34 @@ struct table_size {
 
 static const struct table_size sizes_plugin = {
     "plugin_api", {offsetof(keel_plugin_api, profiler),
-                   sizeof(keel_plugin_api), sizeof(keel_plugin_api)}};
+                   sizeof(keel_plugin_api), sizeof(keel_plugin_api),
+                   sizeof(keel_plugin_api)}};
 static const struct table_size sizes_device = {
-    "device", {sizeof(keel_device_ops), sizeof(keel_device_ops),
+    "device", {offsetof(keel_device_ops, set_visible_devices),
+               offsetof(keel_device_ops, set_visible_devices),
+               offsetof(keel_device_ops, set_visible_devices),
                sizeof(keel_device_ops)}};
 static const struct table_size sizes_memory = {
     "memory", {offsetof(keel_memory_ops, copy_peer_async),
-               sizeof(keel_memory_ops), sizeof(keel_memory_ops)}};
+               sizeof(keel_memory_ops), sizeof(keel_memory_ops),
+               sizeof(keel_memory_ops)}};
 static const struct table_size sizes_stream = {
     "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops),
-               sizeof(keel_stream_ops)}};
+               sizeof(keel_stream_ops), sizeof(keel_stream_ops)}};
 static const struct table_size sizes_kernel = {
     "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
-               sizeof(keel_kernel_ops)}};
+               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops)}};
 static const struct table_size sizes_collective = {
     "collective", {offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_caps),
+                   offsetof(keel_collective_ops, get_unique_id_bytes),
                    sizeof(keel_collective_ops)}};
 static const struct table_size sizes_profiler = {
     "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
-                 sizeof(keel_profiler_ops)}};
+                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops)}};
 
 /* Each row must name every minor this header knows. */
-_Static_assert(KEEL_ABI_VERSION_MINOR == 2,
+_Static_assert(KEEL_ABI_VERSION_MINOR == 3,
                "a new ABI minor: add its table sizes above");
 
 static void check_header(const struct table_size *ts, const void *table)

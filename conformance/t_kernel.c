@@ -1142,9 +1142,55 @@ static void run_mutants(struct kt_run *r, const keel_kernel_args *args,
 }
 
 /* Launch the kernel and check everything. Returns the kernel's status. */
+/* ---- workspaces (ABI 1.3) ------------------------------------------------ */
+
+/*
+ * What the core offers kernels, offered here too, so that a kernel which
+ * needs a workspace (aclnn, CNNL) runs under conform as it does under the
+ * core: blocks from the plugin's memory.alloc, freed after the stream has
+ * run the launch's work.
+ */
+#define KT_WS_MAX 16
+struct kt_ws {
+    int32_t device;
+    int n;
+    keel_dptr p[KT_WS_MAX];
+    uint64_t bytes; /* total handed out, for the report */
+};
+
+static keel_status kt_workspace(const keel_kernel_args *a, uint64_t bytes,
+                                keel_dptr *ptr)
+{
+    struct kt_ws *w = a ? a->core_data : NULL;
+    keel_status st;
+
+    if (!ptr || !w)
+        return KEEL_STATUS_INVALID_ARGUMENT;
+    *ptr = 0;
+    if (bytes == 0)
+        return KEEL_STATUS_OK;
+    if (w->n == KT_WS_MAX)
+        return KEEL_STATUS_OUT_OF_MEMORY;
+    st = cf_env.api->memory->alloc(w->device, bytes, &w->p[w->n]);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    *ptr = w->p[w->n++];
+    w->bytes += bytes;
+    return KEEL_STATUS_OK;
+}
+
+/* After the launch's stream has been synchronised (or has failed). */
+static void kt_ws_release(struct kt_ws *w)
+{
+    for (int i = 0; i < w->n; i++)
+        (void)cf_env.api->memory->free(w->device, w->p[i]);
+    w->n = 0;
+}
+
 static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
                               const struct kt_result *ref, double tol)
 {
+    struct kt_ws ws = {.device = cf_env.dev[r->i]};
     int32_t d = cf_env.dev[r->i];
     size_t g = guard_bytes(r->i);
     struct kt_buf in[KR_MAX_IN], out[KT_MAX_OUT];
@@ -1182,6 +1228,8 @@ static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
         .num_outputs = nout,
         .attrs = r->at->a,
         .num_attrs = r->at->n,
+        .workspace = kt_workspace,
+        .core_data = &ws,
     };
     if (kt_mutants)
         run_mutants(r, &args, in, nin, out, nout);
@@ -1207,6 +1255,10 @@ static keel_status run_kernel(struct kt_run *r, const struct kt_result *meta,
     check_inputs(r, in, g, ref, tol);
     check_outputs(r, out, g, meta, ref, tol);
 out:
+    if (ws.n) {
+        (void)cf_env.api->stream->stream_synchronize(d, r->stream);
+        kt_ws_release(&ws);
+    }
     for (int k = 0; k < nin; k++)
         buf_free(d, &in[k]);
     for (int o = 0; o < nout; o++)
@@ -1567,7 +1619,8 @@ static void t_stream_order(void)
         }
         o = in[0];
         o.data = c;
-        args = (keel_kernel_args){sizeof(args), d, s, in, 2, &o, 1, NULL, 0};
+        args = (keel_kernel_args){sizeof(args), d, s, in, 2, &o, 1, NULL, 0,
+                                  NULL, NULL};
         x[0] = (float)round;
         CF_OK(cf_env.api->memory->copy_h2d_async(d, s, a, x, N * 4),
               "copy_h2d_async");
@@ -1685,7 +1738,7 @@ static void t_bad_descriptors(void)
     out.data = c;
     {
         keel_kernel_args args = {sizeof(args), d, NULL, in, 1, &out, 1,
-                                 NULL, 0};
+                                 NULL, 0, NULL, NULL};
         CF_EXPECT(k.fn(k.kernel_data, &args), KEEL_STATUS_INVALID_ARGUMENT,
                   "add (float32) called with 1 input");
         args.num_inputs = 2;
@@ -1796,7 +1849,8 @@ static void t_args_lifetime(void)
         in.strides[1] = 1;
         o = in;
         o.data = c;
-        args = (keel_kernel_args){sizeof(args), d, s, &in, 1, &o, 1, &attr, 1};
+        args = (keel_kernel_args){sizeof(args), d, s, &in, 1, &o, 1, &attr, 1,
+                                  NULL, NULL};
         CF_OK(k.fn(k.kernel_data, &args), "leaky_relu (float32)");
         memset(name, 0xab, sizeof(name));
         memset(&attr, 0xab, sizeof(attr));

@@ -19,6 +19,8 @@
  * --certified: every selected test passed or was skipped and the report
  * certifies the level. --min-pass: at least N tests passed. --only-if VAR:
  * unless the environment variable VAR is 1, exit 77 (meson: skipped).
+ * --abi M.N: the report's plugin.abi_version (what its tables claim) is
+ * M.N.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -53,7 +55,7 @@ int main(int argc, char **argv)
 {
     const char *keel = NULL, *report = NULL, *message = NULL;
     const char *failed[16], *passed[16], *skipped[16], *suite_failed = NULL;
-    const char *want_stderr = NULL;
+    const char *want_stderr = NULL, *want_abi = NULL;
     int npassed = 0, nskipped = 0, errpipe[2] = {-1, -1};
     char *errbuf = NULL;
     size_t errlen = 0;
@@ -92,6 +94,8 @@ int main(int argc, char **argv)
             want_stderr = v;
         else if (!strcmp(argv[i], "--min-pass"))
             min_pass = atoi(v);
+        else if (!strcmp(argv[i], "--abi"))
+            want_abi = v;
         else if (!strcmp(argv[i], "--only-if")) {
             const char *e = getenv(v);
             if (!e || strcmp(e, "1")) {
@@ -177,13 +181,22 @@ int main(int argc, char **argv)
     }
     free(errbuf);
     if (nfailed == 0 && npassed == 0 && nskipped == 0 && !suite_failed &&
-        !certified &&
+        !certified && !want_abi &&
         min_pass < 0)
         return 0; /* only the exit status was asked for */
     root = json_load_file(report, 0, &jerr);
     if (!root)
         return fail("cannot read the report %s: %s", report, jerr.text);
     results = json_object_get(root, "results");
+    if (want_abi) {
+        const char *abi = json_string_value(json_object_get(
+            json_object_get(root, "plugin"), "abi_version"));
+        if (!abi || strcmp(abi, want_abi))
+            rc = fail("the plugin's tables claim ABI %s, expected %s",
+                      abi ? abi : "(absent)", want_abi);
+        else
+            printf("conform-check: the plugin's tables claim ABI %s\n", abi);
+    }
     for (int k = 0; k < nfailed; k++) {
         json_t *r = find_result(results, failed[k]);
         const char *res = r ? json_string_value(json_object_get(r, "result"))

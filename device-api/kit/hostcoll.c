@@ -30,11 +30,13 @@
 #define HC_MAGIC 0x6b68636fu /* "khco" */
 
 enum hc_kind { HC_ALL_REDUCE, HC_BROADCAST, HC_REDUCE, HC_ALL_GATHER,
-               HC_REDUCE_SCATTER, HC_ALL_TO_ALL, HC_SEND, HC_RECV };
+               HC_REDUCE_SCATTER, HC_ALL_TO_ALL, HC_SEND, HC_RECV,
+               HC_ALL_TO_ALLV };
 
 static const char *const hc_names[] = {"all_reduce", "broadcast", "reduce",
                                        "all_gather", "reduce_scatter",
-                                       "all_to_all", "send", "recv"};
+                                       "all_to_all", "send", "recv",
+                                       "all_to_allv"};
 
 struct hc_round {
     bool p2p;
@@ -52,6 +54,11 @@ struct hc_round {
     void **buf;           /* per rank (p2p: [0]): staged send data */
     keel_dptr *recv;      /* per rank (p2p: [0]): receive buffer */
     int32_t *device;      /* per rank (p2p: [0]): the receiver's device */
+    /* all_to_allv, per rank: its 4 x nranks counts (send counts, send
+     * displacements, recv counts, recv displacements) and the element
+     * of `send` its staged buffer starts at */
+    uint64_t **v;
+    uint64_t *soff;
     struct hc_round *next;
 };
 
@@ -171,6 +178,11 @@ static struct hc_comm *hc_resolve(const keel_kit_hostcoll *b, keel_comm comm,
 
 static void hc_round_free(struct hc_round *r, int nbuf)
 {
+    if (r->v)
+        for (int i = 0; i < nbuf; i++)
+            free(r->v[i]);
+    free(r->v);
+    free(r->soff);
     if (r->buf)
         for (int i = 0; i < nbuf; i++)
             free(r->buf[i]);
@@ -529,6 +541,47 @@ static void hc_write(const keel_kit_hostcoll *b, struct hc_round *r, int slot,
     }
 }
 
+/* all_to_allv: check the pairing, then write each block where its
+ * receiver wants it. Called with g->mu held. */
+static void hc_complete_v(const keel_kit_hostcoll *b, struct hc_round *r,
+                          int nr)
+{
+    size_t n = (size_t)nr, es = keel_dtype_size(r->dtype);
+    char why[HC_MSG / 2];
+
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (r->v[i][j] != r->v[j][2 * n + i]) {
+                r->status = KEEL_STATUS_INVALID_ARGUMENT;
+                snprintf(r->msg, sizeof(r->msg),
+                         "all_to_allv #%" PRIu64 ": rank %zu sends %" PRIu64
+                         " elements to rank %zu, which expects %" PRIu64,
+                         r->seq, i, r->v[i][j], j, r->v[j][2 * n + i]);
+                return;
+            }
+    for (size_t j = 0; j < n && !r->status; j++)
+        for (size_t i = 0; i < n && !r->status; i++) {
+            uint64_t cnt = r->v[i][j];
+            const char *src = (const char *)r->buf[i] +
+                              (r->v[i][n + j] - r->soff[i]) * es;
+            keel_dptr dst = r->recv[j] + r->v[j][3 * n + i] * es;
+            keel_status st;
+
+            if (!cnt)
+                continue;
+            why[0] = 0;
+            st = b->write(r->device[j], dst, src, cnt * es, why, sizeof(why));
+            if (st) {
+                r->status = st;
+                snprintf(r->msg, sizeof(r->msg),
+                         "all_to_allv: writing %" PRIu64 " elements from "
+                         "rank %zu to rank %zu on %s:%d: %s",
+                         cnt, i, j, b->device_type, (int)r->device[j],
+                         why[0] ? why : "copy failed");
+            }
+        }
+}
+
 /* The last party computes every rank's result. Called with g->mu held. */
 static void hc_complete(const keel_kit_hostcoll *b, struct hc_clique *g,
                         struct hc_round *r)
@@ -539,6 +592,10 @@ static void hc_complete(const keel_kit_hostcoll *b, struct hc_clique *g,
 
     if (r->p2p) {
         hc_write(b, r, 0, r->dst, r->buf[0], blk);
+        return;
+    }
+    if (r->kind == HC_ALL_TO_ALLV) {
+        hc_complete_v(b, r, nr);
         return;
     }
     tmp = malloc(blk * (uint64_t)nr > 0 ? blk * (uint64_t)nr : 1);
@@ -894,6 +951,135 @@ keel_status keel_kit_hc_all_to_all(const keel_kit_hostcoll *b, keel_comm comm,
                   KEEL_REDUCE_SUM, 0);
 }
 
+/* ---- all_to_allv ---------------------------------------------------------- */
+
+keel_status keel_kit_hc_all_to_allv(const keel_kit_hostcoll *b, keel_comm comm,
+                                    keel_stream stream, keel_dptr send,
+                                    const uint64_t *send_counts,
+                                    const uint64_t *send_displs,
+                                    keel_dptr recv,
+                                    const uint64_t *recv_counts,
+                                    const uint64_t *recv_displs,
+                                    keel_dtype dtype)
+{
+    static const char *const names[4] = {"send_counts", "send_displs",
+                                         "recv_counts", "recv_displs"};
+    const char *call = "all_to_allv";
+    struct hc_comm *c = hc_resolve(b, comm, call);
+    const uint64_t *arr[4] = {send_counts, send_displs, recv_counts,
+                              recv_displs};
+    uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0}, es;
+    struct hc_clique *g;
+    struct hc_round *r;
+    uint64_t *v;
+    keel_status st;
+    void *host = NULL;
+    size_t n;
+
+    if (!c)
+        return KEEL_STATUS_INVALID_HANDLE;
+    g = c->g;
+    n = (size_t)g->nranks;
+    if ((unsigned)dtype >= KEEL_DTYPE_COUNT_)
+        return hc_fail(b, KEEL_STATUS_INVALID_ARGUMENT, "%s: dtype %d", call,
+                       (int)dtype);
+    es = keel_dtype_size(dtype);
+    for (int k = 0; k < 4; k++)
+        if (!arr[k])
+            return hc_fail(b, KEEL_STATUS_INVALID_ARGUMENT, "%s: %s is NULL",
+                           call, names[k]);
+    for (int side = 0; side < 2; side++)
+        for (size_t j = 0; j < n; j++) {
+            uint64_t cnt = arr[2 * side][j], dsp = arr[2 * side + 1][j];
+            if (!cnt)
+                continue;
+            if (cnt > UINT64_MAX - dsp || cnt + dsp > UINT64_MAX / es ||
+                (cnt + dsp) * es > (uint64_t)SIZE_MAX)
+                return hc_fail(b, KEEL_STATUS_INVALID_ARGUMENT,
+                               "%s: %s[%zu] + %s[%zu] = %" PRIu64 " + %" PRIu64
+                               " elements overflow",
+                               call, names[2 * side], j, names[2 * side + 1],
+                               j, cnt, dsp);
+            lo[side] = dsp < lo[side] ? dsp : lo[side];
+            hi[side] = cnt + dsp > hi[side] ? cnt + dsp : hi[side];
+        }
+    for (int side = 0; side < 2; side++)
+        if (hi[side] &&
+            (st = hc_check_buf(b, c, call, side ? "recv" : "send",
+                               (side ? recv : send) + lo[side] * es,
+                               (hi[side] - lo[side]) * es)))
+            return st;
+    if (!hi[0])
+        lo[0] = 0;
+    v = malloc(4 * n * sizeof(*v));
+    if (!v)
+        return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
+                       call);
+    for (int k = 0; k < 4; k++)
+        memcpy(v + (size_t)k * n, arr[k], n * sizeof(*v));
+    if ((st = hc_stage(b, c, stream, call, hi[0] ? send + lo[0] * es : 0,
+                       (hi[0] - lo[0]) * es, &host))) {
+        free(v);
+        return st;
+    }
+
+    pthread_mutex_lock(&g->mu);
+    uint64_t seq = c->seq++;
+    for (r = g->rounds; r; r = r->next)
+        if (!r->p2p && r->seq == seq)
+            break;
+    if (!r) {
+        r = hc_round_new(g->nranks);
+        if (r) {
+            r->v = calloc(n, sizeof(*r->v));
+            r->soff = calloc(n, sizeof(*r->soff));
+        }
+        if (!r || !r->v || !r->soff) {
+            if (r)
+                hc_round_free(r, g->nranks);
+            c->seq--;
+            pthread_mutex_unlock(&g->mu);
+            free(host);
+            free(v);
+            return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
+                           call);
+        }
+        r->seq = seq;
+        r->kind = HC_ALL_TO_ALLV;
+        r->dtype = dtype;
+        r->nparties = g->nranks;
+        r->next = g->rounds;
+        g->rounds = r;
+    } else if (!r->status && (r->kind != HC_ALL_TO_ALLV || r->dtype != dtype)) {
+        r->status = KEEL_STATUS_INVALID_ARGUMENT;
+        snprintf(r->msg, sizeof(r->msg),
+                 "collective #%" PRIu64 ": rank %d called all_to_allv (%s) "
+                 "where another rank called %s (%s)",
+                 seq, (int)c->rank, keel_kit_dtype_name(dtype),
+                 hc_names[r->kind], keel_kit_dtype_name(r->dtype));
+        pthread_cond_broadcast(&g->cv);
+    }
+    if (r->v) {
+        r->v[c->rank] = v;
+        r->soff[c->rank] = lo[0];
+    } else {
+        free(v); /* a mismatched round: nothing of it runs */
+    }
+    r->buf[c->rank] = host;
+    r->recv[c->rank] = recv;
+    r->device[c->rank] = c->device;
+    if (++r->arrived == r->nparties) {
+        if (!r->status)
+            hc_complete(b, g, r);
+        r->done = true;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (hc_depth > 0)
+        return hc_pend_add(b, (struct hc_pending){g, r, NULL, c->rank});
+    return hc_wait_round(b, g, r, c->rank);
+}
+
 /* ---- point to point -------------------------------------------------------- */
 
 /* The n-th send from src to dst meets the n-th recv on dst from src. */
@@ -1072,7 +1258,7 @@ keel_status keel_kit_hc_get_caps(const keel_kit_hostcoll *b, int32_t device,
     c.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |
                     KEEL_COLL_REDUCE | KEEL_COLL_ALL_GATHER |
                     KEEL_COLL_REDUCE_SCATTER | KEEL_COLL_ALL_TO_ALL |
-                    KEEL_COLL_SEND_RECV;
+                    KEEL_COLL_SEND_RECV | KEEL_COLL_ALL_TO_ALLV;
     for (int d = 0; d < KEEL_DTYPE_COUNT_; d++)
         c.dtype_mask |= KEEL_DTYPE_BIT(d);
     c.reduce_ops = KEEL_REDUCE_OP_BIT(KEEL_REDUCE_SUM) |

@@ -512,9 +512,10 @@ keel_status keel_kit_check(int op, const keel_kernel_args *a,
         return kit_bad_msg(msg, "op id %d is not in the catalog", op);
     if (!a)
         return kit_bad(&c, "kernel args are NULL");
-    if (a->struct_size < sizeof(keel_kernel_args))
+    if (a->struct_size < KEEL_KERNEL_ARGS_MIN_SIZE)
         return kit_bad(&c, "keel_kernel_args.struct_size %u < %zu",
-                       (unsigned)a->struct_size, sizeof(keel_kernel_args));
+                       (unsigned)a->struct_size,
+                       (size_t)KEEL_KERNEL_ARGS_MIN_SIZE);
     if (a->num_inputs < 0 || a->num_outputs < 0 || a->num_attrs < 0 ||
         (a->num_inputs && !a->inputs) || (a->num_outputs && !a->outputs) ||
         (a->num_attrs && !a->attrs))

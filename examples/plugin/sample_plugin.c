@@ -1149,7 +1149,7 @@ static keel_status sample_kernel(void *kernel_data, const keel_kernel_args *a)
     keel_kit_msg m;
     keel_status st;
 
-    CHECK_ARG(a && a->struct_size >= sizeof(keel_kernel_args));
+    CHECK_ARG(a && a->struct_size >= KEEL_KERNEL_ARGS_MIN_SIZE);
     CHECK_DEVICE(a->device);
     STREAM(s, a->device, a->stream);
     /* Every argument check the catalog implies (counts, dtypes, shapes,

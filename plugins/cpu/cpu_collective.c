@@ -59,11 +59,12 @@ enum cpu_coll_kind {
 	CPU_COLL_ALL_TO_ALL,
 	CPU_COLL_SEND,
 	CPU_COLL_RECV,
+	CPU_COLL_ALL_TO_ALLV,
 };
 
 static const char *const cpu_coll_names[] = {
 	"all_reduce", "broadcast", "reduce", "all_gather",
-	"reduce_scatter", "all_to_all", "send", "recv",
+	"reduce_scatter", "all_to_all", "send", "recv", "all_to_allv",
 };
 
 struct cpu_round;
@@ -106,6 +107,12 @@ struct cpu_coll_op {
 	uint64_t seq;
 	struct cpu_round *round;
 	int party;
+	/* all_to_allv: 4 x nranks element counts (send counts, send
+	 * displacements, recv counts, recv displacements), owned by the op
+	 * (freed where the op ends: its batch, or cpu_coll_op_drop); `send`
+	 * and `recv` then point at element soff / roff of the buffers. */
+	uint64_t *v;
+	uint64_t soff, roff;
 };
 
 struct cpu_coll_batch {
@@ -365,6 +372,87 @@ static bool cpu_coll_is_rooted(enum cpu_coll_kind k)
 	return k == CPU_COLL_BROADCAST || k == CPU_COLL_REDUCE;
 }
 
+/* all_to_allv: every party is one, of one dtype, and rank i's send count
+ * for j is rank j's recv count for i. */
+static keel_status cpu_round_check_v(struct cpu_round *r)
+{
+	int n = r->nparties;
+
+	for (int i = 0; i < n; i++) {
+		const struct cpu_coll_op *a = &r->party[i];
+
+		if (a->kind != CPU_COLL_ALL_TO_ALLV ||
+		    a->dtype != r->party[0].dtype) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "all_to_allv: rank %d called %s(%s) where rank 0 called all_to_allv(%s), collective #%" PRIu64,
+				 i, cpu_coll_names[a->kind],
+				 cpu_dtype_name(a->dtype),
+				 cpu_dtype_name(r->party[0].dtype), r->seq);
+			return KEEL_STATUS_INVALID_ARGUMENT;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			uint64_t sc = r->party[i].v[j];
+			uint64_t rc = r->party[j].v[2 * (size_t)n + (size_t)i];
+
+			if (sc == rc)
+				continue;
+			snprintf(r->msg, sizeof(r->msg),
+				 "all_to_allv: rank %d sends %" PRIu64
+				 " elements to rank %d, which expects %" PRIu64
+				 " from it (collective #%" PRIu64 ")",
+				 i, sc, j, rc, r->seq);
+			return KEEL_STATUS_INVALID_ARGUMENT;
+		}
+	return KEEL_STATUS_OK;
+}
+
+/* all_to_allv, staged: every block is read before any is written. */
+static keel_status cpu_round_exec_v(struct cpu_round *r)
+{
+	size_t n = (size_t)r->nparties;
+	size_t es = keel_dtype_size(r->party[0].dtype), total = 0, at = 0;
+	uint8_t *tmp;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			total += (size_t)r->party[i].v[j] * es;
+	tmp = malloc(total ? total : 1);
+	if (!tmp) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "all_to_allv: out of host memory for a %zu-byte staging buffer",
+			 total);
+		return KEEL_STATUS_OUT_OF_MEMORY;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct cpu_coll_op *a = &r->party[i];
+
+		for (size_t j = 0; j < n; j++) {
+			size_t b = (size_t)a->v[j] * es;
+
+			if (b)
+				memcpy(tmp + at, (const uint8_t *)a->send +
+					       (a->v[n + j] - a->soff) * es, b);
+			at += b;
+		}
+	}
+	at = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			const struct cpu_coll_op *d = &r->party[j];
+			size_t b = (size_t)r->party[i].v[j] * es;
+
+			if (b)
+				memcpy((uint8_t *)d->recv +
+					       (d->v[3 * n + i] - d->roff) * es,
+				       tmp + at, b);
+			at += b;
+		}
+	free(tmp);
+	return KEEL_STATUS_OK;
+}
+
 /* Check that every party of a collective round agrees with party 0. */
 static keel_status cpu_round_check(struct cpu_round *r)
 {
@@ -387,6 +475,8 @@ static keel_status cpu_round_check(struct cpu_round *r)
 			 (int)r->dst, d->count, cpu_dtype_name(d->dtype), db);
 		return KEEL_STATUS_INVALID_ARGUMENT;
 	}
+	if (a->kind == CPU_COLL_ALL_TO_ALLV)
+		return cpu_round_check_v(r);
 	for (i = 1; i < r->nparties; i++) {
 		const struct cpu_coll_op *b = &r->party[i];
 		const char *what = NULL;
@@ -525,6 +615,8 @@ static keel_status cpu_round_exec(struct cpu_round *r)
 	const void **srcs;
 	uint8_t *tmp;
 
+	if (a->kind == CPU_COLL_ALL_TO_ALLV)
+		return cpu_round_exec_v(r);
 	if (!tmp_size) {
 		cpu_exec_direct(r, bytes);
 		return KEEL_STATUS_OK;
@@ -655,6 +747,8 @@ static struct cpu_coll_batch *cpu_coll_batch_new(size_t n)
 /* An op that will never run: release its hold on the communicator. */
 static void cpu_coll_op_drop(struct cpu_coll_op *op)
 {
+	free(op->v);
+	op->v = NULL;
 	cpu_coll_lock_acquire();
 	op->comm->pending--;
 	pthread_cond_broadcast(&cpu_coll_cond);
@@ -672,6 +766,8 @@ void cpu_coll_batch_free(struct cpu_coll_batch *b)
 		b->ops[i].comm->pending--;
 	pthread_cond_broadcast(&cpu_coll_cond);
 	cpu_coll_lock_release();
+	for (i = 0; i < b->n; i++)
+		free(b->ops[i].v);
 	free(b);
 }
 
@@ -718,6 +814,8 @@ struct cpu_coll_call {
 	keel_reduce_op op;
 	int32_t root;
 	int32_t peer;
+	/* all_to_allv: the caller's four arrays */
+	const uint64_t *vc[4];
 };
 
 static keel_status cpu_coll_check_args(const struct cpu_coll_call *a,
@@ -803,6 +901,81 @@ static keel_status cpu_coll_buffers(const struct cpu_coll_call *a,
 	return st;
 }
 
+/*
+ * all_to_allv: copy the four arrays into the op and check every block; the
+ * op's send/recv point at the lowest element any block uses.
+ */
+static keel_status cpu_coll_buffers_v(const struct cpu_coll_call *a,
+				      struct cpu_comm *c,
+				      struct cpu_device *dev,
+				      const char *call, struct cpu_coll_op *op)
+{
+	static const char *const names[4] = {"send_counts", "send_displs",
+					      "recv_counts", "recv_displs"};
+	size_t n = (size_t)c->nranks, es = keel_dtype_size(a->dtype);
+	uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
+	char what[64];
+	keel_status st = KEEL_STATUS_OK;
+
+	for (int k = 0; k < 4; k++)
+		if (!a->vc[k])
+			return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				       "%s: %s is NULL", call, names[k]);
+	op->v = malloc(4 * n * sizeof(*op->v));
+	if (!op->v)
+		return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+			       "%s: out of host memory", call);
+	for (int k = 0; k < 4; k++)
+		memcpy(op->v + (size_t)k * n, a->vc[k], n * sizeof(*op->v));
+	for (int side = 0; side < 2; side++)
+		for (size_t j = 0; j < n; j++) {
+			uint64_t cnt = op->v[(size_t)(2 * side) * n + j];
+			uint64_t dsp = op->v[(size_t)(2 * side + 1) * n + j];
+			uint64_t end;
+
+			if (cnt == 0)
+				continue;
+			if (__builtin_add_overflow(cnt, dsp, &end) ||
+			    end > SIZE_MAX / es) {
+				free(op->v);
+				op->v = NULL;
+				return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+					       "%s: %s[%zu] + %s[%zu] = %" PRIu64
+					       " + %" PRIu64 " elements overflows",
+					       call, names[2 * side], j,
+					       names[2 * side + 1], j, cnt, dsp);
+			}
+			lo[side] = dsp < lo[side] ? dsp : lo[side];
+			hi[side] = end > hi[side] ? end : hi[side];
+		}
+	for (int side = 0; side < 2 && !st; side++) {
+		keel_dptr base = side ? a->recv : a->send;
+		void **host = side ? &op->recv : &op->send;
+
+		if (hi[side] == 0)
+			continue;
+		if (lo[side] * es > UINT64_MAX - base) {
+			st = cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				     "%s: %s + %" PRIu64 " elements overflows",
+				     call, side ? "recv" : "send", lo[side]);
+			break;
+		}
+		snprintf(what, sizeof(what), "%s: %s", call,
+			 side ? "recv" : "send");
+		st = cpu_mem_range(dev, base + lo[side] * es,
+				   (hi[side] - lo[side]) * es, what, host);
+		if (side)
+			op->roff = lo[side];
+		else
+			op->soff = lo[side];
+	}
+	if (st) {
+		free(op->v);
+		op->v = NULL;
+	}
+	return st;
+}
+
 /* Assign the op its sequence number and count it pending. */
 static void cpu_coll_sequence(struct cpu_coll_op *op)
 {
@@ -884,9 +1057,14 @@ static keel_status cpu_coll_issue(keel_comm handle, keel_stream stream,
 	if (st)
 		return st;
 	st = cpu_coll_check_args(a, c, call);
-	if (st || a->count == 0)
+	if (st)
 		return st;
-	st = cpu_coll_buffers(a, c, dev, call, &op);
+	if (a->kind == CPU_COLL_ALL_TO_ALLV)
+		st = cpu_coll_buffers_v(a, c, dev, call, &op);
+	else if (a->count == 0)
+		return KEEL_STATUS_OK;
+	else
+		st = cpu_coll_buffers(a, c, dev, call, &op);
 	if (st)
 		return st;
 	op.comm = c;
@@ -1091,6 +1269,13 @@ static void cpu_random_bytes(uint8_t *p, size_t n)
 	}
 }
 
+/* The id size in force: KEEL_CPU_COMM_ID_BYTES as last read. */
+static uint32_t cpu_id_bytes(void)
+{
+	return cpu_g.cfg_valid && cpu_g.cfg.comm_id_bytes ? cpu_g.cfg.comm_id_bytes
+							  : KEEL_COMM_ID_BYTES;
+}
+
 static keel_status cpu_get_unique_id(keel_comm_id *id)
 {
 	uint64_t counter;
@@ -1099,6 +1284,10 @@ static keel_status cpu_get_unique_id(keel_comm_id *id)
 	if (!id)
 		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
 			       "get_unique_id: id is NULL");
+	if (cpu_id_bytes() > KEEL_COMM_ID_BYTES)
+		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+			       "get_unique_id: this plugin's ids have %u bytes (KEEL_CPU_COMM_ID_BYTES): use get_unique_id_bytes",
+			       (unsigned)cpu_id_bytes());
 	cpu_random_bytes(id->bytes, sizeof(id->bytes));
 	/* Random bytes, plus a process counter and the pid so that two ids
 	 * of one process never collide. */
@@ -1108,6 +1297,77 @@ static keel_status cpu_get_unique_id(keel_comm_id *id)
 	memcpy(id->bytes + sizeof(counter), &pid, sizeof(pid));
 	return KEEL_STATUS_OK;
 }
+
+#if KEEL_ABI_VERSION_MINOR >= 3 /* built against an older header: no _bytes calls */
+/*
+ * Ids of KEEL_CPU_COMM_ID_BYTES bytes (ABI 1.3): the first 128 are a
+ * fixed-size id, and byte k beyond them is byte k % 128 xor k / 128, so
+ * that comm_init_rank_bytes can tell an id cut short or damaged on its way
+ * to another rank, which is what this mode exists to catch.
+ */
+static keel_status cpu_id_size_ok(uint32_t size, const char *call)
+{
+	if (size == cpu_id_bytes())
+		return KEEL_STATUS_OK;
+	return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+		       "%s: an id of %u bytes, but this plugin's ids have %u (collective.get_caps id_bytes)",
+		       call, (unsigned)size, (unsigned)cpu_id_bytes());
+}
+
+static keel_status cpu_get_unique_id_bytes(uint8_t *id, uint32_t size)
+{
+	keel_comm_id head;
+	uint64_t counter;
+	uint32_t pid;
+	keel_status st;
+
+	if (!id)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "get_unique_id_bytes: id is NULL");
+	st = cpu_id_size_ok(size, "get_unique_id_bytes");
+	if (st)
+		return st;
+	cpu_random_bytes(head.bytes, sizeof(head.bytes));
+	counter = atomic_fetch_add(&cpu_id_counter, 1) + 1;
+	pid = (uint32_t)getpid();
+	memcpy(head.bytes, &counter, sizeof(counter));
+	memcpy(head.bytes + sizeof(counter), &pid, sizeof(pid));
+	memcpy(id, head.bytes, sizeof(head.bytes));
+	for (uint32_t k = KEEL_COMM_ID_BYTES; k < size; k++)
+		id[k] = head.bytes[k % KEEL_COMM_ID_BYTES] ^
+			(uint8_t)(k / KEEL_COMM_ID_BYTES);
+	return KEEL_STATUS_OK;
+}
+
+static keel_status cpu_comm_init_rank_checked(int32_t device, int32_t nranks,
+					      const keel_comm_id *id,
+					      int32_t rank, keel_comm *comm);
+
+static keel_status cpu_comm_init_rank_bytes(int32_t device, int32_t nranks,
+					    const uint8_t *id, uint32_t size,
+					    int32_t rank, keel_comm *comm)
+{
+	keel_comm_id head;
+	keel_status st;
+
+	if (!id || !comm)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "comm_init_rank_bytes: %s is NULL",
+			       !id ? "id" : "comm");
+	st = cpu_id_size_ok(size, "comm_init_rank_bytes");
+	if (st)
+		return st;
+	for (uint32_t k = KEEL_COMM_ID_BYTES; k < size; k++)
+		if (id[k] != (id[k % KEEL_COMM_ID_BYTES] ^
+			      (uint8_t)(k / KEEL_COMM_ID_BYTES)))
+			return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				       "comm_init_rank_bytes: byte %u of the %u-byte id is not what get_unique_id_bytes wrote: the id was cut short or damaged on its way to rank %d",
+				       (unsigned)k, (unsigned)size, (int)rank);
+	memcpy(head.bytes, id, sizeof(head.bytes));
+	return cpu_comm_init_rank_checked(device, nranks, &head, rank, comm);
+}
+
+#endif
 
 static keel_status cpu_comm_new(int32_t device, int32_t nranks, int32_t rank,
 				struct cpu_comm **out)
@@ -1194,9 +1454,9 @@ static keel_status cpu_group_defer_init(struct cpu_comm *c)
 	return KEEL_STATUS_OK;
 }
 
-static keel_status cpu_comm_init_rank(int32_t device, int32_t nranks,
-				      const keel_comm_id *id, int32_t rank,
-				      keel_comm *comm)
+static keel_status cpu_comm_init_rank_checked(int32_t device, int32_t nranks,
+					      const keel_comm_id *id,
+					      int32_t rank, keel_comm *comm)
 {
 	struct timespec deadline;
 	char msg[CPU_MSG_MAX];
@@ -1245,6 +1505,17 @@ oom:
 	return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
 		       "comm_init_rank: out of host memory for rank %d of %d",
 		       (int)rank, (int)nranks);
+}
+
+static keel_status cpu_comm_init_rank(int32_t device, int32_t nranks,
+				      const keel_comm_id *id, int32_t rank,
+				      keel_comm *comm)
+{
+	if (cpu_id_bytes() > KEEL_COMM_ID_BYTES)
+		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+			       "comm_init_rank: this plugin's ids have %u bytes (KEEL_CPU_COMM_ID_BYTES): use comm_init_rank_bytes",
+			       (unsigned)cpu_id_bytes());
+	return cpu_comm_init_rank_checked(device, nranks, id, rank, comm);
 }
 
 static keel_status cpu_comm_destroy(keel_comm handle)
@@ -1377,6 +1648,23 @@ static keel_status cpu_all_to_all(keel_comm comm, keel_stream stream,
 	return cpu_coll_issue(comm, stream, &a);
 }
 
+#if KEEL_ABI_VERSION_MINOR >= 3
+static keel_status cpu_all_to_allv(keel_comm comm, keel_stream stream,
+				   keel_dptr send, const uint64_t *send_counts,
+				   const uint64_t *send_displs, keel_dptr recv,
+				   const uint64_t *recv_counts,
+				   const uint64_t *recv_displs, keel_dtype dtype)
+{
+	struct cpu_coll_call a = { .kind = CPU_COLL_ALL_TO_ALLV, .send = send,
+				   .recv = recv, .dtype = dtype,
+				   .vc = { send_counts, send_displs,
+					   recv_counts, recv_displs } };
+
+	return cpu_coll_issue(comm, stream, &a);
+}
+
+#endif
+
 static keel_status cpu_send(keel_comm comm, keel_stream stream, keel_dptr buf,
 			    uint64_t count, keel_dtype dtype, int32_t peer)
 {
@@ -1397,6 +1685,7 @@ static keel_status cpu_recv(keel_comm comm, keel_stream stream, keel_dptr buf,
 	return cpu_coll_issue(comm, stream, &a);
 }
 
+#if KEEL_ABI_VERSION_MINOR >= 2
 /* Every collective, every dtype (bool for the data-moving ones only) and
  * every reduce op; waits bounded by KEEL_CPU_COLL_TIMEOUT_MS. */
 static keel_status cpu_coll_get_caps(int32_t device, keel_collective_caps *caps)
@@ -1417,18 +1706,23 @@ static keel_status cpu_coll_get_caps(int32_t device, keel_collective_caps *caps)
 	full.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |
 			   KEEL_COLL_REDUCE | KEEL_COLL_ALL_GATHER |
 			   KEEL_COLL_REDUCE_SCATTER | KEEL_COLL_ALL_TO_ALL |
-			   KEEL_COLL_SEND_RECV;
+			   KEEL_COLL_SEND_RECV | KEEL_COLL_ALL_TO_ALLV;
 	for (int dt = 0; dt < KEEL_DTYPE_COUNT_; dt++)
 		full.dtype_mask |= KEEL_DTYPE_BIT(dt);
 	for (int op = 0; op < KEEL_REDUCE_OP_COUNT_; op++)
 		full.reduce_ops |= KEEL_REDUCE_OP_BIT(op);
 	full.timeout_ms = cpu_g.cfg.coll_timeout_ms;
+#if KEEL_ABI_VERSION_MINOR >= 3
+	full.id_bytes = cpu_id_bytes();
+#endif
 	n = caps->struct_size < sizeof(full) ? caps->struct_size
 					     : (uint32_t)sizeof(full);
 	full.struct_size = n;
 	memcpy(caps, &full, n);
 	return KEEL_STATUS_OK;
 }
+
+#endif
 
 const keel_collective_ops cpu_collective_ops = {
 	.header = KEEL_TABLE_HEADER(keel_collective_ops),
@@ -1446,5 +1740,12 @@ const keel_collective_ops cpu_collective_ops = {
 	.recv = cpu_recv,
 	.group_start = cpu_group_start,
 	.group_end = cpu_group_end,
+#if KEEL_ABI_VERSION_MINOR >= 2
 	.get_caps = cpu_coll_get_caps,
+#endif
+#if KEEL_ABI_VERSION_MINOR >= 3
+	.all_to_allv = cpu_all_to_allv,
+	.get_unique_id_bytes = cpu_get_unique_id_bytes,
+	.comm_init_rank_bytes = cpu_comm_init_rank_bytes,
+#endif
 };

@@ -43,7 +43,14 @@
 
 #include <keel/device_api.h>
 
+/* A second build may name itself apart (the ABI 1.1 fixture of the
+ * conformance tests: conformance/tests/meson.build). */
+#ifndef CPU_PLUGIN_NAME
 #define CPU_PLUGIN_NAME "cpu"
+#endif
+#ifndef CPU_PLUGIN_DEVICE_TYPE
+#define CPU_PLUGIN_DEVICE_TYPE "cpu"
+#endif
 #define CPU_PLUGIN_VERSION "0.1.0"
 
 #define CPU_MAX_DEVICES 64
@@ -68,6 +75,7 @@ struct cpu_config {
 	bool async;               /* KEEL_CPU_ASYNC                      */
 	bool discrete;            /* KEEL_CPU_DISCRETE                   */
 	uint32_t coll_timeout_ms; /* KEEL_CPU_COLL_TIMEOUT_MS            */
+	uint32_t comm_id_bytes;   /* KEEL_CPU_COMM_ID_BYTES, 128..65536  */
 };
 
 /* ---- memory -------------------------------------------------------------- */
@@ -197,6 +205,10 @@ struct cpu_state {
 	struct cpu_config cfg;   /* last configuration read successfully */
 	bool cfg_valid;
 	bool initialized;
+	/* device.set_visible_devices (ABI 1.3): device i is virtual device
+	 * visible[i] of the KEEL_CPU_DEVICES configured; 0 = all of them */
+	int32_t nvisible;
+	int32_t visible[CPU_MAX_DEVICES];
 	struct cpu_device *devs; /* cfg.ndevices entries while initialized */
 	int32_t ndevs;
 	/* probed once per load */

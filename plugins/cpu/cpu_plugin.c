@@ -226,6 +226,18 @@ static keel_status cpu_config_read(struct cpu_config *cfg, char *msg,
 	if (st)
 		return st;
 	cfg->coll_timeout_ms = (uint32_t)v;
+#if KEEL_ABI_VERSION_MINOR >= 3
+	/* The unique id's size (ABI 1.3): above 128 the plugin behaves like
+	 * one whose library needs a bigger id (HCCL's is 4,108 bytes). */
+	st = cpu_parse_int("KEEL_CPU_COMM_ID_BYTES", KEEL_COMM_ID_BYTES,
+			   KEEL_COMM_ID_MAX_BYTES, KEEL_COMM_ID_BYTES, &v, msg,
+			   msg_size);
+	if (st)
+		return st;
+	cfg->comm_id_bytes = (uint32_t)v;
+#else
+	cfg->comm_id_bytes = KEEL_COMM_ID_BYTES;
+#endif
 	return KEEL_STATUS_OK;
 }
 
@@ -461,6 +473,15 @@ static keel_status cpu_init(void)
 		cpu_log(KEEL_LOG_ERROR, "cpu plugin: init: %s", msg);
 		return cpu_err(st, "init: %s", msg);
 	}
+	for (i = 0; i < cpu_g.nvisible; i++)
+		if (cpu_g.visible[i] >= cfg.ndevices) {
+			cpu_g.cfg_valid = false;
+			return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				       "init: visible device %d does not exist (KEEL_CPU_DEVICES gives %d)",
+				       (int)cpu_g.visible[i], (int)cfg.ndevices);
+		}
+	if (cpu_g.nvisible)
+		cfg.ndevices = cpu_g.nvisible;
 	cpu_g.cfg = cfg;
 	cpu_g.cfg_valid = true;
 	st = cpu_blas_load(msg, sizeof(msg));
@@ -539,17 +560,24 @@ static uint32_t cpu_features(const struct cpu_config *cfg)
 	return f;
 }
 
+/* The virtual device behind index `device` (set_visible_devices). */
+static int32_t cpu_physical(int32_t device)
+{
+	return cpu_g.nvisible ? cpu_g.visible[device] : device;
+}
+
 static void cpu_props_fill(int32_t device, keel_device_props *p)
 {
 	const struct cpu_config *cfg = &cpu_g.cfg;
 
 	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "keel CPU %d", (int)device);
+	snprintf(p->name, sizeof(p->name), "keel CPU %d", (int)cpu_physical(device));
 	snprintf(p->vendor, sizeof(p->vendor), "%s", cpu_g.vendor);
 	snprintf(p->arch, sizeof(p->arch), "%s", cpu_g.arch);
 	snprintf(p->driver_version, sizeof(p->driver_version),
 		 "keel-cpu " CPU_PLUGIN_VERSION);
-	snprintf(p->bus_id, sizeof(p->bus_id), "virtual:%d", (int)device);
+	snprintf(p->bus_id, sizeof(p->bus_id), "virtual:%d",
+		 (int)cpu_physical(device));
 	p->total_memory = cfg->mem_limit ? cfg->mem_limit : cpu_g.phys_mem;
 	p->compute_units = cpu_g.compute_units;
 	p->clock_khz = 0;
@@ -600,6 +628,36 @@ static keel_status cpu_synchronize(int32_t device)
 	return cpu_device_sync(dev);
 }
 
+#if KEEL_ABI_VERSION_MINOR >= 3
+/* Before init only; indices are checked against KEEL_CPU_DEVICES there. */
+static keel_status cpu_set_visible_devices(const int32_t *devices,
+					   int32_t count)
+{
+	if (cpu_g.initialized)
+		return cpu_err(KEEL_STATUS_INVALID_STATE,
+			       "set_visible_devices: the plugin is initialised already");
+	if (!devices || count < 1 || count > CPU_MAX_DEVICES)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "set_visible_devices: %d devices (1 to %d, list not NULL)",
+			       (int)count, CPU_MAX_DEVICES);
+	for (int32_t i = 0; i < count; i++) {
+		if (devices[i] < 0 || devices[i] >= CPU_MAX_DEVICES)
+			return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				       "set_visible_devices: device %d is out of range",
+				       (int)devices[i]);
+		for (int32_t j = 0; j < i; j++)
+			if (devices[j] == devices[i])
+				return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+					       "set_visible_devices: device %d is listed twice",
+					       (int)devices[i]);
+	}
+	memcpy(cpu_g.visible, devices, (size_t)count * sizeof(*devices));
+	cpu_g.nvisible = count;
+	return KEEL_STATUS_OK;
+}
+
+#endif
+
 const keel_device_ops cpu_device_ops = {
 	.header = KEEL_TABLE_HEADER(keel_device_ops),
 	.init = cpu_init,
@@ -607,13 +665,16 @@ const keel_device_ops cpu_device_ops = {
 	.get_device_count = cpu_get_device_count,
 	.get_device_props = cpu_get_device_props,
 	.synchronize = cpu_synchronize,
+#if KEEL_ABI_VERSION_MINOR >= 3
+	.set_visible_devices = cpu_set_visible_devices,
+#endif
 };
 
 static keel_plugin_api cpu_plugin_api = {
 	.header = KEEL_TABLE_HEADER(keel_plugin_api),
 	.name = CPU_PLUGIN_NAME,
 	.version = CPU_PLUGIN_VERSION,
-	.device_type = "cpu",
+	.device_type = CPU_PLUGIN_DEVICE_TYPE,
 	.description = "Reference CPU backend (inline, host-addressable)",
 	.device = &cpu_device_ops,
 	.memory = &cpu_memory_ops,

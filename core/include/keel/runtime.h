@@ -297,8 +297,21 @@ KEEL_API keel_status keel_event_elapsed_ms(keel_place place, keel_event start,
 /** A communicator: one rank on one place. */
 typedef struct keel_communicator keel_communicator;
 
-/** New unique id from the plugin serving `place`. */
+/** New unique id from the plugin serving `place` (NOT_SUPPORTED when the
+ *  plugin's ids are larger than a keel_comm_id: use the _bytes calls). */
 KEEL_API keel_status keel_comm_get_unique_id(keel_place place, keel_comm_id *id);
+/** Bytes of the unique ids of the plugin serving `place`: 128
+ *  (KEEL_COMM_ID_BYTES) unless the plugin states more (ABI 1.3; HCCL's
+ *  are 4,108). Allocate and broadcast that many bytes. */
+KEEL_API keel_status keel_comm_id_bytes(keel_place place, uint32_t *bytes);
+/** A new unique id of `size` bytes (size must be keel_comm_id_bytes'). */
+KEEL_API keel_status keel_comm_get_unique_id_bytes(keel_place place, void *id,
+                                                   uint32_t size);
+/** keel_comm_init_rank with an id of `size` bytes. */
+KEEL_API keel_status keel_comm_init_rank_bytes(keel_place place,
+                                               int32_t nranks, const void *id,
+                                               uint32_t size, int32_t rank,
+                                               keel_communicator **comm);
 /** Join as `rank` of `nranks` on `place` (blocks unless inside a group). */
 KEEL_API keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
                                 const keel_comm_id *id, int32_t rank,
@@ -328,6 +341,18 @@ KEEL_API keel_status keel_reduce_scatter(keel_communicator *comm, keel_stream st
 KEEL_API keel_status keel_all_to_all(keel_communicator *comm, keel_stream stream,
                             keel_dptr send, keel_dptr recv, uint64_t count,
                             keel_dtype dtype);
+/** All-to-all with a count per peer (MPI's Alltoallv; counts and
+ *  displacements in elements, nranks entries each, host memory). On the
+ *  plugin's all_to_allv when it has one (ABI 1.3), else composed from
+ *  send/recv in one group. */
+KEEL_API keel_status keel_all_to_allv(keel_communicator *comm,
+                                      keel_stream stream, keel_dptr send,
+                                      const uint64_t *send_counts,
+                                      const uint64_t *send_displs,
+                                      keel_dptr recv,
+                                      const uint64_t *recv_counts,
+                                      const uint64_t *recv_displs,
+                                      keel_dtype dtype);
 KEEL_API keel_status keel_send(keel_communicator *comm, keel_stream stream,
                       keel_dptr buf, uint64_t count, keel_dtype dtype,
                       int32_t peer);

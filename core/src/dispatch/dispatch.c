@@ -584,8 +584,58 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
                        keel_tensor **outputs, int max_outputs,
                        int *num_outputs);
 
+/* ---- kernel workspaces (ABI 1.3) ------------------------------------------ */
+
+/*
+ * The blocks a kernel asked for during one launch. They come from the
+ * caching allocator and go back to it when the kernel returns: the core
+ * launches every kernel on the device's default stream, and the allocator
+ * hands a block out again only to work enqueued later on that stream, so
+ * the launch's own work may still be using it (stream order).
+ */
+#define WS_MAX 16
+struct launch_ws {
+    const keel_kernel_args *args;
+    keel_place place;
+    int n;
+    struct keel_block *blocks[WS_MAX];
+};
+
+static keel_status core_workspace(const keel_kernel_args *a, uint64_t bytes,
+                                  keel_dptr *ptr)
+{
+    struct launch_ws *w = a ? a->core_data : NULL;
+    struct keel_block *b;
+    keel_status st;
+
+    if (!ptr || !w || w->args != a)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "workspace: %s", !ptr ? "ptr is NULL"
+                           : "the args are not those of the running launch");
+    *ptr = 0;
+    if (bytes == 0)
+        return KEEL_STATUS_OK;
+    if (w->n == WS_MAX)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "workspace: a launch may hold at most %d "
+                           "workspaces", WS_MAX);
+    st = keel__alloc(w->place, bytes, &b, ptr);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    w->blocks[w->n++] = b;
+    return KEEL_STATUS_OK;
+}
+
+static void workspace_release(struct launch_ws *w)
+{
+    for (int i = 0; i < w->n; i++)
+        keel__alloc_release(w->blocks[i]);
+    w->n = 0;
+}
+
 static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
 {
+    struct launch_ws ws = {.n = 0};
     keel_tensor_desc od[KEEL_MAX_OP_OUTPUTS];
     const keel_kernel *k;
     keel_kernel_args args;
@@ -614,9 +664,14 @@ static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
         .num_outputs = c->nout,
         .attrs = c->attrs,
         .num_attrs = c->def->nattrs,
+        .workspace = core_workspace,
+        .core_data = &ws,
     };
+    ws.args = &args;
+    ws.place = c->place;
     keel__plugin_msg_clear();
     st = k->fn(k->kernel_data, &args);
+    workspace_release(&ws);
     if (st == KEEL_STATUS_NOT_SUPPORTED && !keel_get_strict())
         return run_on_cpu(c, outs);
     if (st != KEEL_STATUS_OK) {

@@ -66,27 +66,30 @@ struct table_rule {
 static const struct table_rule rule_plugin = {
     "plugin_api",
     {offsetof(keel_plugin_api, profiler), sizeof(keel_plugin_api),
-     sizeof(keel_plugin_api)}};
+     sizeof(keel_plugin_api), sizeof(keel_plugin_api)}};
 static const struct table_rule rule_device = {
-    "device", {sizeof(keel_device_ops), sizeof(keel_device_ops),
+    "device", {offsetof(keel_device_ops, set_visible_devices),
+               offsetof(keel_device_ops, set_visible_devices),
+               offsetof(keel_device_ops, set_visible_devices),
                sizeof(keel_device_ops)}};
 static const struct table_rule rule_memory = {
     "memory",
     {offsetof(keel_memory_ops, copy_peer_async), sizeof(keel_memory_ops),
-     sizeof(keel_memory_ops)}};
+     sizeof(keel_memory_ops), sizeof(keel_memory_ops)}};
 static const struct table_rule rule_stream = {
     "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops),
-               sizeof(keel_stream_ops)}};
+               sizeof(keel_stream_ops), sizeof(keel_stream_ops)}};
 static const struct table_rule rule_kernel = {
     "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
-               sizeof(keel_kernel_ops)}};
+               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops)}};
 static const struct table_rule rule_collective = {
     "collective", {offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_caps),
+                   offsetof(keel_collective_ops, get_unique_id_bytes),
                    sizeof(keel_collective_ops)}};
 static const struct table_rule rule_profiler = {
     "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
-                 sizeof(keel_profiler_ops)}};
+                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops)}};
 
 /* ---- skip bookkeeping ---------------------------------------------------- */
 
@@ -326,6 +329,98 @@ static const char *plugin_msg_or(const char *fallback)
     return m ? m : fallback;
 }
 
+/*
+ * KEEL_VISIBLE_DEVICES (ABI 1.3): "<plugin or type>:<list>[;...]", a list
+ * of device indices and ranges ("cpu:1,3", "npu:0-3;gpu:1"), the plugin's
+ * own numbering. The first entry naming the plugin (by name, else by
+ * device type) applies: the plugin gets it through
+ * device.set_visible_devices before init, and its devices are then those,
+ * in that order. A plugin that cannot be restricted is skipped rather
+ * than shown whole: the setting asked to hide devices.
+ * Returns 0, or -1 after skip().
+ */
+#define VIS_MAX 4096
+static int apply_visible(struct keel_plugin *p)
+{
+    const char *env = getenv("KEEL_VISIBLE_DEVICES");
+    const char *list = NULL, *end, *q;
+    int32_t dev[VIS_MAX];
+    int32_t n = 0;
+    keel_status st;
+
+    for (int pass = 0; env && *env && pass < 2 && !list; pass++) {
+        const char *want = pass ? p->device_type : p->name;
+        size_t wl = strlen(want);
+        for (q = env; q && *q; q = strchr(q, ';') ? strchr(q, ';') + 1 : NULL)
+            if (!strncmp(q, want, wl) && q[wl] == ':') {
+                list = q + wl + 1;
+                break;
+            }
+    }
+    if (!list)
+        return 0;
+    end = strchr(list, ';');
+    if (!end)
+        end = list + strlen(list);
+    for (q = list; q < end;) {
+        char *e;
+        long a, b;
+
+        errno = 0;
+        a = strtol(q, &e, 10);
+        b = a;
+        if (e > q && *e == '-' && e + 1 < end) {
+            q = e + 1;
+            b = strtol(q, &e, 10);
+        }
+        if (e == q || errno || a < 0 || b < a || b >= VIS_MAX ||
+            (e < end && *e != ','))
+            return skip(p, "visible-devices", KEEL_STATUS_INVALID_ARGUMENT,
+                        "KEEL_VISIBLE_DEVICES: '%.*s' for plugin %s is not "
+                        "a list of device indices and ranges (\"0,2\", "
+                        "\"1-3\")",
+                        (int)(end - list), list, p->name);
+        for (long d = a; d <= b; d++) {
+            for (int32_t i = 0; i < n; i++)
+                if (dev[i] == d)
+                    return skip(p, "visible-devices",
+                                KEEL_STATUS_INVALID_ARGUMENT,
+                                "KEEL_VISIBLE_DEVICES: device %ld is listed "
+                                "twice for plugin %s",
+                                d, p->name);
+            if (n == VIS_MAX)
+                return skip(p, "visible-devices",
+                            KEEL_STATUS_INVALID_ARGUMENT,
+                            "KEEL_VISIBLE_DEVICES: more than %d devices "
+                            "for plugin %s",
+                            VIS_MAX, p->name);
+            dev[n++] = (int32_t)d;
+        }
+        q = e < end ? e + 1 : end;
+    }
+    if (n == 0)
+        return skip(p, "visible-devices", KEEL_STATUS_INVALID_ARGUMENT,
+                    "KEEL_VISIBLE_DEVICES names plugin %s with no device",
+                    p->name);
+    if (!p->device.set_visible_devices)
+        return skip(p, "visible-devices", KEEL_STATUS_NOT_SUPPORTED,
+                    "KEEL_VISIBLE_DEVICES names plugin %s, which cannot "
+                    "hide devices (no device.set_visible_devices, ABI 1.3); "
+                    "skipped rather than shown whole. Use the vendor's own "
+                    "variable (CUDA_VISIBLE_DEVICES, ...) instead",
+                    p->name);
+    keel__plugin_msg_clear();
+    st = p->device.set_visible_devices(dev, n);
+    if (st != KEEL_STATUS_OK)
+        return skip(p, "visible-devices", st,
+                    "device.set_visible_devices(%d devices) returned %s: %s",
+                    (int)n, keel_status_name(st),
+                    plugin_msg_or("(no message from the plugin)"));
+    keel__log(KEEL_LOG_INFO, "plugin %s: %d visible device%s "
+              "(KEEL_VISIBLE_DEVICES)", p->name, (int)n, n == 1 ? "" : "s");
+    return 0;
+}
+
 static int start_plugin(struct keel_registry *reg, struct keel_plugin *p)
 {
     keel_status st;
@@ -338,6 +433,8 @@ static int start_plugin(struct keel_registry *reg, struct keel_plugin *p)
                         "plugin name '%s' is already provided by %s",
                         p->name, o->path);
     }
+    if (apply_visible(p))
+        return -1;
     keel__plugin_msg_clear();
     st = p->device.init();
     if (st == KEEL_STATUS_UNAVAILABLE) {

@@ -358,6 +358,82 @@ keel_status keel_event_elapsed_ms(keel_place place, keel_event start,
 
 /* ---- collectives --------------------------------------------------------- */
 
+/* ---- ids of the plugin's size (ABI 1.3) ---------------------------------- */
+
+/* The id size the plugin serving `p` states: 128 unless its get_caps
+ * (ABI 1.3) says more. */
+static keel_status id_bytes_of(struct keel_plugin *p, keel_place place,
+                               uint32_t *bytes)
+{
+    keel_collective_caps caps;
+    keel_status st;
+
+    *bytes = KEEL_COMM_ID_BYTES;
+    if (!p->collective.get_caps)
+        return KEEL_STATUS_OK;
+    memset(&caps, 0, sizeof(caps));
+    caps.struct_size = sizeof(caps);
+    st = CALL(collective, get_caps, place.device, &caps);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (caps.struct_size >= offsetof(keel_collective_caps, id_bytes) +
+                                sizeof(caps.id_bytes) &&
+        caps.id_bytes != 0) {
+        if (caps.id_bytes < KEEL_COMM_ID_BYTES ||
+            caps.id_bytes > KEEL_COMM_ID_MAX_BYTES)
+            return keel__error(KEEL_STATUS_DEVICE_ERROR,
+                               "plugin %s states a unique id of %u bytes; "
+                               "the ABI allows %d to %d",
+                               p->name, (unsigned)caps.id_bytes,
+                               KEEL_COMM_ID_BYTES, KEEL_COMM_ID_MAX_BYTES);
+        *bytes = caps.id_bytes;
+    }
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel_comm_id_bytes(keel_place place, uint32_t *bytes)
+{
+    RESOLVE();
+    NONNULL(bytes);
+    return id_bytes_of(p, place, bytes);
+}
+
+/* An id of `size` bytes must be the plugin's size, or 128 when the plugin
+ * states none. */
+static keel_status id_size_check(struct keel_plugin *p, keel_place place,
+                                 uint32_t size, const char *call,
+                                 uint32_t *want)
+{
+    keel_status st = id_bytes_of(p, place, want);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (size != *want)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: an id of %u bytes, but plugin %s's ids have "
+                           "%u (keel_comm_id_bytes)",
+                           call, (unsigned)size, p->name, (unsigned)*want);
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel_comm_get_unique_id_bytes(keel_place place, void *id,
+                                          uint32_t size)
+{
+    uint32_t want;
+    keel_status st;
+
+    RESOLVE();
+    NONNULL(id);
+    st = id_size_check(p, place, size, __func__, &want);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (p->collective.get_unique_id_bytes)
+        return CALL(collective, get_unique_id_bytes, (uint8_t *)id, size);
+    if (want > KEEL_COMM_ID_BYTES)
+        return keel__absent(p, "collective.get_unique_id_bytes");
+    return CALL(collective, get_unique_id, (keel_comm_id *)id);
+}
+
 struct keel_communicator {
     keel_place place;
     struct keel_plugin *plugin;
@@ -366,32 +442,69 @@ struct keel_communicator {
 
 keel_status keel_comm_get_unique_id(keel_place place, keel_comm_id *id)
 {
-    RESOLVE();
-    NONNULL(id);
-    return CALL(collective, get_unique_id, id);
-}
-
-keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
-                                const keel_comm_id *id, int32_t rank,
-                                keel_communicator **comm)
-{
-    keel_communicator *c;
+    uint32_t want;
     keel_status st;
 
     RESOLVE();
     NONNULL(id);
-    NONNULL(comm);
+    st = id_bytes_of(p, place, &want);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (want > KEEL_COMM_ID_BYTES)
+        return keel__error(KEEL_STATUS_NOT_SUPPORTED,
+                           "keel_comm_get_unique_id: plugin %s's ids have %u "
+                           "bytes, more than a keel_comm_id holds; use "
+                           "keel_comm_get_unique_id_bytes",
+                           p->name, (unsigned)want);
+    return CALL(collective, get_unique_id, id);
+}
+
+/* comm_init_rank with a fixed-size id (`fixed`) or one of `size` bytes. */
+static keel_status init_rank(keel_place place, int32_t nranks,
+                             const keel_comm_id *fixed, const uint8_t *id,
+                             uint32_t size, int32_t rank,
+                             keel_communicator **comm, const char *call)
+{
+    keel_communicator *c;
+    keel_status st;
+    uint32_t want = KEEL_COMM_ID_BYTES;
+
+    RESOLVE();
+    if (!fixed && !id)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: id is NULL",
+                           call);
+    if (!comm)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: comm is NULL",
+                           call);
     *comm = NULL;
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
-                           "keel_comm_init_rank: rank %d of %d ranks is out "
-                           "of range",
+                           "%s: rank %d of %d ranks is out of range", call,
                            rank, nranks);
+    st = id ? id_size_check(p, place, size, call, &want)
+            : id_bytes_of(p, place, &want);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (fixed && want > KEEL_COMM_ID_BYTES)
+        return keel__error(KEEL_STATUS_NOT_SUPPORTED,
+                           "%s: plugin %s's ids have %u bytes, more than a "
+                           "keel_comm_id holds; use "
+                           "keel_comm_get_unique_id_bytes and "
+                           "keel_comm_init_rank_bytes",
+                           call, p->name, (unsigned)want);
     c = calloc(1, sizeof(*c));
     if (!c)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                           "keel_comm_init_rank: out of host memory");
-    st = CALL(collective, comm_init_rank, place.device, nranks, id, rank, &c->comm);
+                           "%s: out of host memory", call);
+    if (id && p->collective.comm_init_rank_bytes)
+        st = CALL(collective, comm_init_rank_bytes, place.device, nranks, id,
+                  size, rank, &c->comm);
+    else if (id && want > KEEL_COMM_ID_BYTES)
+        st = keel__absent(p, "collective.comm_init_rank_bytes");
+    else
+        st = CALL(collective, comm_init_rank, place.device, nranks,
+                  fixed ? fixed : (const keel_comm_id *)(const void *)id,
+                  rank, &c->comm);
     if (st != KEEL_STATUS_OK) {
         free(c);
         return st;
@@ -400,6 +513,28 @@ keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
     c->plugin = p;
     *comm = c;
     return KEEL_STATUS_OK;
+}
+
+keel_status keel_comm_init_rank(keel_place place, int32_t nranks,
+                                const keel_comm_id *id, int32_t rank,
+                                keel_communicator **comm)
+{
+    if (!id)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_comm_init_rank: id is NULL");
+    return init_rank(place, nranks, id, NULL, 0, rank, comm,
+                     "keel_comm_init_rank");
+}
+
+keel_status keel_comm_init_rank_bytes(keel_place place, int32_t nranks,
+                                      const void *id, uint32_t size,
+                                      int32_t rank, keel_communicator **comm)
+{
+    if (!id)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_comm_init_rank_bytes: id is NULL");
+    return init_rank(place, nranks, NULL, id, size, rank, comm,
+                     "keel_comm_init_rank_bytes");
 }
 
 #define COMM_BEGIN(c)                                                        \
@@ -514,6 +649,85 @@ keel_status keel_all_to_all(keel_communicator *comm, keel_stream stream,
     CHECK_DT(dtype, -1);
     return CALL(collective, all_to_all, comm->comm, stream, send, recv, count,
                 dtype);
+}
+
+/*
+ * all_to_allv: the plugin's own (ABI 1.3), or composed from send/recv in
+ * one group: for each peer j, a send of send_counts[j] elements and a recv
+ * of recv_counts[j] (the block for the rank itself is a device copy, as
+ * send/recv to oneself is not allowed).
+ */
+keel_status keel_all_to_allv(keel_communicator *comm, keel_stream stream,
+                             keel_dptr send, const uint64_t *send_counts,
+                             const uint64_t *send_displs, keel_dptr recv,
+                             const uint64_t *recv_counts,
+                             const uint64_t *recv_displs, keel_dtype dtype)
+{
+    int32_t rank, nranks;
+    keel_status st, st2;
+    uint64_t es;
+
+    COMM_BEGIN(comm);
+    CHECK_DT(dtype, -1);
+    NONNULL(send_counts);
+    NONNULL(send_displs);
+    NONNULL(recv_counts);
+    NONNULL(recv_displs);
+    if (p->collective.all_to_allv)
+        return CALL(collective, all_to_allv, comm->comm, stream, send,
+                    send_counts, send_displs, recv, recv_counts, recv_displs,
+                    dtype);
+    if (!p->collective.send || !p->collective.recv ||
+        !p->collective.group_start || !p->collective.group_end)
+        return keel__absent(p, "collective.all_to_allv");
+    st = CALL(collective, comm_rank, comm->comm, &rank, &nranks);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    es = keel_dtype_size(dtype);
+    for (int32_t j = 0; j < nranks; j++) {
+        const uint64_t c[4] = {send_counts[j], send_displs[j], recv_counts[j],
+                               recv_displs[j]};
+        for (int k = 0; k < 4; k++)
+            if (c[k] > UINT64_MAX / es ||
+                (k % 2 && c[k] * es > UINT64_MAX - (k < 2 ? send : recv)))
+                return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                                   "keel_all_to_allv: %s[%d] = %llu "
+                                   "elements overflows",
+                                   k == 0 ? "send_counts" : k == 1
+                                   ? "send_displs" : k == 2 ? "recv_counts"
+                                   : "recv_displs", (int)j,
+                                   (unsigned long long)c[k]);
+    }
+    if (send_counts[rank] != recv_counts[rank])
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_all_to_allv: rank %d sends itself %llu "
+                           "elements but expects %llu",
+                           (int)rank, (unsigned long long)send_counts[rank],
+                           (unsigned long long)recv_counts[rank]);
+    keel__plugin_msg_clear();
+    st = keel__plugin_status(p, place, "collective.group_start",
+                             p->collective.group_start(), false);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    for (int32_t j = 0; j < nranks && st == KEEL_STATUS_OK; j++) {
+        if (j == rank)
+            continue;
+        st = CALL(collective, send, comm->comm, stream,
+                  send + send_displs[j] * es, send_counts[j], dtype, j);
+        if (st == KEEL_STATUS_OK)
+            st = CALL(collective, recv, comm->comm, stream,
+                      recv + recv_displs[j] * es, recv_counts[j], dtype, j);
+    }
+    keel__plugin_msg_clear();
+    st2 = keel__plugin_status(p, place, "collective.group_end",
+                              p->collective.group_end(), false);
+    if (st == KEEL_STATUS_OK)
+        st = st2;
+    if (st == KEEL_STATUS_OK && send_counts[rank])
+        st = CALL(memory, copy_d2d_async, place.device, stream,
+                  recv + recv_displs[rank] * es, send + send_displs[rank] * es,
+                  send_counts[rank] * es);
+    return st;
 }
 
 keel_status keel_send(keel_communicator *comm, keel_stream stream,

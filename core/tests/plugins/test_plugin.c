@@ -20,6 +20,9 @@
  *   TP_REENTER           init calls back into libkeel (keel_plugin_count,
  *                        keel_device_count, keel_init) and reports, as its
  *                        init failure, what those calls returned
+ *   TP_WORKSPACE         a kernel group with one kernel, add (float32),
+ *                        that computes through two workspaces (ABI 1.3)
+ *                        and checks what the core's workspace call does
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +460,85 @@ static const keel_profiler_ops profiler_ops = {
     .range_pop = tp_range_pop,
 };
 
+#ifdef TP_WORKSPACE
+/*
+ * add(float32) through the core's workspaces: x and y are copied into two
+ * workspaces and added from there, and the workspace call's contract is
+ * checked on the way (0 bytes gives 0; NULL ptr and foreign args are
+ * refused; two blocks do not overlap). Any breach fails the launch with a
+ * message saying which. The test compares the results and the core's
+ * allocator statistics.
+ */
+static keel_status tp_add_ws(void *data, const keel_kernel_args *a)
+{
+    const keel_tensor_desc *x, *y, *o;
+    keel_kernel_args other;
+    keel_dptr w1 = 1, w2 = 0, z = 7;
+    uint64_t n = 1, bytes;
+    float *fx, *fy, *fo;
+
+    (void)data;
+    if (!a || a->struct_size < KEEL_KERNEL_ARGS_MIN_SIZE ||
+        a->num_inputs != 2 || a->num_outputs != 1)
+        return fail(KEEL_STATUS_INVALID_ARGUMENT, "add: bad args");
+    x = &a->inputs[0];
+    y = &a->inputs[1];
+    o = &a->outputs[0];
+    for (int i = 0; i < o->ndim; i++)
+        n *= (uint64_t)o->shape[i];
+    if (x->ndim != o->ndim || y->ndim != o->ndim)
+        return fail(KEEL_STATUS_NOT_SUPPORTED, "add: no broadcasting");
+    for (int i = 0; i < o->ndim; i++)
+        if (x->shape[i] != o->shape[i] || y->shape[i] != o->shape[i])
+            return fail(KEEL_STATUS_NOT_SUPPORTED, "add: no broadcasting");
+    bytes = n * sizeof(float);
+    if (keel_kernel_workspace(a, 0, &z) != KEEL_STATUS_OK || z != 0)
+        return fail(KEEL_STATUS_DEVICE_ERROR,
+                    "add: a 0-byte workspace is not 0");
+    if (keel_kernel_workspace(a, 16, NULL) != KEEL_STATUS_INVALID_ARGUMENT)
+        return fail(KEEL_STATUS_DEVICE_ERROR,
+                    "add: a NULL workspace pointer was accepted");
+    other = *a;
+    if (keel_kernel_workspace(&other, 16, &z) != KEEL_STATUS_INVALID_ARGUMENT)
+        return fail(KEEL_STATUS_DEVICE_ERROR,
+                    "add: args that are not the launch's were accepted");
+    if (keel_kernel_workspace(a, bytes, &w1) != KEEL_STATUS_OK ||
+        keel_kernel_workspace(a, bytes, &w2) != KEEL_STATUS_OK)
+        return fail(KEEL_STATUS_DEVICE_ERROR, "add: no workspace");
+    if (!w1 || !w2 || (w1 < w2 + bytes && w2 < w1 + bytes))
+        return fail(KEEL_STATUS_DEVICE_ERROR,
+                    "add: the two workspaces overlap or are null");
+    memcpy((void *)(uintptr_t)w1, (const void *)(uintptr_t)x->data, bytes);
+    memcpy((void *)(uintptr_t)w2, (const void *)(uintptr_t)y->data, bytes);
+    fx = (float *)(uintptr_t)w1;
+    fy = (float *)(uintptr_t)w2;
+    fo = (float *)(uintptr_t)o->data;
+    for (uint64_t i = 0; i < n; i++)
+        fo[i] = fx[i] + fy[i];
+    return KEEL_STATUS_OK;
+}
+
+static keel_status tp_lookup(int32_t device, const char *op, keel_dtype dt,
+                             keel_kernel *k)
+{
+    if (device < 0 || device >= TP_DEVICES || !op || !k)
+        return fail(KEEL_STATUS_INVALID_ARGUMENT, "lookup: bad arguments");
+    if (strcmp(op, "add") || dt != KEEL_F32)
+        return KEEL_STATUS_NOT_FOUND;
+    k->fn = tp_add_ws;
+    k->kernel_data = NULL;
+    return KEEL_STATUS_OK;
+}
+
+static const keel_kernel_ops kernel_ops = {
+    .header = TP_HEADER(keel_kernel_ops, sizeof(keel_kernel_ops)),
+    .lookup = tp_lookup,
+};
+#define KERNEL_TABLE (&kernel_ops)
+#else
+#define KERNEL_TABLE NULL
+#endif
+
 #ifdef TP_BIG_TABLES
 static const struct big_plugin_api big_api = {
     .base = {
@@ -471,7 +553,7 @@ static const keel_plugin_api plugin_api = {
     .device = &device_ops,
     .memory = MEMORY_TABLE,
     .stream = &stream_ops,
-    .kernel = NULL,
+    .kernel = KERNEL_TABLE,
     .collective = NULL,
     /* Past struct_size for TP_SMALL_API: the core must not see it. */
     .profiler = &profiler_ops,

@@ -23,7 +23,11 @@
  *
  * History: 1.0 the base tables; 1.1 appended keel_memory_ops.copy_peer_async
  * and keel_plugin_api.profiler; 1.2 appended keel_collective_ops.get_caps
- * (what a device's collectives support, keel_collective_caps). Members are
+ * (what a device's collectives support, keel_collective_caps); 1.3 appended
+ * keel_device_ops.set_visible_devices, keel_kernel_args.workspace (scratch
+ * memory from the core per launch), and to the collective group ids of a
+ * size the plugin states (keel_collective_caps.id_bytes,
+ * get_unique_id_bytes, comm_init_rank_bytes) and all_to_allv. Members are
  * marked with the minor that added them when it is not 0.
  *
  * The calls are grouped in sub-tables, each with its own header so that a
@@ -87,7 +91,7 @@ extern "C" {
 /** ABI major version: a change here breaks compatibility. */
 #define KEEL_ABI_VERSION_MAJOR 1
 /** ABI minor version: a change here only appends. */
-#define KEEL_ABI_VERSION_MINOR 2
+#define KEEL_ABI_VERSION_MINOR 3
 
 /** The one symbol every plugin exports. */
 #define KEEL_PLUGIN_ENTRY_SYMBOL "keel_plugin_get_api"
@@ -102,8 +106,11 @@ extern "C" {
 /** Maximum rank of a tensor descriptor. */
 #define KEEL_MAX_DIMS 8
 
-/** Size in bytes of a collective unique id (same as NCCL's). */
+/** Size in bytes of a keel_comm_id, the fixed-size unique id (NCCL's). A
+ *  plugin may state a larger one (keel_collective_caps.id_bytes, ABI 1.3). */
 #define KEEL_COMM_ID_BYTES 128
+/** Largest unique id a plugin may state (ABI 1.3). */
+#define KEEL_COMM_ID_MAX_BYTES 65536
 
 /* ------------------------------------------------------------------------ */
 /* Status codes (append-only)                                                */
@@ -316,6 +323,20 @@ typedef struct keel_device_ops {
      * raised by asynchronous work on the device since the last sync.
      */
     keel_status (*synchronize)(int32_t device);
+    /* ---- ABI 1.3 ---- */
+    /**
+     * Optional. Restrict the plugin to `count` of its devices, given by
+     * their indices as the plugin numbers them without a restriction (what
+     * a vendor's *_VISIBLE_DEVICES variable does): afterwards device i is
+     * devices[i], get_device_count answers `count`, and the others are
+     * never touched. The core calls it at most once, after loading and
+     * before anything but get_device_count (which it uses to check the
+     * list: indices in range, no repeats, count >= 1). Returns OK,
+     * INVALID_ARGUMENT, INVALID_STATE (after init). A plugin without it
+     * cannot be restricted: the core refuses the setting for it and says
+     * why (KEEL_VISIBLE_DEVICES, docs/device-abi.md).
+     */
+    keel_status (*set_visible_devices)(const int32_t *devices, int32_t count);
 } keel_device_ops;
 
 /* ------------------------------------------------------------------------ */
@@ -548,7 +569,8 @@ typedef struct keel_attr {
 
 /** Everything one kernel launch needs. */
 typedef struct keel_kernel_args {
-    uint32_t struct_size; /* sizeof(keel_kernel_args) as the core built it */
+    uint32_t struct_size; /* sizeof(keel_kernel_args) as the core built it;
+                             at least KEEL_KERNEL_ARGS_MIN_SIZE */
     int32_t device;
     keel_stream stream;
     const keel_tensor_desc *inputs;
@@ -557,7 +579,41 @@ typedef struct keel_kernel_args {
     int32_t num_outputs;
     const keel_attr *attrs;
     int32_t num_attrs;
+    /* ---- ABI 1.3 (read only when struct_size covers them) ---- */
+    /**
+     * Scratch device memory for this launch (the workspace aclnn or CNNL
+     * ask for): `bytes` on args->device, for the work this launch enqueues
+     * on args->stream. Call it from the kernel, with the args the kernel
+     * was given. The core takes every workspace back when the kernel
+     * returns, and hands that memory out again only for work enqueued
+     * later on the same stream, so the enqueued work may still use it.
+     * bytes 0 gives *ptr = 0. Each call gives a distinct block, aligned
+     * like memory.alloc. NULL when the core offers none. Returns OK,
+     * OUT_OF_MEMORY, INVALID_ARGUMENT (ptr NULL, or args not the launch's).
+     */
+    keel_status (*workspace)(const struct keel_kernel_args *args,
+                             uint64_t bytes, keel_dptr *ptr);
+    /** The core's, for workspace; a plugin never reads it. */
+    void *core_data;
 } keel_kernel_args;
+
+/** sizeof(keel_kernel_args) before ABI 1.3: a kernel accepts any
+ *  struct_size from this up, and reads the 1.3 members only when
+ *  struct_size covers them (keel_kernel_workspace does that). */
+#define KEEL_KERNEL_ARGS_MIN_SIZE offsetof(keel_kernel_args, workspace)
+
+/** A workspace for this launch, or NOT_SUPPORTED when the core that
+ *  launched it offers none (an older core). */
+static inline keel_status keel_kernel_workspace(const keel_kernel_args *a,
+                                                uint64_t bytes,
+                                                keel_dptr *ptr)
+{
+    if (a->struct_size < offsetof(keel_kernel_args, core_data) +
+                             sizeof(void *) ||
+        !a->workspace)
+        return KEEL_STATUS_NOT_SUPPORTED;
+    return a->workspace(a, bytes, ptr);
+}
 
 /**
  * A kernel: enqueue the op on args->stream. Asynchronous. `args`, the
@@ -613,7 +669,8 @@ enum {
     KEEL_COLL_ALL_GATHER = 1u << 3,
     KEEL_COLL_REDUCE_SCATTER = 1u << 4,
     KEEL_COLL_ALL_TO_ALL = 1u << 5,
-    KEEL_COLL_SEND_RECV = 1u << 6 /* send and recv, inside groups too */
+    KEEL_COLL_SEND_RECV = 1u << 6, /* send and recv, inside groups too */
+    KEEL_COLL_ALL_TO_ALLV = 1u << 7 /* ABI 1.3 */
 };
 
 /** Bit of a reduce op in keel_collective_caps.reduce_ops. */
@@ -643,6 +700,13 @@ typedef struct keel_collective_caps {
      *  returns TIMEOUT after about this many milliseconds; 0: waits are not
      *  bounded (they block until the rank arrives). */
     uint32_t timeout_ms;
+    /* ---- ABI 1.3 ---- */
+    /** Bytes of this plugin's unique id, KEEL_COMM_ID_BYTES (128) or more,
+     *  at most KEEL_COMM_ID_MAX_BYTES; 0 or not filled: 128. Above 128
+     *  the plugin provides get_unique_id_bytes and comm_init_rank_bytes,
+     *  and its fixed-size get_unique_id/comm_init_rank return
+     *  NOT_SUPPORTED (HCCL's root info, for one, is 4,108 bytes). */
+    uint32_t id_bytes;
 } keel_collective_caps;
 
 /** Opaque bootstrap token shared by all ranks of one communicator. */
@@ -719,6 +783,34 @@ typedef struct keel_collective_ops {
      * smaller than 4).
      */
     keel_status (*get_caps)(int32_t device, keel_collective_caps *caps);
+    /* ---- ABI 1.3 ---- */
+    /**
+     * Unique ids of the size the plugin states (caps.id_bytes): fill
+     * `size` bytes of `id`. `size` must equal the stated size (128 when
+     * none is stated). Required when id_bytes > 128, optional otherwise.
+     * Returns as get_unique_id, and INVALID_ARGUMENT for another size.
+     */
+    keel_status (*get_unique_id_bytes)(uint8_t *id, uint32_t size);
+    /** comm_init_rank with an id of `size` bytes (as get_unique_id_bytes). */
+    keel_status (*comm_init_rank_bytes)(int32_t device, int32_t nranks,
+                                        const uint8_t *id, uint32_t size,
+                                        int32_t rank, keel_comm *comm);
+    /**
+     * All-to-all with a count per peer (MPI's Alltoallv): rank i sends
+     * send_counts[j] elements starting at element send_displs[j] of `send`
+     * to rank j, and receives recv_counts[j] elements from rank j into
+     * element recv_displs[j] onwards of `recv`. The arrays hold nranks
+     * entries in host memory, read during the call only; send_counts[j]
+     * on rank i must equal recv_counts[i] on rank j (else INVALID_ARGUMENT
+     * on the ranks that can tell). Receive elements outside the blocks are
+     * left alone. Optional (caps bit KEEL_COLL_ALL_TO_ALLV); without it the
+     * core composes it from grouped send/recv.
+     */
+    keel_status (*all_to_allv)(keel_comm comm, keel_stream stream,
+                               keel_dptr send, const uint64_t *send_counts,
+                               const uint64_t *send_displs, keel_dptr recv,
+                               const uint64_t *recv_counts,
+                               const uint64_t *recv_displs, keel_dtype dtype);
 } keel_collective_ops;
 
 /* ------------------------------------------------------------------------ */

@@ -6,7 +6,8 @@
  * collective group (keel_collective_ops) over the plugin's own device
  * copies: communicators whose ranks are devices of THIS process, matched by
  * their 128-byte id; all_reduce, broadcast, reduce, all_gather,
- * reduce_scatter, all_to_all, send and recv on every dtype (reductions
+ * reduce_scatter, all_to_all, all_to_allv (ABI 1.3), send and recv on
+ * every dtype (reductions
  * without bool), with sum, prod, max, min and avg (avg on floating dtypes).
  *
  * A collective is a ROUND of its communicator: every rank's n-th collective
@@ -121,6 +122,14 @@ keel_status keel_kit_hc_all_to_all(const keel_kit_hostcoll *b, keel_comm comm,
                                    keel_stream stream, keel_dptr send,
                                    keel_dptr recv, uint64_t count,
                                    keel_dtype dtype);
+keel_status keel_kit_hc_all_to_allv(const keel_kit_hostcoll *b, keel_comm comm,
+                                    keel_stream stream, keel_dptr send,
+                                    const uint64_t *send_counts,
+                                    const uint64_t *send_displs,
+                                    keel_dptr recv,
+                                    const uint64_t *recv_counts,
+                                    const uint64_t *recv_displs,
+                                    keel_dtype dtype);
 keel_status keel_kit_hc_send(const keel_kit_hostcoll *b, keel_comm comm,
                              keel_stream stream, keel_dptr buf,
                              uint64_t count, keel_dtype dtype, int32_t peer);
@@ -177,6 +186,12 @@ void keel_kit_hc_finalize(const keel_kit_hostcoll *b);
                                       keel_dptr a, keel_dptr b, uint64_t n,  \
                                       keel_dtype t)                          \
     { return keel_kit_hc_all_to_all(B, c, s, a, b, n, t); }                  \
+    static keel_status P##_all_to_allv(keel_comm c, keel_stream s,           \
+                                       keel_dptr a, const uint64_t *sc,      \
+                                       const uint64_t *sd, keel_dptr b,      \
+                                       const uint64_t *rc,                   \
+                                       const uint64_t *rd, keel_dtype t)     \
+    { return keel_kit_hc_all_to_allv(B, c, s, a, sc, sd, b, rc, rd, t); }    \
     static keel_status P##_send(keel_comm c, keel_stream s, keel_dptr a,     \
                                 uint64_t n, keel_dtype t, int32_t peer)      \
     { return keel_kit_hc_send(B, c, s, a, n, t, peer); }                     \
@@ -206,6 +221,7 @@ void keel_kit_hc_finalize(const keel_kit_hostcoll *b);
         .group_start = P##_group_start,                                      \
         .group_end = P##_group_end,                                          \
         .get_caps = P##_get_caps,                                            \
+        .all_to_allv = P##_all_to_allv,                                      \
     }
 
 #ifdef __cplusplus

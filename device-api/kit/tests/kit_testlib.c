@@ -383,7 +383,7 @@ keel_status kt_run(struct kt *k)
         memcpy(k->out_made[i], d->strides, sizeof(d->strides));
     }
     keel_kernel_args a = {sizeof(a), 0, NULL, k->in, k->nin, k->out,
-                          k->nout, k->attr, k->nattr};
+                          k->nout, k->attr, k->nattr, NULL, NULL};
 
     k->a = a;
     return keel_kit_check(k->op, &k->a, &k->msg);

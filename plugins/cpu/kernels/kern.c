@@ -223,7 +223,7 @@ keel_status cpu_kernel_launch(const keel_kernel_args *a, const char *op,
     struct kcall k;
     keel_status st;
 
-    if (!a || a->struct_size < sizeof(keel_kernel_args))
+    if (!a || a->struct_size < KEEL_KERNEL_ARGS_MIN_SIZE)
         return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: kernel arguments are missing or too small", op);
     if (a->num_inputs < 0 || a->num_outputs < 0 ||

@@ -38,6 +38,12 @@
 #include <keel/op_catalog.h>
 #include <keel/philox.h>
 
+/* Built against a header older than ABI 1.3: kernel args had no 1.3
+ * members, so the whole struct is the minimum. */
+#ifndef KEEL_KERNEL_ARGS_MIN_SIZE
+#define KEEL_KERNEL_ARGS_MIN_SIZE sizeof(keel_kernel_args)
+#endif
+
 #include "../cpu_internal.h"
 
 /* ---- launching ------------------------------------------------------------ */

@@ -59,10 +59,11 @@ keel_status ck_begin(const keel_kernel_args *a, const char *op,
     if (!a)
         return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
                          op);
-    if (a->struct_size < sizeof(keel_kernel_args))
+    if (a->struct_size < KEEL_KERNEL_ARGS_MIN_SIZE)
         return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
                          "%s: keel_kernel_args.struct_size %u < %zu", op,
-                         (unsigned)a->struct_size, sizeof(keel_kernel_args));
+                         (unsigned)a->struct_size,
+                         (size_t)KEEL_KERNEL_ARGS_MIN_SIZE);
     if ((a->num_inputs && !a->inputs) || (a->num_outputs && !a->outputs) ||
         (a->num_attrs && !a->attrs) || a->num_inputs < 0 ||
         a->num_outputs < 0 || a->num_attrs < 0)

@@ -838,7 +838,7 @@ EW_UN(clip, DT_NUMERIC, (uattrs{"min", -HUGE_VAL, "max", HUGE_VAL}))
 /* gelu: the exact (erf) form, or the tanh approximation. */
 keel_status k_gelu(void *, const keel_kernel_args *a)
 {
-    if (a && a->struct_size >= sizeof(keel_kernel_args) &&
+    if (a && a->struct_size >= KEEL_KERNEL_ARGS_MIN_SIZE &&
         (a->num_attrs == 0 || a->attrs) &&
         ck_attr_i(a, "approximate", 0))
         return un_launch<DT_FLOAT, u_gelu_tanh>(a, "gelu", NOATTR);

@@ -766,6 +766,60 @@ static keel_status cuda_all_to_all(keel_comm comm, keel_stream stream,
                      "all_to_all (grouped ncclSend/ncclRecv)");
 }
 
+/* Grouped ncclSend/ncclRecv with a count per peer (the rank itself too:
+ * NCCL matches a send to oneself with the recv from oneself in a group). */
+static keel_status cuda_all_to_allv(keel_comm comm, keel_stream stream,
+                                    keel_dptr send, const uint64_t *scount,
+                                    const uint64_t *sdispl, keel_dptr recv,
+                                    const uint64_t *rcount,
+                                    const uint64_t *rdispl, keel_dtype dtype)
+{
+    const char *call = "all_to_allv";
+    struct coll c;
+    keel_status st;
+    ncclResult_t r, r2;
+
+    if (inprocess())
+        return gpu_hostcoll_ops.all_to_allv(comm, stream, send, scount, sdispl,
+                                            recv, rcount, rdispl, dtype);
+    st = coll_enter(comm, stream, dtype, call, &c);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (!scount || !sdispl || !rcount || !rdispl)
+        return cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                         "all_to_allv(gpu:%d): a count or displacement array "
+                         "is NULL",
+                         (int)comm->device);
+    for (int32_t p = 0; p < comm->nranks && st == KEEL_STATUS_OK; p++) {
+        if (scount[p])
+            st = check_buf(&c, call, "send block", send + sdispl[p] * c.elem,
+                           scount[p], 1);
+        if (st == KEEL_STATUS_OK && rcount[p])
+            st = check_buf(&c, call, "recv block", recv + rdispl[p] * c.elem,
+                           rcount[p], 1);
+        if (st == KEEL_STATUS_OK &&
+            (sdispl[p] > UINT64_MAX / c.elem || rdispl[p] > UINT64_MAX / c.elem))
+            st = cuda_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                           "all_to_allv(gpu:%d): displacement of peer %d "
+                           "overflows",
+                           (int)comm->device, (int)p);
+    }
+    if (st != KEEL_STATUS_OK)
+        return st;
+    r = ncclGroupStart();
+    for (int32_t p = 0; p < comm->nranks && r == ncclSuccess; p++) {
+        if (scount[p])
+            r = ncclSend(CUDA_PTR(send + sdispl[p] * c.elem), scount[p], c.type,
+                         p, comm->nccl, c.stream);
+        if (r == ncclSuccess && rcount[p])
+            r = ncclRecv(CUDA_PTR(recv + rdispl[p] * c.elem), rcount[p],
+                         c.type, p, comm->nccl, c.stream);
+    }
+    r2 = ncclGroupEnd();
+    return coll_done(&c, r != ncclSuccess ? r : r2,
+                     "all_to_allv (grouped ncclSend/ncclRecv)");
+}
+
 static keel_status p2p_enter(keel_comm comm, keel_stream stream,
                              keel_dptr buf, uint64_t count, keel_dtype dtype,
                              int32_t peer, const char *call, struct coll *c)
@@ -866,7 +920,7 @@ static keel_status cuda_get_caps(int32_t device, keel_collective_caps *caps)
         c.collectives = KEEL_COLL_ALL_REDUCE | KEEL_COLL_BROADCAST |
                         KEEL_COLL_REDUCE | KEEL_COLL_ALL_GATHER |
                         KEEL_COLL_REDUCE_SCATTER | KEEL_COLL_ALL_TO_ALL |
-                        KEEL_COLL_SEND_RECV;
+                        KEEL_COLL_SEND_RECV | KEEL_COLL_ALL_TO_ALLV;
         for (int d = 0; d < KEEL_DTYPE_COUNT_; d++)
             c.dtype_mask |= KEEL_DTYPE_BIT(d);
         for (int o = 0; o < KEEL_REDUCE_OP_COUNT_; o++)
@@ -917,4 +971,5 @@ const keel_collective_ops cuda_collective_ops = {
     .group_start = cuda_group_start,
     .group_end = cuda_group_end,
     .get_caps = cuda_get_caps,
+    .all_to_allv = cuda_all_to_allv,
 };
