@@ -26,6 +26,16 @@
  *                   and a reason naming it.
  *   --corrupt FRONT the same, with a backend file that is not a shared
  *                   library.
+ *   --mock-device   LD_LIBRARY_PATH holds a mock driver (CUDA only:
+ *                   mockdriver/mock_libcuda.c, its path in
+ *                   KEEL_TEST_MOCK_DRIVER) that reports a device: the
+ *                   front must open that driver and load the backend (which
+ *                   then finds the mock is no driver and reports 0 devices
+ *                   itself). This is the one way to reach the front's
+ *                   "device present" path without a GPU.
+ *   --mock-front WHY the mock driver set to report no device (or the
+ *                   backend switched off): the front answers, the backend
+ *                   is not mapped, and the reason contains WHY.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,9 +59,17 @@
 #define GPU_BLAS_LIB "libcublas"
 #endif
 
-enum mode { MODE_DEFAULT, MODE_BACKEND, MODE_MISSING, MODE_CORRUPT };
+enum mode {
+    MODE_DEFAULT,
+    MODE_BACKEND,
+    MODE_MISSING,
+    MODE_CORRUPT,
+    MODE_MOCK_DEVICE,
+    MODE_MOCK_FRONT
+};
 
 static enum mode mode = MODE_DEFAULT;
+static const char *mock_why = "";
 static char tmp_dir[] = "/tmp/keel-lazy-XXXXXX";
 static char tmp_front[sizeof(tmp_dir) + 64];
 static char tmp_backend[sizeof(tmp_dir) + 64];
@@ -301,6 +319,50 @@ static void test_broken_backend(void)
     printf("\n    reason: %s\n    ", info.reason);
 }
 
+/* --mock-device: the driver the front opened is the mock (its file is
+ * KEEL_TEST_MOCK_DRIVER), and a device there means the backend is loaded. */
+static void test_mock_device_loads_backend(void)
+{
+    const char *mock_driver = getenv("KEEL_TEST_MOCK_DRIVER");
+    keel_plugin_info info;
+    int idx = gpu_index(&info);
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_TRUE_FATAL(info.loaded);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mock_driver);
+    CU_ASSERT_TRUE(mapped(mock_driver));
+    CU_ASSERT_TRUE(mapped(GPU_BACKEND));
+    CU_ASSERT_FALSE(mapped(GPU_COLL_LIB));
+    CU_ASSERT_FALSE(mapped(GPU_BLAS_LIB));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.description);
+    CU_ASSERT_PTR_NULL(strstr(info.description, "not loaded"));
+    /* The backend's own probe does not take the mock for a driver. */
+    if (info.device_count == 0) {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+        CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, GPU_API));
+        printf("\n    reason (the backend's): %s\n    ", info.reason);
+    }
+}
+
+/* --mock-front WHY: the front answers, with WHY in its reason. */
+static void test_mock_front_answers(void)
+{
+    keel_plugin_info info;
+    int idx = gpu_index(&info);
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_TRUE_FATAL(info.loaded);
+    CU_ASSERT_EQUAL(info.device_count, 0);
+    CU_ASSERT_FALSE(mapped(GPU_BACKEND));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, GPU_API));
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, mock_why));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.description);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.description, "not loaded"));
+    CU_ASSERT_PTR_NULL(keel_plugin_table(idx)->kernel);
+    printf("\n    reason: %s\n    ", info.reason);
+}
+
 static int copy_file(const char *from, const char *to)
 {
     char buf[65536];
@@ -374,9 +436,15 @@ int main(int argc, char **argv)
         mode = MODE_MISSING;
     else if (argc == 3 && !strcmp(argv[1], "--corrupt"))
         mode = MODE_CORRUPT;
-    else if (argc != 1) {
+    else if (argc == 2 && !strcmp(argv[1], "--mock-device"))
+        mode = MODE_MOCK_DEVICE;
+    else if (argc == 3 && !strcmp(argv[1], "--mock-front")) {
+        mode = MODE_MOCK_FRONT;
+        mock_why = argv[2];
+    } else if (argc != 1) {
         fprintf(stderr, "usage: %s [--backend | --missing FRONT | "
-                "--corrupt FRONT]\n", argv[0]);
+                "--corrupt FRONT | --mock-device | --mock-front WHY]\n",
+                argv[0]);
         return 2;
     }
     if (mode == MODE_BACKEND) {
@@ -412,6 +480,14 @@ int main(int argc, char **argv)
                     test_backend_mapped_when_asked);
         CU_add_test(suite, "the first collective call loads NCCL",
                     test_first_collective_loads_nccl);
+        break;
+    case MODE_MOCK_DEVICE:
+        CU_add_test(suite, "a device reported: the backend is loaded",
+                    test_mock_device_loads_backend);
+        break;
+    case MODE_MOCK_FRONT:
+        CU_add_test(suite, "no device reported: the front answers",
+                    test_mock_front_answers);
         break;
     case MODE_MISSING:
     case MODE_CORRUPT:
