@@ -8,10 +8,11 @@
 # Contents: bin/ (keel with conform and bench, keel-mnist), lib/ (libkeel
 # and every shared library they load that is not part of the CUDA toolkit,
 # glibc and its loader included, so the binaries run whatever the GPU
-# machine's distribution is), plugins/ (cpu, cuda: SASS for sm_80 and
-# sm_90 plus PTX), data/ (the Fashion-MNIST IDX files). Binaries are
-# stripped. cuBLAS, NCCL and the driver come from the GPU machine
-# (/usr/local/cuda/lib64, the plugin's rpath).
+# machine's distribution is), plugins/ (cpu, cuda: its front and its
+# backend, with SASS for sm_80 and sm_90 plus PTX), data/ (the
+# Fashion-MNIST IDX files). Binaries are stripped. cuBLAS, NCCL and the
+# driver come from the GPU machine (/usr/local/cuda/lib64, the backend's
+# rpath).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build-gpu}
@@ -25,15 +26,18 @@ if [ ! -f "$build/build.ninja" ]; then
     -Dplugin_cuda_archs=80,90
 fi
 ninja -C "$build" core/cli/keel examples/mnist/keel-mnist \
-  plugins/cpu/libkeel-cpu.so plugins/cuda/libkeel-cuda.so
+  plugins/cpu/libkeel-cpu.so plugins/cuda/libkeel-cuda.so \
+  plugins/cuda/keel-cuda-backend.so
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 b=$stage/keel-bundle
 mkdir -p "$b/bin" "$b/lib" "$b/plugins" "$b/data"
 cp "$build/core/cli/keel" "$build/examples/mnist/keel-mnist" "$b/bin/"
+# The CUDA plugin is a front and the backend it loads from its own folder
+# (docs/cuda-plugin.md, "Front and backend"): both go to plugins/.
 cp "$build/plugins/cpu/libkeel-cpu.so" "$build/plugins/cuda/libkeel-cuda.so" \
-  "$b/plugins/"
+  "$build/plugins/cuda/keel-cuda-backend.so" "$b/plugins/"
 cp -L "$build/core/libkeel.so.0" "$b/lib/"
 # The CPU plugin dlopens its BLAS (plugins/cpu/kernels/blas.c): not in ldd's
 # list, so bundled by name with what it needs in turn.

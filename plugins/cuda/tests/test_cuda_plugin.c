@@ -12,6 +12,10 @@
  *                           error, never a silent CPU fallback). Without a
  *                           GPU, or without the CUDA kernels built, it
  *                           exits 77 (SKIP) and says why.
+ *
+ * Both run with KEEL_GPU_BACKEND=always (meson.build), so what answers is
+ * the plugin's backend, keel-cuda-backend.so, even without a device; the
+ * front's own answers are checked by test_cuda_lazy.c.
  */
 #include <math.h>
 #include <stdbool.h>

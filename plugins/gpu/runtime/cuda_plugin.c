@@ -20,36 +20,10 @@
 #include "ck_gemm.h"
 #endif
 
-#ifdef KEEL_GPU_HIP
-/* The HIP build of these sources (plugins/hip): AMD Instinct GPUs and
- * Hygon DCUs. Named "hip", of type "gpu" like the CUDA plugin, so "hip:N"
- * always reaches it and "gpu:N" does when it is the gpu plugin with
- * devices. */
-#define CUDA_PLUGIN_NAME "hip"
-#define CUDA_PLUGIN_VERSION "0.1.0"
-#define CUDA_PLUGIN_DEVICE_TYPE "gpu"
-#ifdef KEEL_CUDA_HAVE_KERNELS
-#define CUDA_PLUGIN_DESCRIPTION                                              \
-    "AMD GPUs and Hygon DCUs through the HIP runtime; GEMM on rocBLAS and "  \
-    "collectives on RCCL when they load (else the plugin's own)"
-#else
-#define CUDA_PLUGIN_DESCRIPTION                                              \
-    "AMD GPUs and Hygon DCUs through the HIP runtime (built without hipcc: " \
-    "no kernels)"
-#endif
-#else
-#define CUDA_PLUGIN_NAME "cuda"
-#define CUDA_PLUGIN_VERSION "0.1.0"
-#define CUDA_PLUGIN_DEVICE_TYPE "gpu"
-#ifdef KEEL_CUDA_HAVE_KERNELS
-#define CUDA_PLUGIN_DESCRIPTION \
-    "NVIDIA GPUs through the CUDA runtime, cuBLAS and NCCL"
-#else
-#define CUDA_PLUGIN_DESCRIPTION \
-    "NVIDIA GPUs through the CUDA runtime (built without nvcc: no kernels)"
-#endif
-
-#endif
+/* Name, version, type and description: shared with the front
+ * (plugins/gpu/front/gpu_front.c), which answers for the plugin when this
+ * backend is not loaded. */
+#include "gpu_identity.h"
 
 #define CUDA_MSG_MAX 768
 
