@@ -142,6 +142,12 @@ struct npu_device {
     uint64_t total_memory;
     uint32_t ai_cores;
     struct keel_stream_s *def; /* default keel stream, made by init */
+    /* Work tickets: every enqueue on a stream of the device takes the
+     * next one; synced is the highest known to have run everywhere
+     * (after aclrtSynchronizeDevice). stream_query uses them to answer
+     * OK without ACL when nothing was enqueued since a sync. */
+    _Atomic uint64_t ticket;
+    _Atomic uint64_t synced;
 };
 
 struct npu_state {
@@ -172,8 +178,11 @@ extern struct npu_state npu_g;
 struct keel_stream_s {
     int32_t device;
     aclrtStream s;
-    pthread_mutex_t mu;  /* the marker, the reporter below */
+    pthread_mutex_t mu;  /* the fields below */
+    uint64_t last;       /* ticket of the latest enqueue */
+    uint64_t done;       /* tickets up to this one have run */
     aclrtEvent marker;   /* stream_query's event, made on first use */
+    uint64_t marker_at;  /* `last` when the marker was recorded */
     /* host functions: a reporting thread, started on first use */
     bool reporting;
     atomic_bool stop;
@@ -215,6 +224,11 @@ keel_status npu_use(int32_t device);
 keel_status npu_stream_get(int32_t device, keel_stream stream,
                            const char *call, struct keel_stream_s **out);
 keel_status npu_stream_device_init(int32_t device);
+/* Note one successful enqueue on s (for stream_query). */
+void npu_stream_note(struct keel_stream_s *s);
+/* aclrtSynchronizeDevice on the device (its context current), keeping
+ * the tickets up to date. */
+keel_status npu_device_sync(int32_t device, const char *call);
 void npu_stream_finalize(void);
 
 /* ---- npu_memory.c -------------------------------------------------------- */

@@ -145,10 +145,9 @@ static keel_status npu_host_free(int32_t device, void *ptr)
 
 /* The device's earlier work, all streams: what every synchronous call of
  * the group waits for first. */
-static keel_status settle(int32_t device)
+static keel_status settle(int32_t device, const char *call)
 {
-    return npu_check(ACL.aclrtSynchronizeDevice(), device,
-                     "aclrtSynchronizeDevice");
+    return npu_device_sync(device, call);
 }
 
 static keel_status npu_memset(int32_t device, keel_dptr dst, uint8_t value,
@@ -159,7 +158,7 @@ static keel_status npu_memset(int32_t device, keel_dptr dst, uint8_t value,
     if (st || size == 0)
         return st;
     if ((st = npu_mem_check(device, dst, size, "memset")) ||
-        (st = settle(device)))
+        (st = settle(device, "memset")))
         return st;
     return npu_check(ACL.aclrtMemset(NPU_PTR(dst), (size_t)size, value,
                                      (size_t)size),
@@ -179,11 +178,13 @@ static keel_status npu_memset_async(int32_t device, keel_stream stream,
         return KEEL_STATUS_OK;
     if ((st = npu_mem_check(device, dst, size, "memset_async")))
         return st;
-    return npu_check(ACL.aclrtMemsetAsync(NPU_PTR(dst), (size_t)size, value,
-                                          (size_t)size, s->s),
-                     device,
-                     "aclrtMemsetAsync(0x%" PRIx64 ", %u, %" PRIu64 ")", dst,
-                     (unsigned)value, size);
+    st = npu_check(ACL.aclrtMemsetAsync(NPU_PTR(dst), (size_t)size, value,
+                                        (size_t)size, s->s),
+                   device, "aclrtMemsetAsync(0x%" PRIx64 ", %u, %" PRIu64 ")",
+                   dst, (unsigned)value, size);
+    if (!st)
+        npu_stream_note(s);
+    return st;
 }
 
 /* One copy, sync (s == NULL) or on stream s; the ranges were checked. */
@@ -194,14 +195,19 @@ static keel_status copy(int32_t device, struct keel_stream_s *s, void *dst,
                                         "DEVICE_TO_HOST", "DEVICE_TO_DEVICE"};
     aclError e;
 
+    keel_status st;
+
     if (s)
         e = ACL.aclrtMemcpyAsync(dst, (size_t)size, src, (size_t)size, kind,
                                  s->s);
     else
         e = ACL.aclrtMemcpy(dst, (size_t)size, src, (size_t)size, kind);
-    return npu_check(e, device, "%s(%p <- %p, %" PRIu64 " bytes, %s)",
-                     s ? "aclrtMemcpyAsync" : "aclrtMemcpy", dst, src, size,
-                     kinds[kind]);
+    st = npu_check(e, device, "%s(%p <- %p, %" PRIu64 " bytes, %s)",
+                   s ? "aclrtMemcpyAsync" : "aclrtMemcpy", dst, src, size,
+                   kinds[kind]);
+    if (!st && s)
+        npu_stream_note(s);
+    return st;
 }
 
 static keel_status npu_copy_h2d(int32_t device, keel_dptr dst, const void *src,
@@ -214,7 +220,7 @@ static keel_status npu_copy_h2d(int32_t device, keel_dptr dst, const void *src,
     if (!src)
         return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "copy_h2d: src is NULL");
     if ((st = npu_mem_check(device, dst, size, "copy_h2d")) ||
-        (st = settle(device)))
+        (st = settle(device, "copy_h2d")))
         return st;
     return copy(device, NULL, NPU_PTR(dst), src, size,
                 ACL_MEMCPY_HOST_TO_DEVICE);
@@ -230,7 +236,7 @@ static keel_status npu_copy_d2h(int32_t device, void *dst, keel_dptr src,
     if (!dst)
         return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "copy_d2h: dst is NULL");
     if ((st = npu_mem_check(device, src, size, "copy_d2h")) ||
-        (st = settle(device)))
+        (st = settle(device, "copy_d2h")))
         return st;
     return copy(device, NULL, dst, NPU_PTR(src), size,
                 ACL_MEMCPY_DEVICE_TO_HOST);
@@ -260,7 +266,7 @@ static keel_status npu_copy_d2d(int32_t device, keel_dptr dst, keel_dptr src,
     if (st || size == 0)
         return st;
     if ((st = d2d_check(device, dst, src, size, "copy_d2d")) ||
-        (st = settle(device)))
+        (st = settle(device, "copy_d2d")))
         return st;
     return copy(device, NULL, NPU_PTR(dst), NPU_PTR(src), size,
                 ACL_MEMCPY_DEVICE_TO_DEVICE);

@@ -558,8 +558,7 @@ static keel_status npu_synchronize(int32_t device)
 
     if (st)
         return st;
-    return npu_check(ACL.aclrtSynchronizeDevice(), device,
-                     "aclrtSynchronizeDevice");
+    return npu_device_sync(device, "synchronize");
 }
 
 static const keel_device_ops npu_device_ops = {

@@ -121,15 +121,56 @@ static keel_status npu_stream_destroy(int32_t device, keel_stream stream)
     return stream_unmake(stream);
 }
 
+void npu_stream_note(struct keel_stream_s *s)
+{
+    uint64_t t = atomic_fetch_add(&npu_g.dev[s->device].ticket, 1) + 1;
+
+    pthread_mutex_lock(&s->mu);
+    if (t > s->last)
+        s->last = t;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void note_done(struct keel_stream_s *s, uint64_t upto)
+{
+    pthread_mutex_lock(&s->mu);
+    if (upto > s->done)
+        s->done = upto;
+    pthread_mutex_unlock(&s->mu);
+}
+
+keel_status npu_device_sync(int32_t device, const char *call)
+{
+    struct npu_device *d = &npu_g.dev[device];
+    uint64_t upto = atomic_load(&d->ticket);
+    keel_status st = npu_check(ACL.aclrtSynchronizeDevice(), device,
+                               "aclrtSynchronizeDevice (%s)", call);
+
+    if (st == KEEL_STATUS_OK) {
+        uint64_t old = atomic_load(&d->synced);
+        while (old < upto &&
+               !atomic_compare_exchange_weak(&d->synced, &old, upto))
+            ;
+    }
+    return st;
+}
+
 static keel_status npu_stream_synchronize(int32_t device, keel_stream stream)
 {
     struct keel_stream_s *s;
+    uint64_t upto;
     keel_status st = npu_enter(device, "stream_synchronize");
 
     if (st || (st = npu_stream_get(device, stream, "stream_synchronize", &s)))
         return st;
-    return npu_check(ACL.aclrtSynchronizeStream(s->s), device,
-                     "aclrtSynchronizeStream");
+    pthread_mutex_lock(&s->mu);
+    upto = s->last;
+    pthread_mutex_unlock(&s->mu);
+    st = npu_check(ACL.aclrtSynchronizeStream(s->s), device,
+                   "aclrtSynchronizeStream");
+    if (st == KEEL_STATUS_OK)
+        note_done(s, upto);
+    return st;
 }
 
 /* OK when the event has completed, NOT_READY when not, or the error. */
@@ -145,6 +186,9 @@ static keel_status event_done(int32_t device, aclrtEvent e)
                                                     : KEEL_STATUS_NOT_READY;
 }
 
+/* Nothing enqueued since the stream or the device was last known idle:
+ * OK at once. Otherwise a marker event recorded after the latest work
+ * (once per new work) says whether it has run. */
 static keel_status npu_stream_query(int32_t device, keel_stream stream)
 {
     struct keel_stream_s *s;
@@ -153,14 +197,22 @@ static keel_status npu_stream_query(int32_t device, keel_stream stream)
     if (st || (st = npu_stream_get(device, stream, "stream_query", &s)))
         return st;
     pthread_mutex_lock(&s->mu);
+    if (s->last <= s->done || s->last <= atomic_load(&npu_g.dev[device].synced))
+        goto out;
     if (!s->marker)
         st = npu_check(ACL.aclrtCreateEvent(&s->marker), device,
                        "aclrtCreateEvent (stream_query's marker)");
-    if (!st)
+    if (!st && s->marker_at != s->last) {
         st = npu_check(ACL.aclrtRecordEvent(s->marker, s->s), device,
                        "aclrtRecordEvent (stream_query's marker)");
+        if (!st)
+            s->marker_at = s->last;
+    }
     if (!st)
         st = event_done(device, s->marker);
+    if (!st && s->marker_at > s->done)
+        s->done = s->marker_at;
+out:
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -229,9 +281,12 @@ static keel_status npu_launch_host_func(int32_t device, keel_stream stream,
     pthread_mutex_unlock(&s->mu);
     if (st)
         return st;
-    return npu_check(ACL.aclrtLaunchCallback(fn, user_data, ACL_CALLBACK_BLOCK,
-                                             s->s),
-                     device, "aclrtLaunchCallback(BLOCK)");
+    st = npu_check(ACL.aclrtLaunchCallback(fn, user_data, ACL_CALLBACK_BLOCK,
+                                           s->s),
+                   device, "aclrtLaunchCallback(BLOCK)");
+    if (!st)
+        npu_stream_note(s);
+    return st;
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -327,8 +382,10 @@ static keel_status npu_event_record(int32_t device, keel_event event,
         return st;
     st = npu_check(ACL.aclrtRecordEvent(ev->e, s->s), device,
                    "aclrtRecordEvent");
-    if (!st)
+    if (!st) {
         atomic_store(&ev->recorded, true);
+        npu_stream_note(s);
+    }
     return st;
 }
 
@@ -369,9 +426,11 @@ static keel_status npu_stream_wait_event(int32_t device, keel_stream stream,
         return st;
     if (!atomic_load(&ev->recorded))
         return KEEL_STATUS_OK; /* never recorded: complete */
-    return npu_check(ACL.aclrtStreamWaitEvent(s->s, ev->e), device,
-                     "aclrtStreamWaitEvent (event of npu:%d)",
-                     (int)ev->device);
+    st = npu_check(ACL.aclrtStreamWaitEvent(s->s, ev->e), device,
+                   "aclrtStreamWaitEvent (event of npu:%d)", (int)ev->device);
+    if (!st)
+        npu_stream_note(s);
+    return st;
 }
 
 static keel_status npu_event_elapsed_ms(int32_t device, keel_event start,

@@ -1,0 +1,239 @@
+/*
+ * The npu plugin without CANN and over the stand-in ACL (meson tests
+ * npu-*, plugins/npu/tests/meson.build):
+ *
+ *   test_npu_plugin absent TEXT   no usable libascendcl.so (or one with no
+ *                                 device): the plugin loads, reports 0
+ *                                 devices with a reason containing TEXT,
+ *                                 and answers calls with a status;
+ *   test_npu_plugin errors        over the stand-in (KEEL_NPU_ACL_LIBRARY):
+ *                                 an ACL failure injected into one call
+ *                                 reaches the keel caller as the mapped
+ *                                 keel_status, with the ACL function, the
+ *                                 error's name and ACL's own message in
+ *                                 keel_last_error().
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/runtime.h>
+
+static const char *want_reason;
+
+static int npu_index(keel_plugin_info *info)
+{
+    for (int i = 0; i < keel_plugin_count(); i++)
+        if (keel_plugin_get_info(i, info) == KEEL_STATUS_OK && info->name &&
+            !strcmp(info->name, "npu"))
+            return i;
+    return -1;
+}
+
+/* ---- absent ------------------------------------------------------------- */
+
+static void test_identity(void)
+{
+    keel_plugin_info info;
+    int idx = npu_index(&info);
+    const keel_plugin_api *api;
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_TRUE_FATAL(info.loaded);
+    CU_ASSERT_STRING_EQUAL(info.device_type, "npu");
+    CU_ASSERT_EQUAL(info.abi_major, KEEL_ABI_VERSION_MAJOR);
+    api = keel_plugin_table(idx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_PTR_NULL(api->kernel);     /* no kernels yet */
+    CU_ASSERT_PTR_NULL(api->collective); /* no HCCL yet */
+    CU_ASSERT_PTR_NOT_NULL(api->memory->host_alloc);
+    CU_ASSERT_PTR_NOT_NULL(api->stream->event_elapsed_ms);
+}
+
+static void test_reason(void)
+{
+    keel_plugin_info info;
+    keel_place pl;
+    int idx = npu_index(&info);
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_EQUAL(info.device_count, 0);
+    CU_ASSERT_EQUAL(keel_device_count("npu"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    printf("\n    reason: %s\n", info.reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, want_reason));
+    CU_ASSERT_EQUAL(keel_place_parse("npu:0", &pl),
+                    KEEL_STATUS_INVALID_DEVICE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), info.reason));
+}
+
+static void test_calls_answer(void)
+{
+    keel_plugin_info info;
+    const keel_plugin_api *api = keel_plugin_table(npu_index(&info));
+    keel_device_props props;
+    keel_stream s = NULL;
+    keel_dptr d = 1;
+    int32_t n = -1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->device->get_device_count(&n), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_EQUAL(api->device->get_device_count(NULL),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    props.struct_size = sizeof(props);
+    CU_ASSERT_EQUAL(api->device->get_device_props(0, &props),
+                    KEEL_STATUS_INVALID_DEVICE);
+    CU_ASSERT_EQUAL(api->memory->alloc(0, 16, &d),
+                    KEEL_STATUS_NOT_INITIALIZED);
+    CU_ASSERT_EQUAL(d, 0);
+    CU_ASSERT_EQUAL(api->memory->alloc(0, 16, NULL),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(api->device->synchronize(0), KEEL_STATUS_NOT_INITIALIZED);
+    CU_ASSERT_EQUAL(api->stream->stream_create(0, 0, &s),
+                    KEEL_STATUS_NOT_INITIALIZED);
+    CU_ASSERT_EQUAL(api->device->finalize(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->device->init(), KEEL_STATUS_UNAVAILABLE);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+typedef void (*fail_next_fn)(const char *name, int code);
+static fail_next_fn fail_next;
+static keel_place npu0;
+
+/* The stand-in is already mapped by the plugin: find its arming call. */
+static int errors_init(void)
+{
+    const char *lib = getenv("KEEL_NPU_ACL_LIBRARY");
+    void *h;
+
+    /* first use loads the plugins, and the plugin loads the stand-in */
+    if (!lib || keel_place_parse("npu:0", &npu0) != KEEL_STATUS_OK)
+        return -1;
+    h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return -1;
+    *(void **)&fail_next = dlsym(h, "acl_standin_fail_next");
+    dlclose(h);
+    return fail_next ? 0 : -1;
+}
+
+static void expect_msg(const char *a, const char *b, const char *c)
+{
+    const char *m = keel_last_error();
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+    if (c)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, c));
+}
+
+static void test_alloc_bad_alloc(void)
+{
+    keel_dptr p = 0;
+
+    fail_next("aclrtMalloc", 200000);
+    CU_ASSERT_EQUAL(keel_mem_alloc(npu0, 4096, &p), KEEL_STATUS_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(p, 0);
+    expect_msg("aclrtMalloc", "ACL_ERROR_BAD_ALLOC (200000)",
+               "injected failure of aclrtMalloc");
+    /* one failure only: the next allocation works */
+    CU_ASSERT_EQUAL(keel_mem_alloc(npu0, 4096, &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_free(npu0, p), KEEL_STATUS_OK);
+}
+
+static void test_copy_invalid_param(void)
+{
+    unsigned char buf[64] = {0};
+    keel_dptr p = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, sizeof(buf), &p),
+                          KEEL_STATUS_OK);
+    fail_next("aclrtMemcpy", 100000);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(npu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    expect_msg("aclrtMemcpy", "ACL_ERROR_INVALID_PARAM (100000)",
+               "HOST_TO_DEVICE");
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(npu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_free(npu0, p), KEEL_STATUS_OK);
+}
+
+static void test_stream_sync_device_error(void)
+{
+    keel_stream s = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(keel_stream_create(npu0, 0, &s), KEEL_STATUS_OK);
+    fail_next("aclrtSynchronizeStream", 507053);
+    CU_ASSERT_EQUAL(keel_stream_synchronize(npu0, s),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclrtSynchronizeStream", "ACL_ERROR_RT_DEVICE_MEM_ERROR",
+               "npu:0");
+    CU_ASSERT_EQUAL(keel_stream_destroy(npu0, s), KEEL_STATUS_OK);
+}
+
+static void test_unknown_code(void)
+{
+    keel_event e = NULL;
+
+    fail_next("aclrtCreateEvent", 123456);
+    CU_ASSERT_EQUAL(keel_event_create(npu0, &e), KEEL_STATUS_DEVICE_ERROR);
+    CU_ASSERT_PTR_NULL(e);
+    expect_msg("aclrtCreateEvent", "(123456)", NULL);
+}
+
+static void test_invalid_device_code(void)
+{
+    keel_stream s = NULL;
+
+    fail_next("aclrtCreateStream", 200002);
+    CU_ASSERT_EQUAL(keel_stream_create(npu0, 0, &s),
+                    KEEL_STATUS_INVALID_DEVICE);
+    expect_msg("aclrtCreateStream", "ACL_ERROR_INVALID_DEVICE", NULL);
+}
+
+int main(int argc, char **argv)
+{
+    CU_pSuite suite;
+    bool errors = argc >= 2 && !strcmp(argv[1], "errors");
+    unsigned failed;
+
+    if (!errors && (argc < 3 || strcmp(argv[1], "absent"))) {
+        fprintf(stderr, "usage: %s absent TEXT | errors\n", argv[0]);
+        return 2;
+    }
+    want_reason = errors ? NULL : argv[2];
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    if (errors) {
+        suite = CU_add_suite("npu over the stand-in: ACL errors", errors_init,
+                             NULL);
+        CU_add_test(suite, "aclrtMalloc BAD_ALLOC -> OUT_OF_MEMORY",
+                    test_alloc_bad_alloc);
+        CU_add_test(suite, "aclrtMemcpy INVALID_PARAM -> INVALID_ARGUMENT",
+                    test_copy_invalid_param);
+        CU_add_test(suite, "aclrtSynchronizeStream device error",
+                    test_stream_sync_device_error);
+        CU_add_test(suite, "unknown aclError -> DEVICE_ERROR",
+                    test_unknown_code);
+        CU_add_test(suite, "ACL_ERROR_INVALID_DEVICE -> INVALID_DEVICE",
+                    test_invalid_device_code);
+    } else {
+        suite = CU_add_suite("npu without a usable ACL", NULL, NULL);
+        CU_add_test(suite, "identity", test_identity);
+        CU_add_test(suite, "0 devices and the reason", test_reason);
+        CU_add_test(suite, "calls answer with a status", test_calls_answer);
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+             CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return failed ? 1 : 0;
+}
