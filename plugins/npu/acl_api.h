@@ -30,6 +30,26 @@
  *               aclrtCallbackBlockType (NO_BLOCK 0, BLOCK 1), and
  *               aclrtCallback = void (*)(void *userData).
  *
+ *
+ * The aclnn part (bottom of this file) against the same tree:
+ *
+ *   acl_op_api.h       aclnnStatus is int; aclTensor, aclScalar and
+ *                      aclOpExecutor are opaque structs; aclCreateTensor
+ *                      (viewDims, viewDimsNum, dataType, stride, offset,
+ *                      format, storageDims, storageDimsNum, tensorData),
+ *                      aclCreateScalar(value, dataType), aclDestroyTensor,
+ *                      aclDestroyScalar.
+ *   op_api/aclnn_op.h  aclnnAdd / aclnnMul / aclnnRelu and their
+ *                      *GetWorkspaceSize halves (argument order below).
+ *   acl_base.h         aclDataType (ACL_FLOAT 0, ACL_FLOAT16 1,
+ *                      ACL_INT8 2, ACL_INT32 3, ACL_UINT8 4, ACL_INT64 9,
+ *                      ACL_DOUBLE 11, ACL_BOOL 12, ACL_BF16 27) and
+ *                      aclFormat (ACL_FORMAT_ND 2).
+ *
+ * aclnnStatus codes are reported by number only: public sources disagree
+ * on which value is ACLNN_ERR_PARAM_NULLPTR and which is
+ * ACLNN_ERR_PARAM_INVALID (161001 / 161002).
+ *
  * Not verified anywhere public: the alignment aclrtMalloc guarantees (the
  * plugin declares NPU_ALLOC_ALIGNMENT and checks every pointer it gets),
  * the unit of aclrtProcessReport's timeout (taken as milliseconds, as
@@ -174,5 +194,59 @@ typedef enum aclrtCallbackBlockType {
              (uint32_t deviceId, aclDeviceInfo deviceInfo, int64_t *value))   \
     OPTIONAL(const char *, aclrtGetSocName, (void))                           \
     OPTIONAL(const char *, aclGetRecentErrMsg, (void))
+
+/* ---- aclnn (libopapi.so; tensors from libnnopbase.so) -------------------- */
+
+typedef int aclnnStatus;
+typedef struct aclTensor aclTensor;
+typedef struct aclScalar aclScalar;
+typedef struct aclOpExecutor aclOpExecutor;
+
+typedef enum aclDataType {
+    ACL_DT_UNDEFINED = -1,
+    ACL_FLOAT = 0,
+    ACL_FLOAT16 = 1,
+    ACL_INT8 = 2,
+    ACL_INT32 = 3,
+    ACL_UINT8 = 4,
+    ACL_INT64 = 9,
+    ACL_DOUBLE = 11,
+    ACL_BOOL = 12,
+    ACL_BF16 = 27,
+} aclDataType;
+
+typedef enum aclFormat {
+    ACL_FORMAT_ND = 2,
+} aclFormat;
+
+/* As NPU_ACL_FUNCS, for the operator library. All are required: a
+ * library missing one leaves the plugin without kernels. */
+#define NPU_OPAPI_FUNCS(X)                                                    \
+    X(aclTensor *, aclCreateTensor,                                           \
+      (const int64_t *viewDims, uint64_t viewDimsNum, aclDataType dataType,   \
+       const int64_t *stride, int64_t offset, aclFormat format,               \
+       const int64_t *storageDims, uint64_t storageDimsNum,                   \
+       void *tensorData))                                                     \
+    X(aclnnStatus, aclDestroyTensor, (const aclTensor *tensor))               \
+    X(aclScalar *, aclCreateScalar, (void *value, aclDataType dataType))      \
+    X(aclnnStatus, aclDestroyScalar, (const aclScalar *scalar))               \
+    X(aclnnStatus, aclnnAddGetWorkspaceSize,                                  \
+      (const aclTensor *self, const aclTensor *other, const aclScalar *alpha, \
+       aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor))    \
+    X(aclnnStatus, aclnnAdd,                                                  \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnMulGetWorkspaceSize,                                  \
+      (const aclTensor *self, const aclTensor *other, aclTensor *out,         \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnMul,                                                  \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnReluGetWorkspaceSize,                                 \
+      (const aclTensor *self, const aclTensor *out, uint64_t *workspaceSize,  \
+       aclOpExecutor **executor))                                             \
+    X(aclnnStatus, aclnnRelu,                                                 \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))
 
 #endif /* KEEL_NPU_ACL_API_H */

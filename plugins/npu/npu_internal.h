@@ -9,6 +9,9 @@
  *   npu_memory.c  memory group: aclrtMalloc / aclrtMallocHost, copies and
  *                 memsets, memory info
  *   npu_stream.c  streams, events, host functions
+ *   npu_kernels.c the kernel group on aclnn (libopapi.so): add, multiply,
+ *                 relu through the two-phase aclnnXxxGetWorkspaceSize /
+ *                 aclnnXxx calls
  *
  * Loading. libascendcl.so is dlopen()ed on the first call that needs it
  * (get_device_count, get_device_props or init), from KEEL_NPU_ACL_LIBRARY
@@ -16,8 +19,11 @@
  * linker's search path (CANN's set_env.sh puts its lib64 directory on
  * LD_LIBRARY_PATH). Every function comes from dlsym (acl_api.h lists them),
  * so the plugin builds and loads without CANN; without the library it
- * reports 0 devices and says why. HCCL (libhccl.so) and the aclnn kernels
- * (libopapi.so) are not used yet.
+ * reports 0 devices and says why. The aclnn operators come from
+ * libopapi.so (KEEL_NPU_OPAPI_LIBRARY overrides the name), opened by the
+ * probe when ACL has devices; without it the plugin has no kernels and the
+ * core runs every op on its CPU fallback. HCCL (libhccl.so) is not used
+ * yet.
  *
  * ACL's current device. ACL binds a device (through its context) to the
  * calling host thread; the keel ABI names the device in every call. The
@@ -97,6 +103,14 @@ struct npu_acl {
 #undef NPU_ACL_MEMBER
 };
 
+/* The resolved functions of libopapi.so (aclnn), when it loaded. */
+struct npu_opapi {
+    void *lib;
+#define NPU_OPAPI_MEMBER(ret, name, params) ret(*name) params;
+    NPU_OPAPI_FUNCS(NPU_OPAPI_MEMBER)
+#undef NPU_OPAPI_MEMBER
+};
+
 /* ---- registries ----------------------------------------------------------- */
 
 enum npu_kind {
@@ -153,6 +167,8 @@ struct npu_device {
 struct npu_state {
     const keel_host_api *host;
     struct npu_acl acl;
+    struct npu_opapi opapi; /* lib NULL: no kernels */
+    char opapi_reason[400];
     bool acl_owned; /* aclInit succeeded here: aclFinalize at unload */
 
     pthread_once_t probe_once;
@@ -209,6 +225,12 @@ keel_status npu_check(aclError e, int32_t device, const char *fmt, ...)
  * a bad state becomes OUT_OF_MEMORY (the message keeps ACL's code). */
 keel_status npu_check_alloc(aclError e, int32_t device, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* dlopen the file environment setting `var` names, else `soname`; NULL
+ * with dlerror()'s text in *why. *path: what was opened. */
+void *npu_open(const char *var, const char *soname, const char **path,
+               const char **why);
+/* An environment setting through the core (getenv without one). */
+const char *npu_env(const char *name);
 void npu_log(keel_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Initialised and in range, with the device's context made current on
@@ -239,6 +261,14 @@ keel_status npu_mem_check(int32_t device, keel_dptr p, uint64_t size,
                           const char *what);
 void npu_memory_finalize(void);
 
+/* ---- npu_kernels.c ------------------------------------------------------ */
+
+/* Load libopapi.so once (the probe); leaves npu_g.opapi.lib NULL and the
+ * reason in npu_g.opapi_reason when it cannot. */
+void npu_kernels_load(void);
+void npu_kernels_unload(void);
+
+extern const keel_kernel_ops npu_kernel_ops;
 extern const keel_memory_ops npu_memory_ops;
 extern const keel_stream_ops npu_stream_ops;
 

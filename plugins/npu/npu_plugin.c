@@ -17,7 +17,7 @@
 
 #define NPU_PLUGIN_VERSION "0.1.0"
 #define NPU_PLUGIN_DESCRIPTION \
-    "Huawei Ascend NPUs on AscendCL (runtime only; loaded at run time)"
+    "Huawei Ascend NPUs on AscendCL and aclnn (loaded at run time)"
 #define NPU_ACL_SONAME "libascendcl.so"
 
 struct npu_state npu_g = {
@@ -151,7 +151,7 @@ void npu_log(keel_log_level level, const char *fmt, ...)
     npu_g.host->log(level, msg);
 }
 
-static const char *env(const char *name)
+const char *npu_env(const char *name)
 {
     const keel_host_api *h = npu_g.host;
 
@@ -297,21 +297,34 @@ static void no_devices(const char *fmt, ...)
     npu_g.ndev = 0;
 }
 
-static bool load_acl(void)
+void *npu_open(const char *var, const char *soname, const char **path,
+               const char **why)
 {
-    const char *path = env("KEEL_NPU_ACL_LIBRARY");
-    const char *missing = NULL;
+    const char *p = npu_env(var);
     void *h;
 
-    if (!path || !path[0])
-        path = NPU_ACL_SONAME;
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!p || !p[0])
+        p = soname;
+    *path = p;
+    h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        const char *why = dlerror();
+        *why = dlerror();
+        if (!*why)
+            *why = "dlopen failed";
+    }
+    return h;
+}
+
+static bool load_acl(void)
+{
+    const char *missing = NULL, *path, *why;
+    void *h = npu_open("KEEL_NPU_ACL_LIBRARY", NPU_ACL_SONAME, &path, &why);
+
+    if (!h) {
         no_devices("the AscendCL runtime %s could not be loaded (%s); install "
                    "the CANN toolkit and source its set_env.sh, or set "
                    "KEEL_NPU_ACL_LIBRARY to the library",
-                   NPU_ACL_SONAME, why ? why : "dlopen failed");
+                   NPU_ACL_SONAME, why);
         return false;
     }
 #define NPU_ACL_RESOLVE(ret, name, params) \
@@ -422,6 +435,8 @@ static void probe(void)
         snprintf(npu_g.soc, sizeof(npu_g.soc), "%s", s ? s : "");
     }
     npu_g.ndev = ok;
+    if (ok > 0)
+        npu_kernels_load();
 }
 
 static void probe_once(void)
@@ -490,12 +505,14 @@ static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
     p.total_memory = d->total_memory ? d->total_memory : 1;
     p.compute_units = d->ai_cores;
     p.clock_khz = 0;
-    /* No kernels yet: the dtypes are what copies and memsets carry. */
+    /* What the aclnn kernels take (npu_kernels.c); copies carry any. */
     p.dtype_mask = KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |
-                   KEEL_DTYPE_BIT(KEEL_BF16) | KEEL_DTYPE_BIT(KEEL_I8) |
-                   KEEL_DTYPE_BIT(KEEL_U8) | KEEL_DTYPE_BIT(KEEL_I32) |
-                   KEEL_DTYPE_BIT(KEEL_I64) | KEEL_DTYPE_BIT(KEEL_BOOL);
-    p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST;
+                   KEEL_DTYPE_BIT(KEEL_BF16) | KEEL_DTYPE_BIT(KEEL_I32) |
+                   KEEL_DTYPE_BIT(KEEL_I64);
+    /* KERNELS: the group is there; without libopapi.so its lookup finds
+     * nothing and the core falls back. */
+    p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST |
+                 KEEL_FEATURE_KERNELS;
     if (ACL.aclrtEventElapsedTime)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
     if (npu_g.callbacks)
@@ -579,6 +596,7 @@ __attribute__((destructor)) static void npu_unload(void)
     npu_finalize();
     for (int32_t i = 0; i < npu_g.ndev; i++)
         ACL.aclrtResetDevice(i);
+    npu_kernels_unload();
     if (npu_g.acl_owned)
         ACL.aclFinalize();
     dlclose(ACL.lib);
@@ -596,7 +614,7 @@ static const keel_plugin_api npu_plugin_api = {
     .device = &npu_device_ops,
     .memory = &npu_memory_ops,
     .stream = &npu_stream_ops,
-    .kernel = NULL,
+    .kernel = &npu_kernel_ops,
     .collective = NULL,
     .profiler = NULL,
 };

@@ -28,8 +28,10 @@
  * Faults for the tests: ACL_STANDIN_FAIL=name:code[:n] makes the n-th
  * call (default 1st) of function `name` return `code`, once; the exported
  * acl_standin_fail_next(name, code) arms the same thing from a test.
- * ACL_STANDIN_FAULT=corrupt_d2h flips a byte of every device-to-host copy
- * (a planted bug that conformance must catch).
+ * ACL_STANDIN_FAULT plants a bug that conformance must catch: corrupt_d2h
+ * flips a byte of every device-to-host copy, skip_wait makes
+ * aclrtStreamWaitEvent wait for nothing, add_wrong puts 1 too much into
+ * one element of every aclnnAdd result.
  *
  * What it proves and what it cannot: docs/npu-plugin.md.
  */
@@ -46,6 +48,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <keel/kit.h> /* float16 / bfloat16 conversions only */
+
 #include "acl_api.h"
 
 #define API __attribute__((visibility("default")))
@@ -55,6 +59,7 @@
  * that drifts from acl_api.h does not compile. */
 #define STANDIN_PROTO(ret, name, params) API ret name params;
 NPU_ACL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
+NPU_OPAPI_FUNCS(STANDIN_PROTO)
 #undef STANDIN_PROTO
 API void acl_standin_fail_next(const char *name, int code);
 
@@ -80,7 +85,9 @@ struct sevent {
     int refs;           /* the handle + queued work naming it */
 };
 
-enum task_kind { T_COPY, T_SET, T_RECORD, T_WAIT, T_CALLBACK };
+enum task_kind { T_COPY, T_SET, T_RECORD, T_WAIT, T_CALLBACK, T_OP };
+
+struct aclOpExecutor;
 
 struct task {
     enum task_kind kind;
@@ -93,6 +100,7 @@ struct task {
     aclrtCallback fn;
     void *user;
     bool block;
+    struct aclOpExecutor *op;
     struct task *next;
 };
 
@@ -129,7 +137,7 @@ static struct {
     struct sblock *blocks;
     struct sstream *streams;
     struct report *reports;
-    bool corrupt_d2h;
+    bool corrupt_d2h, skip_wait, add_wrong;
     /* one armed failure */
     char fail_name[64];
     int fail_code;
@@ -183,6 +191,8 @@ static void arm_from_env(void)
         g.fail_after = nth > 0 ? nth : 1;
     }
     g.corrupt_d2h = fault && !strcmp(fault, "corrupt_d2h");
+    g.skip_wait = fault && !strcmp(fault, "skip_wait");
+    g.add_wrong = fault && !strcmp(fault, "add_wrong");
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */
@@ -629,6 +639,8 @@ static void run_callback(struct sstream *s, struct task *t)
     pthread_mutex_unlock(&g.mu);
 }
 
+static void op_run(struct aclOpExecutor *x);
+
 static void run(struct sstream *s, struct task *t)
 {
     switch (t->kind) {
@@ -650,13 +662,16 @@ static void run(struct sstream *s, struct task *t)
         break;
     case T_WAIT:
         pthread_mutex_lock(&t->ev->mu);
-        while (t->ev->done < t->gen)
+        while (!g.skip_wait && t->ev->done < t->gen)
             pthread_cond_wait(&t->ev->cv, &t->ev->mu);
         pthread_mutex_unlock(&t->ev->mu);
         event_unref(t->ev);
         break;
     case T_CALLBACK:
         run_callback(s, t);
+        break;
+    case T_OP:
+        op_run(t->op);
         break;
     }
 }
@@ -1109,6 +1124,343 @@ API aclError aclrtProcessReport(int32_t timeout)
     pthread_cond_broadcast(&g.report_cv);
     pthread_mutex_unlock(&g.mu);
     return ACL_SUCCESS;
+}
+
+/* ---- aclnn: add, mul, relu on the host ------------------------------------ */
+
+/* The stand-in's view of a tensor: checked at creation against the live
+ * device memory of the current device. */
+struct aclTensor {
+    aclDataType dt;
+    int ndim;
+    int64_t dims[8], strides[8];
+    char *base; /* element [0, ..., 0] */
+};
+
+struct aclScalar {
+    aclDataType dt;
+    double f;
+    int64_t i;
+};
+
+enum op_kind { OP_ADD, OP_MUL, OP_RELU };
+
+struct aclOpExecutor {
+    enum op_kind kind;
+    struct aclTensor in[2], out;
+    double alpha_f;
+    int64_t alpha_i;
+    uint64_t ws; /* the workspace it asked for */
+    int device;
+};
+
+/* Bytes of one element, 0 for a dtype the stand-in does not compute. */
+static size_t dt_size(aclDataType dt)
+{
+    switch (dt) {
+    case ACL_FLOAT: case ACL_INT32: return 4;
+    case ACL_FLOAT16: case ACL_BF16: return 2;
+    case ACL_INT64: return 8;
+    default: return 0;
+    }
+}
+
+static bool dt_float(aclDataType dt)
+{
+    return dt == ACL_FLOAT || dt == ACL_FLOAT16 || dt == ACL_BF16;
+}
+
+API aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum,
+                               aclDataType dataType, const int64_t *stride,
+                               int64_t offset, aclFormat format,
+                               const int64_t *storageDims,
+                               uint64_t storageDimsNum, void *tensorData)
+{
+    struct aclTensor *t;
+    size_t es = dt_size(dataType);
+    int64_t need = 1, have = 1;
+    int dev = here("aclCreateTensor");
+
+    if (dev < 0 || viewDimsNum > 8 || (viewDimsNum && (!viewDims || !stride)) ||
+        !es || format != ACL_FORMAT_ND || offset < 0 || !storageDims ||
+        storageDimsNum == 0 || storageDimsNum > 8) {
+        err(ACL_ERROR_INVALID_PARAM, "aclCreateTensor: bad arguments");
+        return NULL;
+    }
+    for (uint64_t i = 0; i < viewDimsNum; i++) {
+        if (viewDims[i] <= 0 || stride[i] < 0) {
+            err(ACL_ERROR_INVALID_PARAM, "aclCreateTensor: dim %d", (int)i);
+            return NULL;
+        }
+        need += (viewDims[i] - 1) * stride[i];
+    }
+    for (uint64_t i = 0; i < storageDimsNum; i++)
+        have *= storageDims[i];
+    /* the view must lie inside the storage, and the storage inside one
+     * allocation of the current device */
+    if (offset + need > have ||
+        want_device(tensorData, (size_t)have * es, dev, "aclCreateTensor",
+                    "tensorData")) {
+        err(ACL_ERROR_INVALID_PARAM,
+            "aclCreateTensor: view of %lld elements at offset %lld outside "
+            "a storage of %lld, or storage not device memory",
+            (long long)need, (long long)offset, (long long)have);
+        return NULL;
+    }
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->dt = dataType;
+    t->ndim = (int)viewDimsNum;
+    for (int i = 0; i < t->ndim; i++) {
+        t->dims[i] = viewDims[i];
+        t->strides[i] = stride[i];
+    }
+    t->base = (char *)tensorData + offset * (int64_t)es;
+    return t;
+}
+
+API aclnnStatus aclDestroyTensor(const aclTensor *tensor)
+{
+    free((void *)tensor);
+    return 0;
+}
+
+API aclScalar *aclCreateScalar(void *value, aclDataType dataType)
+{
+    struct aclScalar *s;
+
+    if (!value || (dataType != ACL_FLOAT && dataType != ACL_INT64))
+        return NULL; /* the only two the stand-in reads */
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->dt = dataType;
+    if (dataType == ACL_FLOAT)
+        s->f = *(const float *)value;
+    else
+        s->i = *(const int64_t *)value;
+    s->f = dataType == ACL_FLOAT ? s->f : (double)s->i;
+    s->i = dataType == ACL_INT64 ? s->i : (int64_t)s->f;
+    return s;
+}
+
+API aclnnStatus aclDestroyScalar(const aclScalar *scalar)
+{
+    free((void *)scalar);
+    return 0;
+}
+
+static bool same_view(const struct aclTensor *a, const struct aclTensor *b)
+{
+    if (a->ndim != b->ndim || a->dt != b->dt)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* Phase 1 of every op: check, copy the views into a new executor. */
+static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
+                           const aclTensor *y, const aclScalar *alpha,
+                           const aclTensor *out, uint64_t *ws,
+                           aclOpExecutor **ex, const char *call)
+{
+    struct aclOpExecutor *e;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!x || !out || !ws || !ex || (kind != OP_RELU && !y) ||
+        (kind == OP_ADD && !alpha))
+        return err(161001, "%s: a NULL argument", call);
+    if (!same_view(x, out) || (y && !same_view(y, out)) ||
+        (kind == OP_RELU && !dt_float(x->dt)))
+        return err(161002, "%s: operands disagree (the stand-in does not "
+                   "broadcast; keel sends operands already broadcast)", call);
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    e->kind = kind;
+    e->in[0] = *x;
+    if (y)
+        e->in[1] = *y;
+    e->out = *out;
+    e->alpha_f = alpha ? alpha->f : 1.0;
+    e->alpha_i = alpha ? alpha->i : 1;
+    /* add asks for a workspace, so the plugin's workspace path runs */
+    e->ws = kind == OP_ADD ? 512 : 0;
+    e->device = cur ? cur->device : -1;
+    *ws = e->ws;
+    *ex = e;
+    return 0;
+}
+
+/* Phase 2: the workspace must be device memory of the size asked for. */
+static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
+                             aclOpExecutor *ex, aclrtStream stream,
+                             const char *call)
+{
+    struct sstream *s;
+    aclError e;
+    int dev;
+
+    if ((e = injected(call)))
+        return e;
+    if (!ex)
+        return err(161001, "%s: executor NULL", call);
+    dev = here(call);
+    if (dev < 0 || dev != ex->device)
+        return err(ACL_ERROR_INVALID_PARAM, "%s: not the executor's device",
+                   call);
+    if (wsSize < ex->ws || (ex->ws && !workspace))
+        return err(161002, "%s: workspace of %llu bytes, %llu asked", call,
+                   (unsigned long long)wsSize, (unsigned long long)ex->ws);
+    if (ex->ws && (e = want_device(workspace, (size_t)ex->ws, dev, call,
+                                   "workspace")))
+        return e;
+    if (!(s = stream_of(stream, dev, call, &e)))
+        return e;
+    return enqueue(s, &(struct task){.kind = T_OP, .op = ex});
+}
+
+static double ld_f(const struct aclTensor *t, const char *p)
+{
+    uint16_t h;
+
+    switch (t->dt) {
+    case ACL_FLOAT: { float f; memcpy(&f, p, 4); return f; }
+    case ACL_FLOAT16: memcpy(&h, p, 2); return keel_kit_f16_to_f32(h);
+    case ACL_BF16: memcpy(&h, p, 2); return keel_kit_bf16_to_f32(h);
+    default: return 0;
+    }
+}
+
+static void st_f(const struct aclTensor *t, char *p, double v)
+{
+    float f = (float)v;
+    uint16_t h;
+
+    switch (t->dt) {
+    case ACL_FLOAT: memcpy(p, &f, 4); break;
+    case ACL_FLOAT16: h = keel_kit_f32_to_f16(f); memcpy(p, &h, 2); break;
+    case ACL_BF16: h = keel_kit_f32_to_bf16(f); memcpy(p, &h, 2); break;
+    default: break;
+    }
+}
+
+static int64_t ld_i(const struct aclTensor *t, const char *p)
+{
+    int32_t a;
+    int64_t b;
+
+    if (t->dt == ACL_INT32) {
+        memcpy(&a, p, 4);
+        return a;
+    }
+    memcpy(&b, p, 8);
+    return b;
+}
+
+static void st_i(const struct aclTensor *t, char *p, int64_t v)
+{
+    int32_t a = (int32_t)(uint32_t)v;
+
+    if (t->dt == ACL_INT32)
+        memcpy(p, &a, 4);
+    else
+        memcpy(p, &v, 8);
+}
+
+static void op_run(struct aclOpExecutor *x)
+{
+    int64_t idx[8] = {0}, total = 1;
+    size_t es = dt_size(x->out.dt);
+    bool fl = dt_float(x->out.dt);
+
+    for (int i = 0; i < x->out.ndim; i++)
+        total *= x->out.dims[i];
+    for (int64_t n = 0; n < total; n++) {
+        int64_t o[3] = {0, 0, 0};
+        const struct aclTensor *v[3] = {&x->in[0], &x->in[1], &x->out};
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < x->out.ndim; i++)
+                o[k] += idx[i] * v[k]->strides[i];
+        const char *a = x->in[0].base + o[0] * (int64_t)es;
+        const char *b = x->in[1].base + o[1] * (int64_t)es;
+        char *c = x->out.base + o[2] * (int64_t)es;
+        if (fl) {
+            double r, p = ld_f(&x->in[0], a);
+            if (x->kind == OP_RELU)
+                r = p > 0 ? p : (p != p ? p : 0.0);
+            else if (x->kind == OP_ADD)
+                r = p + x->alpha_f * ld_f(&x->in[1], b) +
+                    (g.add_wrong && n == total / 2 ? 1.0 : 0.0);
+            else
+                r = p * ld_f(&x->in[1], b);
+            /* a float32 op: round through float, as the device would */
+            st_f(&x->out, c, (double)(float)r);
+        } else {
+            uint64_t p = (uint64_t)ld_i(&x->in[0], a);
+            uint64_t q = (uint64_t)ld_i(&x->in[1], b);
+            uint64_t r = x->kind == OP_ADD ? p + (uint64_t)x->alpha_i * q
+                                           : p * q; /* wraps, as in C */
+            st_i(&x->out, c, (int64_t)r);
+        }
+        for (int i = x->out.ndim - 1; i >= 0; i--) {
+            if (++idx[i] < x->out.dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    free(x);
+}
+
+API aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor *self,
+                                         const aclTensor *other,
+                                         const aclScalar *alpha,
+                                         aclTensor *out, uint64_t *workspaceSize,
+                                         aclOpExecutor **executor)
+{
+    return op_plan(OP_ADD, self, other, alpha, out, workspaceSize, executor,
+                   "aclnnAddGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnAdd(void *workspace, uint64_t workspaceSize,
+                         aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnAdd");
+}
+
+API aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor *self,
+                                         const aclTensor *other, aclTensor *out,
+                                         uint64_t *workspaceSize,
+                                         aclOpExecutor **executor)
+{
+    return op_plan(OP_MUL, self, other, NULL, out, workspaceSize, executor,
+                   "aclnnMulGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnMul(void *workspace, uint64_t workspaceSize,
+                         aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnMul");
+}
+
+API aclnnStatus aclnnReluGetWorkspaceSize(const aclTensor *self,
+                                          const aclTensor *out,
+                                          uint64_t *workspaceSize,
+                                          aclOpExecutor **executor)
+{
+    return op_plan(OP_RELU, self, NULL, NULL, out, workspaceSize, executor,
+                   "aclnnReluGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
+                          aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
 }
 
 __attribute__((destructor)) static void standin_unload(void)

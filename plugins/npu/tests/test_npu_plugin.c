@@ -11,7 +11,10 @@
  *                                 reaches the keel caller as the mapped
  *                                 keel_status, with the ACL function, the
  *                                 error's name and ACL's own message in
- *                                 keel_last_error().
+ *                                 keel_last_error(); and (strict mode, with
+ *                                 the stand-in as libopapi.so too) the
+ *                                 aclnn kernels compute, and their
+ *                                 failures are reported the same way.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -20,7 +23,9 @@
 #include <string.h>
 
 #include <CUnit/Basic.h>
+#include <keel/ops.h>
 #include <keel/runtime.h>
+#include <keel/tensor.h>
 
 static const char *want_reason;
 
@@ -47,8 +52,17 @@ static void test_identity(void)
     CU_ASSERT_EQUAL(info.abi_major, KEEL_ABI_VERSION_MAJOR);
     api = keel_plugin_table(idx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
-    CU_ASSERT_PTR_NULL(api->kernel);     /* no kernels yet */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api->kernel);
     CU_ASSERT_PTR_NULL(api->collective); /* no HCCL yet */
+    {
+        /* without devices, lookup answers with a status, never a kernel */
+        keel_kernel k = {0};
+        CU_ASSERT_NOT_EQUAL(api->kernel->lookup(0, "add", KEEL_F32, &k),
+                            KEEL_STATUS_OK);
+        CU_ASSERT_PTR_NULL(k.fn);
+        CU_ASSERT_EQUAL(api->kernel->lookup(0, NULL, KEEL_F32, &k),
+                        KEEL_STATUS_INVALID_ARGUMENT);
+    }
     CU_ASSERT_PTR_NOT_NULL(api->memory->host_alloc);
     CU_ASSERT_PTR_NOT_NULL(api->stream->event_elapsed_ms);
 }
@@ -197,6 +211,77 @@ static void test_invalid_device_code(void)
     expect_msg("aclrtCreateStream", "ACL_ERROR_INVALID_DEVICE", NULL);
 }
 
+/* Two float32 [5] tensors on npu:0 and x op y (or relu x). */
+static keel_status kernel_case(int which, float *got)
+{
+    static const float xs[5] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f};
+    static const float ys[5] = {2.0f, 4.0f, -8.0f, 0.5f, 1.0f};
+    int64_t shape[1] = {5};
+    keel_tensor *x = NULL, *y = NULL, *z = NULL;
+    keel_status st;
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(xs, 1, shape, KEEL_F32,
+                                                  "npu:0", &x),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(ys, 1, shape, KEEL_F32,
+                                                  "npu:0", &y),
+                          KEEL_STATUS_OK);
+    st = which == 0   ? keel_add(x, y, &z)
+         : which == 1 ? keel_multiply(x, y, &z)
+                      : keel_relu(x, &z);
+    if (st == KEEL_STATUS_OK)
+        CU_ASSERT_EQUAL(keel_tensor_to_host(z, got, 5 * sizeof(float)),
+                        KEEL_STATUS_OK);
+    keel_tensor_free(x);
+    keel_tensor_free(y);
+    keel_tensor_free(z);
+    return st;
+}
+
+static void test_kernels_compute(void)
+{
+    float got[5];
+
+    CU_ASSERT_EQUAL_FATAL(kernel_case(0, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 3.5f && got[1] == 2.0f && got[2] == -7.75f &&
+              got[3] == 3.5f && got[4] == 0.5f);
+    CU_ASSERT_EQUAL_FATAL(kernel_case(1, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 3.0f && got[1] == -8.0f && got[2] == -2.0f &&
+              got[3] == 1.5f && got[4] == -0.5f);
+    CU_ASSERT_EQUAL_FATAL(kernel_case(2, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 1.5f && got[1] == 0.0f && got[2] == 0.25f &&
+              got[3] == 3.0f && got[4] == 0.0f);
+}
+
+static void test_kernel_launch_error(void)
+{
+    float got[5];
+
+    fail_next("aclnnAdd", 561000);
+    CU_ASSERT_EQUAL(kernel_case(0, got), KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnAdd", "aclnnStatus 561000", "injected failure");
+}
+
+static void test_kernel_refusal(void)
+{
+    float got[5];
+
+    /* phase 1 refuses: NOT_SUPPORTED (strict mode: no CPU fallback) */
+    fail_next("aclnnMulGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(kernel_case(1, got), KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnMulGetWorkspaceSize", "aclnnStatus 161002", NULL);
+}
+
+static void test_workspace_alloc_error(void)
+{
+    float got[5];
+
+    /* the stand-in's add asks for a workspace: its allocation fails */
+    fail_next("aclrtMalloc", 200000);
+    CU_ASSERT_EQUAL(kernel_case(0, got), KEEL_STATUS_OUT_OF_MEMORY);
+    expect_msg("workspace", "ACL_ERROR_BAD_ALLOC", NULL);
+}
+
 int main(int argc, char **argv)
 {
     CU_pSuite suite;
@@ -223,6 +308,14 @@ int main(int argc, char **argv)
                     test_unknown_code);
         CU_add_test(suite, "ACL_ERROR_INVALID_DEVICE -> INVALID_DEVICE",
                     test_invalid_device_code);
+        CU_add_test(suite, "aclnn add, multiply, relu compute",
+                    test_kernels_compute);
+        CU_add_test(suite, "aclnnAdd fails -> DEVICE_ERROR",
+                    test_kernel_launch_error);
+        CU_add_test(suite, "aclnnMulGetWorkspaceSize refuses -> NOT_SUPPORTED",
+                    test_kernel_refusal);
+        CU_add_test(suite, "workspace aclrtMalloc fails -> OUT_OF_MEMORY",
+                    test_workspace_alloc_error);
     } else {
         suite = CU_add_suite("npu without a usable ACL", NULL, NULL);
         CU_add_test(suite, "identity", test_identity);
