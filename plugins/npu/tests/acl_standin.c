@@ -1152,7 +1152,24 @@ struct aclOpExecutor {
     int64_t alpha_i;
     uint64_t ws; /* the workspace it asked for */
     int device;
+    struct aclOpExecutor *next, **prev; /* planned, not yet launched */
 };
+
+/* Executors planned and never launched (a caller that gave up between the
+ * phases): the library owns them, and frees them when it is unloaded. */
+static struct aclOpExecutor *planned;
+
+static void unplan(struct aclOpExecutor *e)
+{
+    pthread_mutex_lock(&g.mu);
+    if (e->prev) {
+        *e->prev = e->next;
+        if (e->next)
+            e->next->prev = e->prev;
+        e->prev = NULL;
+    }
+    pthread_mutex_unlock(&g.mu);
+}
 
 /* Bytes of one element, 0 for a dtype the stand-in does not compute. */
 static size_t dt_size(aclDataType dt)
@@ -1292,24 +1309,28 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
     /* add asks for a workspace, so the plugin's workspace path runs */
     e->ws = kind == OP_ADD ? 512 : 0;
     e->device = cur ? cur->device : -1;
+    pthread_mutex_lock(&g.mu);
+    e->next = planned;
+    if (planned)
+        planned->prev = &e->next;
+    e->prev = &planned;
+    planned = e;
+    pthread_mutex_unlock(&g.mu);
     *ws = e->ws;
     *ex = e;
     return 0;
 }
 
 /* Phase 2: the workspace must be device memory of the size asked for. */
-static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
-                             aclOpExecutor *ex, aclrtStream stream,
-                             const char *call)
+static aclnnStatus op_check_launch(void *workspace, uint64_t wsSize,
+                                   aclOpExecutor *ex, aclrtStream stream,
+                                   const char *call, struct sstream **s)
 {
-    struct sstream *s;
     aclError e;
     int dev;
 
     if ((e = injected(call)))
         return e;
-    if (!ex)
-        return err(161001, "%s: executor NULL", call);
     dev = here(call);
     if (dev < 0 || dev != ex->device)
         return err(ACL_ERROR_INVALID_PARAM, "%s: not the executor's device",
@@ -1320,9 +1341,29 @@ static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
     if (ex->ws && (e = want_device(workspace, (size_t)ex->ws, dev, call,
                                    "workspace")))
         return e;
-    if (!(s = stream_of(stream, dev, call, &e)))
+    if (!(*s = stream_of(stream, dev, call, &e)))
         return e;
-    return enqueue(s, &(struct task){.kind = T_OP, .op = ex});
+    return 0;
+}
+
+/* Phase 2: the workspace must be device memory of the size asked for. The
+ * executor is used up whether the launch is accepted or not. */
+static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
+                             aclOpExecutor *ex, aclrtStream stream,
+                             const char *call)
+{
+    struct sstream *s = NULL;
+    aclnnStatus e;
+
+    if (!ex)
+        return err(161001, "%s: executor NULL", call);
+    unplan(ex);
+    e = op_check_launch(workspace, wsSize, ex, stream, call, &s);
+    if (!e)
+        e = enqueue(s, &(struct task){.kind = T_OP, .op = ex});
+    if (e)
+        free(ex);
+    return e;
 }
 
 static double ld_f(const struct aclTensor *t, const char *p)
@@ -1466,6 +1507,11 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
 __attribute__((destructor)) static void standin_unload(void)
 {
     pthread_mutex_lock(&g.mu);
+    while (planned) {
+        struct aclOpExecutor *e = planned;
+        planned = e->next;
+        free(e);
+    }
     while (g.reports) {
         struct report *r = g.reports;
         g.reports = r->next;
