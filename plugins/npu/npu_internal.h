@@ -218,13 +218,15 @@ keel_status npu_status_of(aclError e);
 keel_status npu_fail(keel_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* OK for ACL_SUCCESS; otherwise the mapped status, with
- * "<what> on npu:<device>: <ACL name> (<code>)[: <recent message>]". */
-keel_status npu_check(aclError e, int32_t device, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* npu_check for an allocation: a failure that is neither a bad device nor
- * a bad state becomes OUT_OF_MEMORY (the message keeps ACL's code). */
-keel_status npu_check_alloc(aclError e, int32_t device, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ * "<what> on npu:<device>: <ACL name> (<code>)[: <recent message>]".
+ * With `alloc`, a failure that is neither a bad device nor a bad state
+ * becomes OUT_OF_MEMORY (the message keeps ACL's code). */
+keel_status npu_check_as(aclError e, bool alloc, int32_t device,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define npu_check(e, device, ...) npu_check_as(e, false, device, __VA_ARGS__)
+#define npu_check_alloc(e, device, ...) \
+    npu_check_as(e, true, device, __VA_ARGS__)
 /* dlopen the file environment setting `var` names, else `soname`; NULL
  * with dlerror()'s text in *why. *path: what was opened. */
 void *npu_open(const char *var, const char *soname, const char **path,

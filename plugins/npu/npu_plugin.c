@@ -112,7 +112,8 @@ static keel_status vcheck(aclError e, bool alloc, int32_t device,
                     npu_acl_name(e), e, detail[0] ? ": " : "", detail);
 }
 
-keel_status npu_check(aclError e, int32_t device, const char *fmt, ...)
+keel_status npu_check_as(aclError e, bool alloc, int32_t device,
+                         const char *fmt, ...)
 {
     keel_status st;
     va_list ap;
@@ -120,20 +121,7 @@ keel_status npu_check(aclError e, int32_t device, const char *fmt, ...)
     if (e == ACL_SUCCESS)
         return KEEL_STATUS_OK;
     va_start(ap, fmt);
-    st = vcheck(e, false, device, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-keel_status npu_check_alloc(aclError e, int32_t device, const char *fmt, ...)
-{
-    keel_status st;
-    va_list ap;
-
-    if (e == ACL_SUCCESS)
-        return KEEL_STATUS_OK;
-    va_start(ap, fmt);
-    st = vcheck(e, true, device, fmt, ap);
+    st = vcheck(e, alloc, device, fmt, ap);
     va_end(ap);
     return st;
 }
