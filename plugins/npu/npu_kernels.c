@@ -1,0 +1,293 @@
+/*
+ * keel Ascend NPU plugin — the kernel group on aclnn (see npu_internal.h).
+ *
+ * Every kernel follows aclnn's two phases: describe each operand with
+ * aclCreateTensor (the keel descriptor's shape and element strides as the
+ * view, its byte span as a 1-D storage, its address as the data), ask
+ * aclnnXxxGetWorkspaceSize for the workspace and an executor, then run
+ * aclnnXxx on the stream. A refusal in the first phase means aclnn does
+ * not handle that dtype or layout: NOT_SUPPORTED, so the core can fall
+ * back. The workspace comes from aclrtMalloc and, since the ABI has no
+ * workspace support yet (a planned ABI change), is freed after the launch
+ * once the stream has run it: a kernel that needs a workspace therefore
+ * waits for its stream.
+ *
+ * Kernels: add, multiply (float32, float16, bfloat16, int32, int64) and
+ * relu (float32, float16, bfloat16). Which of them a given Ascend part
+ * runs is aclnn's business; a refusal falls back as above.
+ */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <keel/kit.h>
+
+#include "npu_internal.h"
+
+#define NPU_OPAPI_SONAME "libopapi.so"
+#define OPAPI (npu_g.opapi)
+
+enum npu_kop { K_ADD, K_MUL, K_RELU };
+
+struct npu_kdef {
+    const char *name;
+    enum npu_kop kop;
+    uint32_t dtypes; /* KEEL_DTYPE_BIT mask */
+    int op;          /* catalog id, set when libopapi.so loads */
+};
+
+#define BINARY_DTYPES                                                       \
+    (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |                  \
+     KEEL_DTYPE_BIT(KEEL_BF16) | KEEL_DTYPE_BIT(KEEL_I32) |                 \
+     KEEL_DTYPE_BIT(KEEL_I64))
+#define FLOAT_DTYPES                                                        \
+    (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |                  \
+     KEEL_DTYPE_BIT(KEEL_BF16))
+
+static struct npu_kdef kdefs[] = {
+    {"add", K_ADD, BINARY_DTYPES, -1},
+    {"multiply", K_MUL, BINARY_DTYPES, -1},
+    {"relu", K_RELU, FLOAT_DTYPES, -1},
+};
+
+/* ---- loading -------------------------------------------------------------- */
+
+void npu_kernels_load(void)
+{
+    const char *missing = NULL, *path, *why;
+    void *h = npu_open("KEEL_NPU_OPAPI_LIBRARY", NPU_OPAPI_SONAME, &path, &why);
+
+    if (!h) {
+        snprintf(npu_g.opapi_reason, sizeof(npu_g.opapi_reason),
+                 "%s could not be loaded (%s): no aclnn kernels, every op "
+                 "runs on the CPU fallback",
+                 NPU_OPAPI_SONAME, why);
+        npu_log(KEEL_LOG_INFO, "npu: %s", npu_g.opapi_reason);
+        return;
+    }
+    /* aclCreateTensor and friends live in libnnopbase.so, a dependency of
+     * libopapi.so: dlsym on this handle searches it too. */
+#define NPU_OPAPI_RESOLVE(ret, name, params)    \
+    *(void **)&OPAPI.name = dlsym(h, #name);    \
+    if (!OPAPI.name && !missing)                \
+        missing = #name;
+    NPU_OPAPI_FUNCS(NPU_OPAPI_RESOLVE)
+#undef NPU_OPAPI_RESOLVE
+    if (missing) {
+        snprintf(npu_g.opapi_reason, sizeof(npu_g.opapi_reason),
+                 "%s (%s) lacks %s: no aclnn kernels", NPU_OPAPI_SONAME, path,
+                 missing);
+        npu_log(KEEL_LOG_WARN, "npu: %s", npu_g.opapi_reason);
+        memset(&OPAPI, 0, sizeof(OPAPI));
+        dlclose(h);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(kdefs) / sizeof(kdefs[0]); i++)
+        kdefs[i].op = keel_kit_op_id(kdefs[i].name);
+    OPAPI.lib = h;
+}
+
+void npu_kernels_unload(void)
+{
+    if (OPAPI.lib)
+        dlclose(OPAPI.lib);
+    memset(&OPAPI, 0, sizeof(OPAPI));
+}
+
+/* ---- descriptors ------------------------------------------------------------ */
+
+static aclDataType acl_dtype(keel_dtype dt)
+{
+    switch (dt) {
+    case KEEL_F32: return ACL_FLOAT;
+    case KEEL_F64: return ACL_DOUBLE;
+    case KEEL_F16: return ACL_FLOAT16;
+    case KEEL_BF16: return ACL_BF16;
+    case KEEL_I8: return ACL_INT8;
+    case KEEL_U8: return ACL_UINT8;
+    case KEEL_I32: return ACL_INT32;
+    case KEEL_I64: return ACL_INT64;
+    case KEEL_BOOL: return ACL_BOOL;
+    default: return ACL_DT_UNDEFINED;
+    }
+}
+
+/* An aclTensor viewing keel descriptor d: NULL with the status in *st
+ * (NOT_SUPPORTED for a negative stride, which aclnn views cannot say). */
+static aclTensor *describe(const keel_tensor_desc *d, keel_status *st)
+{
+    int64_t span = 1; /* elements from data to the last one, plus one */
+    aclTensor *t;
+
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->strides[i] < 0) {
+            *st = npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                           "npu kernels: a negative stride (dim %d) is not "
+                           "passed to aclnn",
+                           i);
+            return NULL;
+        }
+        span += (d->shape[i] - 1) * d->strides[i];
+    }
+    t = OPAPI.aclCreateTensor(d->shape, (uint64_t)d->ndim, acl_dtype(d->dtype),
+                              d->strides, 0, ACL_FORMAT_ND, &span, 1,
+                              NPU_PTR(d->data));
+    if (!t)
+        *st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                       "aclCreateTensor(%s, rank %d) returned NULL",
+                       keel_kit_dtype_name(d->dtype), (int)d->ndim);
+    return t;
+}
+
+/* An aclnn status as a keel one: phase 1 refusals are NOT_SUPPORTED. */
+static keel_status aclnn_check(aclnnStatus e, bool launch, int32_t device,
+                               const char *call)
+{
+    const char *m = ACL.aclGetRecentErrMsg ? ACL.aclGetRecentErrMsg() : NULL;
+
+    if (e == 0)
+        return KEEL_STATUS_OK;
+    return npu_fail(launch ? KEEL_STATUS_DEVICE_ERROR : KEEL_STATUS_NOT_SUPPORTED,
+                    "%s on npu:%d: aclnnStatus %d%s%s", call, (int)device, e,
+                    m && m[0] ? ": " : "", m ? m : "");
+}
+
+/* ---- the kernel ---------------------------------------------------------------- */
+
+static keel_status run(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct npu_kdef *k = kernel_data;
+    aclTensor *t[3] = {NULL, NULL, NULL};
+    aclScalar *alpha = NULL;
+    aclOpExecutor *ex = NULL;
+    struct keel_stream_s *s;
+    uint64_t ws = 0;
+    void *wsp = NULL;
+    keel_kit_msg msg;
+    keel_status st;
+    int nin = k->kop == K_RELU ? 1 : 2;
+    aclnnStatus e;
+    const char *phase1, *phase2;
+
+    if (!a)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                        k->name);
+    if ((st = keel_kit_check(k->op, a, &msg)))
+        return npu_fail(st, "%s", msg.text);
+    if ((st = npu_enter(a->device, k->name)) ||
+        (st = npu_stream_get(a->device, a->stream, k->name, &s)))
+        return st;
+    if (a->outputs[0].dtype != a->inputs[0].dtype ||
+        !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                        k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (keel_kit_numel(&a->outputs[0]) == 0)
+        return KEEL_STATUS_OK;
+    for (int i = 0; i < nin && !st; i++)
+        t[i] = describe(&a->inputs[i], &st);
+    if (!st)
+        t[2] = describe(&a->outputs[0], &st);
+    if (st)
+        goto out;
+
+    switch (k->kop) {
+    case K_ADD: {
+        /* out = self + alpha * other, alpha 1 in a dtype of its kind */
+        float one_f = 1.0f;
+        int64_t one_i = 1;
+        bool fl = keel_kit_float_dtype(a->inputs[0].dtype);
+        alpha = fl ? OPAPI.aclCreateScalar(&one_f, ACL_FLOAT)
+                   : OPAPI.aclCreateScalar(&one_i, ACL_INT64);
+        if (!alpha) {
+            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                          "aclCreateScalar(1) returned NULL");
+            goto out;
+        }
+        phase1 = "aclnnAddGetWorkspaceSize";
+        phase2 = "aclnnAdd";
+        e = OPAPI.aclnnAddGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
+        break;
+    }
+    case K_MUL:
+        phase1 = "aclnnMulGetWorkspaceSize";
+        phase2 = "aclnnMul";
+        e = OPAPI.aclnnMulGetWorkspaceSize(t[0], t[1], t[2], &ws, &ex);
+        break;
+    default:
+        phase1 = "aclnnReluGetWorkspaceSize";
+        phase2 = "aclnnRelu";
+        e = OPAPI.aclnnReluGetWorkspaceSize(t[0], t[2], &ws, &ex);
+        break;
+    }
+    if ((st = aclnn_check(e, false, a->device, phase1)))
+        goto out;
+    if (ws > 0) {
+        if (ws > (uint64_t)SIZE_MAX) {
+            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                          "%s: workspace of %" PRIu64 " bytes", phase1, ws);
+            goto out;
+        }
+        st = npu_check_alloc(ACL.aclrtMalloc(&wsp, (size_t)ws,
+                                             ACL_MEM_MALLOC_HUGE_FIRST),
+                             a->device, "aclrtMalloc(%" PRIu64 " bytes, %s's "
+                             "workspace)", ws, k->name);
+        if (st)
+            goto out; /* the executor is not run; aclnn gives no way to drop it */
+    }
+    e = k->kop == K_ADD   ? OPAPI.aclnnAdd(wsp, ws, ex, s->s)
+        : k->kop == K_MUL ? OPAPI.aclnnMul(wsp, ws, ex, s->s)
+                          : OPAPI.aclnnRelu(wsp, ws, ex, s->s);
+    st = aclnn_check(e, true, a->device, phase2);
+    if (!st)
+        npu_stream_note(s);
+    if (wsp) {
+        /* no ABI workspace yet: wait for the launch, then give it back */
+        keel_status w = npu_check(ACL.aclrtSynchronizeStream(s->s), a->device,
+                                  "aclrtSynchronizeStream (%s's workspace)",
+                                  k->name);
+        ACL.aclrtFree(wsp);
+        if (!st)
+            st = w;
+    }
+out:
+    for (int i = 0; i < 3; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    if (alpha)
+        OPAPI.aclDestroyScalar(alpha);
+    return st;
+}
+
+static keel_status npu_lookup(int32_t device, const char *op_name,
+                              keel_dtype dtype, keel_kernel *kernel)
+{
+    if (!op_name || !kernel)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                        "lookup: op_name or kernel is NULL");
+    if (!atomic_load(&npu_g.initialized))
+        return npu_fail(KEEL_STATUS_NOT_INITIALIZED,
+                        "lookup: the npu plugin is not initialised");
+    if (device < 0 || device >= npu_g.ndev)
+        return npu_fail(KEEL_STATUS_INVALID_DEVICE,
+                        "lookup: device %d does not exist (npu has %d)",
+                        (int)device, (int)npu_g.ndev);
+    if (!OPAPI.lib)
+        return KEEL_STATUS_NOT_FOUND;
+    for (size_t i = 0; i < sizeof(kdefs) / sizeof(kdefs[0]); i++) {
+        struct npu_kdef *k = &kdefs[i];
+        if (k->op < 0 || strcmp(k->name, op_name) ||
+            !(k->dtypes & KEEL_DTYPE_BIT(dtype)))
+            continue;
+        kernel->fn = run;
+        kernel->kernel_data = k;
+        return KEEL_STATUS_OK;
+    }
+    return KEEL_STATUS_NOT_FOUND;
+}
+
+const keel_kernel_ops npu_kernel_ops = {
+    .header = KEEL_TABLE_HEADER(keel_kernel_ops),
+    .lookup = npu_lookup,
+};

@@ -1,0 +1,360 @@
+/*
+ * The npu plugin without CANN and over the stand-in ACL (meson tests
+ * npu-*, plugins/npu/tests/meson.build):
+ *
+ *   test_npu_plugin absent TEXT   no usable libascendcl.so (or one with no
+ *                                 device): the plugin loads, reports 0
+ *                                 devices with a reason containing TEXT,
+ *                                 and answers calls with a status;
+ *   test_npu_plugin errors        over the stand-in (KEEL_NPU_ACL_LIBRARY):
+ *                                 an ACL failure injected into one call
+ *                                 reaches the keel caller as the mapped
+ *                                 keel_status, with the ACL function, the
+ *                                 error's name and ACL's own message in
+ *                                 keel_last_error(); and (strict mode, with
+ *                                 the stand-in as libopapi.so too) the
+ *                                 aclnn kernels compute, and their
+ *                                 failures are reported the same way.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/ops.h>
+#include <keel/runtime.h>
+#include <keel/tensor.h>
+
+static const char *want_reason;
+
+/* The npu plugin's index, its description in *info; -1 when absent. */
+static int npu_index(keel_plugin_info *info)
+{
+    int n = keel_plugin_count(), i = 0;
+
+    while (i < n && (keel_plugin_get_info(i, info) != KEEL_STATUS_OK ||
+                     !info->name || strcmp(info->name, "npu") != 0))
+        i++;
+    return i < n ? i : -1;
+}
+
+/* ---- absent ------------------------------------------------------------- */
+
+static void test_identity(void)
+{
+    keel_plugin_info info;
+    const keel_plugin_api *api;
+    int idx = npu_index(&info);
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_TRUE_FATAL(info.loaded);
+    CU_ASSERT_EQUAL(info.abi_major, KEEL_ABI_VERSION_MAJOR);
+    CU_ASSERT_STRING_EQUAL(info.device_type, "npu");
+    CU_ASSERT_STRING_EQUAL(info.name, "npu");
+    api = keel_plugin_table(idx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api->kernel);
+    CU_ASSERT_PTR_NULL(api->collective); /* no HCCL yet */
+    {
+        /* without devices, lookup answers with a status, never a kernel */
+        keel_kernel k = {0};
+        CU_ASSERT_NOT_EQUAL(api->kernel->lookup(0, "add", KEEL_F32, &k),
+                            KEEL_STATUS_OK);
+        CU_ASSERT_PTR_NULL(k.fn);
+        CU_ASSERT_EQUAL(api->kernel->lookup(0, NULL, KEEL_F32, &k),
+                        KEEL_STATUS_INVALID_ARGUMENT);
+    }
+    CU_ASSERT_PTR_NOT_NULL(api->memory->host_alloc);
+    CU_ASSERT_PTR_NOT_NULL(api->stream->event_elapsed_ms);
+}
+
+static void test_reason(void)
+{
+    keel_plugin_info info;
+    keel_place pl;
+    int idx = npu_index(&info);
+
+    CU_ASSERT_FATAL(idx >= 0);
+    CU_ASSERT_EQUAL(info.device_count, 0);
+    CU_ASSERT_EQUAL(keel_device_count("npu"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    printf("\n    reason: %s\n", info.reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, want_reason));
+    CU_ASSERT_EQUAL(keel_place_parse("npu:0", &pl),
+                    KEEL_STATUS_INVALID_DEVICE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), info.reason));
+}
+
+/* Without a device every call still answers, with the status the ABI
+ * gives that situation. */
+static void test_calls_answer(void)
+{
+    keel_plugin_info info;
+    const keel_plugin_api *api = keel_plugin_table(npu_index(&info));
+    keel_device_props props = {.struct_size = sizeof(props)};
+    keel_stream s = NULL;
+    keel_dptr d = 1;
+    void *h = NULL;
+    int32_t n = -1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    const struct {
+        const char *call;
+        keel_status got, want;
+    } c[] = {
+        {"get_device_count(&n)", api->device->get_device_count(&n),
+         KEEL_STATUS_OK},
+        {"get_device_count(NULL)", api->device->get_device_count(NULL),
+         KEEL_STATUS_INVALID_ARGUMENT},
+        {"get_device_props(0)", api->device->get_device_props(0, &props),
+         KEEL_STATUS_INVALID_DEVICE},
+        {"alloc(0, 16)", api->memory->alloc(0, 16, &d),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"alloc(0, 16, NULL)", api->memory->alloc(0, 16, NULL),
+         KEEL_STATUS_INVALID_ARGUMENT},
+        {"synchronize(0)", api->device->synchronize(0),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"stream_create(0)", api->stream->stream_create(0, 0, &s),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"host_alloc(0, 16)", api->memory->host_alloc(0, 16, &h),
+         KEEL_STATUS_NOT_INITIALIZED},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        if (c[i].got != c[i].want)
+            printf("\n    %s: status %d, want %d", c[i].call, (int)c[i].got,
+                   (int)c[i].want);
+        CU_ASSERT_EQUAL(c[i].got, c[i].want);
+    }
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_EQUAL(d, 0); /* a failed alloc leaves 0 */
+    /* finalize and init again: still no library, still unavailable */
+    CU_ASSERT_EQUAL(api->device->finalize(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->device->init(), KEEL_STATUS_UNAVAILABLE);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+typedef void (*fail_next_fn)(const char *name, int code);
+static fail_next_fn fail_next;
+static keel_place npu0;
+
+/* The stand-in is already mapped by the plugin: find its arming call. */
+static int errors_init(void)
+{
+    const char *lib = getenv("KEEL_NPU_ACL_LIBRARY");
+    void *h;
+
+    /* first use loads the plugins, and the plugin loads the stand-in */
+    if (!lib || keel_place_parse("npu:0", &npu0) != KEEL_STATUS_OK)
+        return -1;
+    h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return -1;
+    *(void **)&fail_next = dlsym(h, "acl_standin_fail_next");
+    dlclose(h);
+    return fail_next ? 0 : -1;
+}
+
+static void expect_msg(const char *a, const char *b, const char *c)
+{
+    const char *m = keel_last_error();
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+    if (c)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, c));
+}
+
+static void test_alloc_bad_alloc(void)
+{
+    keel_dptr p = 0;
+
+    fail_next("aclrtMalloc", 200000);
+    CU_ASSERT_EQUAL(keel_mem_alloc(npu0, 4096, &p), KEEL_STATUS_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(p, 0);
+    expect_msg("aclrtMalloc", "ACL_ERROR_BAD_ALLOC (200000)",
+               "injected failure of aclrtMalloc");
+    /* one failure only: the next allocation works */
+    CU_ASSERT_EQUAL(keel_mem_alloc(npu0, 4096, &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_free(npu0, p), KEEL_STATUS_OK);
+}
+
+static void test_copy_invalid_param(void)
+{
+    unsigned char buf[64] = {0};
+    keel_dptr p = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, sizeof(buf), &p),
+                          KEEL_STATUS_OK);
+    fail_next("aclrtMemcpy", 100000);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(npu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    expect_msg("aclrtMemcpy", "ACL_ERROR_INVALID_PARAM (100000)",
+               "HOST_TO_DEVICE");
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(npu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_free(npu0, p), KEEL_STATUS_OK);
+}
+
+static void test_stream_sync_device_error(void)
+{
+    keel_stream s = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(keel_stream_create(npu0, 0, &s), KEEL_STATUS_OK);
+    fail_next("aclrtSynchronizeStream", 507053);
+    CU_ASSERT_EQUAL(keel_stream_synchronize(npu0, s),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclrtSynchronizeStream", "ACL_ERROR_RT_DEVICE_MEM_ERROR",
+               "npu:0");
+    CU_ASSERT_EQUAL(keel_stream_destroy(npu0, s), KEEL_STATUS_OK);
+}
+
+static void test_unknown_code(void)
+{
+    keel_event e = NULL;
+
+    fail_next("aclrtCreateEvent", 123456);
+    CU_ASSERT_EQUAL(keel_event_create(npu0, &e), KEEL_STATUS_DEVICE_ERROR);
+    CU_ASSERT_PTR_NULL(e);
+    expect_msg("aclrtCreateEvent", "(123456)", NULL);
+}
+
+static void test_invalid_device_code(void)
+{
+    keel_stream s = NULL;
+
+    fail_next("aclrtCreateStream", 200002);
+    CU_ASSERT_EQUAL(keel_stream_create(npu0, 0, &s),
+                    KEEL_STATUS_INVALID_DEVICE);
+    expect_msg("aclrtCreateStream", "ACL_ERROR_INVALID_DEVICE", NULL);
+}
+
+/* Two float32 [5] tensors on npu:0 and x op y (or relu x). */
+static keel_status kernel_case(int which, float *got)
+{
+    static const float xs[5] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f};
+    static const float ys[5] = {2.0f, 4.0f, -8.0f, 0.5f, 1.0f};
+    int64_t shape[1] = {5};
+    keel_tensor *x = NULL, *y = NULL, *z = NULL;
+    keel_status st;
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(xs, 1, shape, KEEL_F32,
+                                                  "npu:0", &x),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(ys, 1, shape, KEEL_F32,
+                                                  "npu:0", &y),
+                          KEEL_STATUS_OK);
+    st = which == 0   ? keel_add(x, y, &z)
+         : which == 1 ? keel_multiply(x, y, &z)
+                      : keel_relu(x, &z);
+    if (st == KEEL_STATUS_OK)
+        CU_ASSERT_EQUAL(keel_tensor_to_host(z, got, 5 * sizeof(float)),
+                        KEEL_STATUS_OK);
+    keel_tensor_free(x);
+    keel_tensor_free(y);
+    keel_tensor_free(z);
+    return st;
+}
+
+static void test_kernels_compute(void)
+{
+    float got[5];
+
+    CU_ASSERT_EQUAL_FATAL(kernel_case(0, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 3.5f && got[1] == 2.0f && got[2] == -7.75f &&
+              got[3] == 3.5f && got[4] == 0.5f);
+    CU_ASSERT_EQUAL_FATAL(kernel_case(1, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 3.0f && got[1] == -8.0f && got[2] == -2.0f &&
+              got[3] == 1.5f && got[4] == -0.5f);
+    CU_ASSERT_EQUAL_FATAL(kernel_case(2, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 1.5f && got[1] == 0.0f && got[2] == 0.25f &&
+              got[3] == 3.0f && got[4] == 0.0f);
+}
+
+static void test_kernel_launch_error(void)
+{
+    float got[5];
+
+    fail_next("aclnnAdd", 561000);
+    CU_ASSERT_EQUAL(kernel_case(0, got), KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnAdd", "aclnnStatus 561000", "injected failure");
+}
+
+static void test_kernel_refusal(void)
+{
+    float got[5];
+
+    /* phase 1 refuses: NOT_SUPPORTED (strict mode: no CPU fallback) */
+    fail_next("aclnnMulGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(kernel_case(1, got), KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnMulGetWorkspaceSize", "aclnnStatus 161002", NULL);
+}
+
+static void test_workspace_alloc_error(void)
+{
+    float got[5];
+
+    /* the stand-in's add asks for a workspace: its allocation fails */
+    fail_next("aclrtMalloc", 200000);
+    CU_ASSERT_EQUAL(kernel_case(0, got), KEEL_STATUS_OUT_OF_MEMORY);
+    expect_msg("workspace", "ACL_ERROR_BAD_ALLOC", NULL);
+}
+
+int main(int argc, char **argv)
+{
+    CU_pSuite suite;
+    bool errors = argc >= 2 && !strcmp(argv[1], "errors");
+    unsigned failed;
+
+    if (!errors && (argc < 3 || strcmp(argv[1], "absent"))) {
+        fprintf(stderr, "usage: %s absent TEXT | errors\n", argv[0]);
+        return 2;
+    }
+    want_reason = errors ? NULL : argv[2];
+    if (!errors && !getenv("KEEL_NPU_ACL_LIBRARY") &&
+        keel_device_count("npu") > 0) {
+        printf("SKIP: a libascendcl.so with devices is on the library path; "
+               "this test is for machines without one\n");
+        keel_shutdown();
+        return 77;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    if (errors) {
+        suite = CU_add_suite("npu over the stand-in: ACL errors", errors_init,
+                             NULL);
+        CU_add_test(suite, "aclrtMalloc BAD_ALLOC -> OUT_OF_MEMORY",
+                    test_alloc_bad_alloc);
+        CU_add_test(suite, "aclrtMemcpy INVALID_PARAM -> INVALID_ARGUMENT",
+                    test_copy_invalid_param);
+        CU_add_test(suite, "aclrtSynchronizeStream device error",
+                    test_stream_sync_device_error);
+        CU_add_test(suite, "unknown aclError -> DEVICE_ERROR",
+                    test_unknown_code);
+        CU_add_test(suite, "ACL_ERROR_INVALID_DEVICE -> INVALID_DEVICE",
+                    test_invalid_device_code);
+        CU_add_test(suite, "aclnn add, multiply, relu compute",
+                    test_kernels_compute);
+        CU_add_test(suite, "aclnnAdd fails -> DEVICE_ERROR",
+                    test_kernel_launch_error);
+        CU_add_test(suite, "aclnnMulGetWorkspaceSize refuses -> NOT_SUPPORTED",
+                    test_kernel_refusal);
+        CU_add_test(suite, "workspace aclrtMalloc fails -> OUT_OF_MEMORY",
+                    test_workspace_alloc_error);
+    } else {
+        suite = CU_add_suite("npu without a usable ACL", NULL, NULL);
+        CU_add_test(suite, "identity", test_identity);
+        CU_add_test(suite, "0 devices and the reason", test_reason);
+        CU_add_test(suite, "calls answer with a status", test_calls_answer);
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+             CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return failed ? 1 : 0;
+}
