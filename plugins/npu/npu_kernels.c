@@ -7,10 +7,11 @@
  * aclnnXxxGetWorkspaceSize for the workspace and an executor, then run
  * aclnnXxx on the stream. A refusal in the first phase means aclnn does
  * not handle that dtype or layout: NOT_SUPPORTED, so the core can fall
- * back. The workspace comes from aclrtMalloc and, since the ABI has no
- * workspace support yet (a planned ABI change), is freed after the launch
- * once the stream has run it: a kernel that needs a workspace therefore
- * waits for its stream.
+ * back. The workspace comes from the core (keel_kernel_workspace, ABI
+ * 1.3): stream-ordered memory from its caching allocator, so the launch
+ * neither allocates nor waits. Under an older core, which offers none, it
+ * comes from aclrtMalloc and is freed once the stream has run the launch,
+ * so such a kernel waits for its stream.
  *
  * Kernels: add, multiply (float32, float16, bfloat16, int32, int64) and
  * relu (float32, float16, bfloat16). Which of them a given Ascend part
@@ -165,6 +166,8 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     struct keel_stream_s *s;
     uint64_t ws = 0;
     void *wsp = NULL;
+    bool own_ws = false; /* from aclrtMalloc: wait, then free */
+    keel_dptr core_ws = 0;
     keel_kit_msg msg;
     keel_status st;
     int nin = k->kop == K_RELU ? 1 : 2;
@@ -229,10 +232,20 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
                           "%s: workspace of %" PRIu64 " bytes", phase1, ws);
             goto out;
         }
-        st = npu_check_alloc(ACL.aclrtMalloc(&wsp, (size_t)ws,
-                                             ACL_MEM_MALLOC_HUGE_FIRST),
-                             a->device, "aclrtMalloc(%" PRIu64 " bytes, %s's "
-                             "workspace)", ws, k->name);
+        st = keel_kernel_workspace(a, ws, &core_ws);
+        if (st == KEEL_STATUS_OK) {
+            wsp = (void *)(uintptr_t)core_ws;
+        } else if (st == KEEL_STATUS_NOT_SUPPORTED) {
+            st = npu_check_alloc(ACL.aclrtMalloc(&wsp, (size_t)ws,
+                                                 ACL_MEM_MALLOC_HUGE_FIRST),
+                                 a->device, "aclrtMalloc(%" PRIu64 " bytes, "
+                                 "%s's workspace)", ws, k->name);
+            own_ws = st == KEEL_STATUS_OK;
+        } else {
+            st = npu_fail(st, "%s: the core could not give a workspace of "
+                          "%" PRIu64 " bytes (status %d)", k->name, ws,
+                          (int)st);
+        }
         if (st)
             goto out; /* the executor is not run; aclnn gives no way to drop it */
     }
@@ -242,8 +255,8 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     st = aclnn_check(e, true, a->device, phase2);
     if (!st)
         npu_stream_note(s);
-    if (wsp) {
-        /* no ABI workspace yet: wait for the launch, then give it back */
+    if (own_ws) {
+        /* an older core's launch: wait for it, then give the memory back */
         keel_status w = npu_check(ACL.aclrtSynchronizeStream(s->s), a->device,
                                   "aclrtSynchronizeStream (%s's workspace)",
                                   k->name);
