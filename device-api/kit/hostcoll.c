@@ -562,13 +562,14 @@ static void hc_complete_v(const keel_kit_hostcoll *b, struct hc_round *r,
     for (size_t j = 0; j < n && !r->status; j++)
         for (size_t i = 0; i < n && !r->status; i++) {
             uint64_t cnt = r->v[i][j];
-            const char *src = (const char *)r->buf[i] +
-                              (r->v[i][n + j] - r->soff[i]) * es;
-            keel_dptr dst = r->recv[j] + r->v[j][3 * n + i] * es;
+            const char *src;
+            keel_dptr dst;
             keel_status st;
 
-            if (!cnt)
+            if (!cnt) /* its displacement may lie outside the staged span */
                 continue;
+            src = (const char *)r->buf[i] + (r->v[i][n + j] - r->soff[i]) * es;
+            dst = r->recv[j] + r->v[j][3 * n + i] * es;
             why[0] = 0;
             st = b->write(r->device[j], dst, src, cnt * es, why, sizeof(why));
             if (st) {
@@ -811,6 +812,30 @@ static struct hc_round *hc_round_new(int nslots)
     return r;
 }
 
+/*
+ * Deposit this rank's part of collective round r (g->mu held; released
+ * here) and run the round when this rank is the last to arrive; then wait
+ * for the round, or leave the wait to group_end inside a group.
+ */
+static keel_status hc_arrive(const keel_kit_hostcoll *b, struct hc_clique *g,
+                             struct hc_round *r, const struct hc_comm *c,
+                             void *host, keel_dptr recv)
+{
+    r->buf[c->rank] = host;
+    r->recv[c->rank] = recv;
+    r->device[c->rank] = c->device;
+    if (++r->arrived == r->nparties) {
+        if (!r->status)
+            hc_complete(b, g, r);
+        r->done = true;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (hc_depth > 0)
+        return hc_pend_add(b, (struct hc_pending){g, r, NULL, c->rank});
+    return hc_wait_round(b, g, r, c->rank);
+}
+
 static keel_status hc_run(const keel_kit_hostcoll *b, keel_comm comm,
                           keel_stream stream, enum hc_kind kind,
                           keel_dptr send, keel_dptr recv, uint64_t count,
@@ -880,19 +905,7 @@ static keel_status hc_run(const keel_kit_hostcoll *b, keel_comm comm,
                  keel_kit_dtype_name(r->dtype), (int)r->root);
         pthread_cond_broadcast(&g->cv);
     }
-    r->buf[c->rank] = host;
-    r->recv[c->rank] = recvs ? recv : 0;
-    r->device[c->rank] = c->device;
-    if (++r->arrived == r->nparties) {
-        if (!r->status)
-            hc_complete(b, g, r);
-        r->done = true;
-        pthread_cond_broadcast(&g->cv);
-    }
-    pthread_mutex_unlock(&g->mu);
-    if (hc_depth > 0)
-        return hc_pend_add(b, (struct hc_pending){g, r, NULL, c->rank});
-    return hc_wait_round(b, g, r, c->rank);
+    return hc_arrive(b, g, r, c, host, recvs ? recv : 0);
 }
 
 keel_status keel_kit_hc_all_reduce(const keel_kit_hostcoll *b, keel_comm comm,
@@ -1065,19 +1078,7 @@ keel_status keel_kit_hc_all_to_allv(const keel_kit_hostcoll *b, keel_comm comm,
     } else {
         free(v); /* a mismatched round: nothing of it runs */
     }
-    r->buf[c->rank] = host;
-    r->recv[c->rank] = recv;
-    r->device[c->rank] = c->device;
-    if (++r->arrived == r->nparties) {
-        if (!r->status)
-            hc_complete(b, g, r);
-        r->done = true;
-        pthread_cond_broadcast(&g->cv);
-    }
-    pthread_mutex_unlock(&g->mu);
-    if (hc_depth > 0)
-        return hc_pend_add(b, (struct hc_pending){g, r, NULL, c->rank});
-    return hc_wait_round(b, g, r, c->rank);
+    return hc_arrive(b, g, r, c, host, recv);
 }
 
 /* ---- point to point -------------------------------------------------------- */
