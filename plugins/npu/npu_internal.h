@@ -12,6 +12,7 @@
  *   npu_kernels.c the kernel group on aclnn (libopapi.so): add, multiply,
  *                 relu through the two-phase aclnnXxxGetWorkspaceSize /
  *                 aclnnXxx calls
+ *   npu_collective.c the collective group on HCCL (libhccl.so)
  *
  * Loading. libascendcl.so is dlopen()ed on the first call that needs it
  * (get_device_count, get_device_props or init), from KEEL_NPU_ACL_LIBRARY
@@ -22,8 +23,9 @@
  * reports 0 devices and says why. The aclnn operators come from
  * libopapi.so (KEEL_NPU_OPAPI_LIBRARY overrides the name), opened by the
  * probe when ACL has devices; without it the plugin has no kernels and the
- * core runs every op on its CPU fallback. HCCL (libhccl.so) is not used
- * yet.
+ * core runs every op on its CPU fallback. HCCL (libhccl.so) carries the
+ * collective group; it is opened by the first collective call that needs
+ * it (npu_collective.c).
  *
  * ACL's current device. ACL binds a device (through its context) to the
  * calling host thread; the keel ABI names the device in every call. The
@@ -118,6 +120,7 @@ enum npu_kind {
     NPU_KIND_HOST_MEM,       /* memory.host_alloc */
     NPU_KIND_STREAM,         /* stream_create     */
     NPU_KIND_EVENT,          /* event_create      */
+    NPU_KIND_COMM,           /* comm_init_rank_bytes */
 };
 
 /* A live object: an allocation [base, base + size) or a handle (size 1). */
@@ -269,6 +272,14 @@ void npu_memory_finalize(void);
  * reason in npu_g.opapi_reason when it cannot. */
 void npu_kernels_load(void);
 void npu_kernels_unload(void);
+
+/* ---- npu_collective.c ---------------------------------------------------- */
+
+void npu_collective_unload(void);
+extern const keel_collective_ops npu_collective_ops;
+
+/* get_device_count, for the other groups (probes on first use). */
+keel_status npu_device_count(int32_t *count);
 
 extern const keel_kernel_ops npu_kernel_ops;
 extern const keel_memory_ops npu_memory_ops;

@@ -464,6 +464,11 @@ static keel_status npu_get_device_count(int32_t *count)
     return KEEL_STATUS_OK;
 }
 
+keel_status npu_device_count(int32_t *count)
+{
+    return npu_get_device_count(count);
+}
+
 static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
 {
     keel_device_props p;
@@ -500,7 +505,7 @@ static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
     /* KERNELS: the group is there; without libopapi.so its lookup finds
      * nothing and the core falls back. */
     p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST |
-                 KEEL_FEATURE_KERNELS;
+                 KEEL_FEATURE_KERNELS | KEEL_FEATURE_COLLECTIVES;
     if (ACL.aclrtEventElapsedTime)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
     if (npu_g.callbacks)
@@ -585,6 +590,7 @@ __attribute__((destructor)) static void npu_unload(void)
     for (int32_t i = 0; i < npu_g.ndev; i++)
         ACL.aclrtResetDevice(i);
     npu_kernels_unload();
+    npu_collective_unload();
     if (npu_g.acl_owned)
         ACL.aclFinalize();
     dlclose(ACL.lib);
@@ -603,7 +609,7 @@ static const keel_plugin_api npu_plugin_api = {
     .memory = &npu_memory_ops,
     .stream = &npu_stream_ops,
     .kernel = &npu_kernel_ops,
-    .collective = NULL,
+    .collective = &npu_collective_ops,
     .profiler = NULL,
 };
 
