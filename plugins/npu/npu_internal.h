@@ -35,9 +35,10 @@
  * npu_use()). A thread that has called into the plugin is therefore left
  * with the context of the last device it used; code outside keel on the
  * same thread that relies on ACL's current device must set it again. ACL
- * itself applies ASCEND_RT_VISIBLE_DEVICES (device i of the plugin is
- * device i of what ACL shows); the keel ABI has no visible-device list of
- * its own yet.
+ * itself applies ASCEND_RT_VISIBLE_DEVICES; on top of what ACL shows,
+ * set_visible_devices (ABI 1.3, KEEL_VISIBLE_DEVICES) picks ACL device
+ * ids: device i of the plugin is then ACL device list[i], and the probe
+ * never sets the others.
  *
  * Lifetime. aclInit runs once per process, in the probe, and aclFinalize
  * and aclrtResetDevice when the library is unloaded: CANN documents
@@ -155,6 +156,7 @@ bool npu_reg_pop(struct npu_reg *r, int32_t kind, struct npu_obj *out);
 struct keel_stream_s;
 
 struct npu_device {
+    int32_t acl_id; /* ACL's device id (set_visible_devices maps them) */
     aclrtContext ctx;
     uint64_t total_memory;
     uint32_t ai_cores;
@@ -180,6 +182,10 @@ struct npu_state {
     char soc[64];     /* aclrtGetSocName, "" when unknown */
     bool callbacks;   /* the four host-function calls resolved */
     struct npu_device dev[NPU_MAX_DEVICES];
+    /* set_visible_devices (ABI 1.3): ACL ids, applied by the probe */
+    int32_t visible[NPU_MAX_DEVICES];
+    int32_t nvisible; /* 0: every device ACL shows */
+    atomic_bool probed; /* the probe has started: too late for a list */
 
     pthread_mutex_t init_lock;
     atomic_bool initialized;

@@ -68,6 +68,10 @@ NPU_OPAPI_FUNCS(STANDIN_PROTO)
 NPU_HCCL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
 #undef STANDIN_PROTO
 API void acl_standin_fail_next(const char *name, int code);
+/* For the tests: how many aclrtSetDevice calls device `dev` holds, and
+ * which device's memory `p` is (-1: none). */
+API int acl_standin_device_sets(int dev);
+API int acl_standin_device_of(const void *p);
 
 /* ---- state ----------------------------------------------------------------- */
 
@@ -1512,6 +1516,23 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
                           aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
+}
+
+API int acl_standin_device_sets(int dev)
+{
+    int n;
+
+    pthread_mutex_lock(&g.mu);
+    n = dev >= 0 && dev < MAX_DEV ? g.refs[dev] : 0;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+API int acl_standin_device_of(const void *p)
+{
+    int dev = -1;
+
+    return is_device(p, 1, &dev) ? dev : -1;
 }
 
 /* ---- HCCL ----------------------------------------------------------------------

@@ -17,7 +17,10 @@
  *                                 failures are reported the same way;
  *                                 with the stand-in as libhccl.so, HCCL's
  *                                 4,108-byte ids reach HCCL whole and its
- *                                 failures are mapped and named.
+ *                                 failures are mapped and named;
+ *   test_npu_plugin visible       over the stand-in with
+ *                                 KEEL_VISIBLE_DEVICES=npu:1: one device,
+ *                                 ACL device 1, and ACL device 0 untouched.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -497,18 +500,59 @@ static void test_hccl_errors(void)
     keel_mem_free(npu0, b);
 }
 
+/* ---- visible devices -------------------------------------------------------- */
+
+/* KEEL_VISIBLE_DEVICES=npu:1 over the stand-in's 2 devices: one device,
+ * ACL device 1, and ACL device 0 is never set. */
+static void test_visible(void)
+{
+    const char *lib = getenv("KEEL_NPU_ACL_LIBRARY");
+    const keel_plugin_api *api;
+    keel_device_props props = {.struct_size = sizeof(props)};
+    int (*sets)(int), (*owner)(const void *);
+    keel_place pl;
+    keel_dptr p = 0;
+    void *h;
+
+    CU_ASSERT_EQUAL_FATAL(keel_device_count("npu"), 1);
+    api = npu_api();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->device->get_device_props(0, &props), KEEL_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(props.bus_id, "acl:1");
+    /* too late now: the plugin has probed */
+    CU_ASSERT_EQUAL(api->device->set_visible_devices((const int32_t[]){0}, 1),
+                    KEEL_STATUS_INVALID_STATE);
+    h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    *(void **)&sets = dlsym(h, "acl_standin_device_sets");
+    *(void **)&owner = dlsym(h, "acl_standin_device_of");
+    dlclose(h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sets);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    CU_ASSERT_EQUAL(sets(0), 0);
+    CU_ASSERT_EQUAL(sets(1), 1);
+    CU_ASSERT_EQUAL_FATAL(keel_place_parse("npu:0", &pl), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(pl, 256, &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(owner((const void *)(uintptr_t)p), 1);
+    CU_ASSERT_EQUAL(keel_mem_free(pl, p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_place_parse("npu:1", &pl),
+                    KEEL_STATUS_INVALID_DEVICE);
+}
+
 int main(int argc, char **argv)
 {
     CU_pSuite suite;
     bool errors = argc >= 2 && !strcmp(argv[1], "errors");
+    bool visible = argc >= 2 && !strcmp(argv[1], "visible");
     unsigned failed;
 
-    if (!errors && (argc < 3 || strcmp(argv[1], "absent"))) {
-        fprintf(stderr, "usage: %s absent TEXT | errors\n", argv[0]);
+    if (!errors && !visible && (argc < 3 || strcmp(argv[1], "absent"))) {
+        fprintf(stderr, "usage: %s absent TEXT | errors | visible\n",
+                argv[0]);
         return 2;
     }
-    want_reason = errors ? NULL : argv[2];
-    if (!errors && !getenv("KEEL_NPU_ACL_LIBRARY") &&
+    want_reason = errors || visible ? NULL : argv[2];
+    if (!errors && !visible && !getenv("KEEL_NPU_ACL_LIBRARY") &&
         keel_device_count("npu") > 0) {
         printf("SKIP: a libascendcl.so with devices is on the library path; "
                "this test is for machines without one\n");
@@ -517,7 +561,11 @@ int main(int argc, char **argv)
     }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    if (errors) {
+    if (visible) {
+        suite = CU_add_suite("npu over the stand-in: visible devices", NULL,
+                             NULL);
+        CU_add_test(suite, "KEEL_VISIBLE_DEVICES=npu:1", test_visible);
+    } else if (errors) {
         suite = CU_add_suite("npu over the stand-in: ACL errors", errors_init,
                              NULL);
         CU_add_test(suite, "aclrtMalloc BAD_ALLOC -> OUT_OF_MEMORY",
