@@ -27,7 +27,9 @@
  * and the collectives are checked at once and queued; group_end runs the
  * queue with one host thread per communicator (each with its device's
  * context current), so each rank's blocking calls wait only for the other
- * ranks' threads, and returns the first failure. Consecutive send/recv of
+ * ranks' threads, and returns the first failure; when a call inside the
+ * group was refused, group_end runs none of it (the other ranks would
+ * wait for that one forever). Consecutive send/recv of
  * one rank inside a group become one HcclBatchSendRecv, so that a ring of
  * sends does not wait on itself. Outside a group every call goes to HCCL
  * on the calling thread: one host thread per rank, as HCCL expects.
@@ -380,6 +382,11 @@ static void *lane_main(void *arg)
 
 static _Thread_local int group_depth;
 static _Thread_local struct job *group_head, *group_tail;
+/* A call inside the current group failed its checks: group_end then
+ * runs none of the group's calls, since the other ranks' calls would wait
+ * forever for the rank whose call was refused (communicators the group
+ * was to initialise stay unusable: calls on them answer INVALID_STATE). */
+static _Thread_local keel_status group_refused;
 
 static keel_status npu_group_start(void)
 {
@@ -399,12 +406,20 @@ static keel_status npu_group_end(void)
                         "group_end without group_start");
     if (--group_depth > 0)
         return KEEL_STATUS_OK;
+    if (group_refused)
+        fault_set(&f, group_refused, "group_end: a call inside the group was "
+                  "refused, so none of the group's calls were run (the "
+                  "other ranks would have waited for it)");
     /* Split the queue by communicator, keeping each one's order. */
     for (j = group_head; j; j = next) {
         int i;
 
         next = j->next;
         j->next = NULL;
+        if (group_refused) {
+            job_free(j);
+            continue;
+        }
         for (i = 0; i < nl && lanes[i].c != j->c; i++)
             ;
         if (i == nl) {
@@ -430,10 +445,11 @@ static keel_status npu_group_end(void)
         lanes[i].tail = j;
     }
     group_head = group_tail = NULL;
+    group_refused = KEEL_STATUS_OK;
     /* One thread per communicator; a single one runs here. */
-    if (!f.st && nl == 1) {
+    if (nl == 1) {
         lane_run_all(&lanes[0]);
-    } else if (!f.st) {
+    } else if (nl > 1) {
         for (int i = 0; i < nl; i++)
             lanes[i].started = pthread_create(&lanes[i].th, NULL, lane_main,
                                               &lanes[i]) == 0;
@@ -589,10 +605,19 @@ static struct job *job_new(enum job_kind k)
     return j;
 }
 
+/* A failure inside a group spoils the group (see group_refused). */
+static keel_status refused(keel_status st)
+{
+    if (st && group_depth > 0 && !group_refused)
+        group_refused = st;
+    return st;
+}
+
 /* prepare, then submit; frees the job on failure. */
 static keel_status go(struct job *j, keel_status st)
 {
     if (st) {
+        refused(st);
         job_free(j);
         return st;
     }
@@ -655,15 +680,15 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
 
     if (!comm || !id || size != HCCL_ROOT_INFO_BYTES || nranks < 1 ||
         rank < 0 || rank >= nranks)
-        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+        return refused(npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
                         "comm_init_rank_bytes(device %d, %d ranks, rank %d, "
                         "%u-byte id%s): invalid (ids are %d bytes)",
                         (int)device, (int)nranks, (int)rank, (unsigned)size,
-                        id ? "" : " NULL", HCCL_ROOT_INFO_BYTES);
+                        id ? "" : " NULL", HCCL_ROOT_INFO_BYTES));
     *comm = NULL;
     if ((st = npu_enter(device, "comm_init_rank_bytes")) ||
         (st = hccl_ready("comm_init_rank_bytes")))
-        return st;
+        return refused(st);
     c = calloc(1, sizeof(*c));
     j = job_new(J_INIT);
     if (j)
@@ -672,8 +697,8 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
         free(c);
         if (j)
             job_free(j);
-        return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                        "comm_init_rank_bytes: no host memory");
+        return refused(npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                                "comm_init_rank_bytes: no host memory"));
     }
     memcpy(j->id->internal, id, HCCL_ROOT_INFO_BYTES);
     c->device = device;
@@ -685,8 +710,8 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
     if (npu_reg_put(&npu_g.handles, &o) != 0) {
         free(c);
         job_free(j);
-        return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                        "comm_init_rank_bytes: no host memory");
+        return refused(npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                                "comm_init_rank_bytes: no host memory"));
     }
     if (group_depth > 0) {
         *comm = c;
@@ -802,10 +827,10 @@ static keel_status npu_reduce(keel_comm comm, keel_stream stream,
     keel_status st;
 
     if (hccl_loaded() && !hccl.HcclReduce)
-        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
-                        "reduce: this libhccl.so has no HcclReduce");
+        return refused(npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                                "reduce: this libhccl.so has no HcclReduce"));
     if (!(j = job_new(J_REDUCE)))
-        return KEEL_STATUS_OUT_OF_MEMORY;
+        return refused(KEEL_STATUS_OUT_OF_MEMORY);
     j->count = count;
     st = check_root(j, comm, root);
     if (!st) {
@@ -853,7 +878,7 @@ static keel_status npu_reduce_scatter(keel_comm comm, keel_stream stream,
     return go(j, st);
 }
 
-static keel_status a2av(keel_comm comm, keel_stream stream, keel_dptr send,
+static keel_status a2av_checked(keel_comm comm, keel_stream stream, keel_dptr send,
                         const uint64_t *sc, const uint64_t *sd,
                         keel_dptr recv, const uint64_t *rc,
                         const uint64_t *rd, keel_dtype dtype,
@@ -898,6 +923,16 @@ static keel_status a2av(keel_comm comm, keel_stream stream, keel_dptr send,
     return go(j, st);
 }
 
+static keel_status a2av(keel_comm comm, keel_stream stream, keel_dptr send,
+                        const uint64_t *sc, const uint64_t *sd,
+                        keel_dptr recv, const uint64_t *rc,
+                        const uint64_t *rd, keel_dtype dtype,
+                        const char *call)
+{
+    return refused(a2av_checked(comm, stream, send, sc, sd, recv, rc, rd,
+                                dtype, call));
+}
+
 static keel_status npu_all_to_allv(keel_comm comm, keel_stream stream,
                                    keel_dptr send, const uint64_t *sc,
                                    const uint64_t *sd, keel_dptr recv,
@@ -918,14 +953,14 @@ static keel_status npu_all_to_all(keel_comm comm, keel_stream stream,
     int n;
 
     if ((st = comm_get(comm, "all_to_all", &c)))
-        return st;
+        return refused(st);
     n = c->nranks;
     if (n > 1 && count > UINT64_MAX / (uint64_t)n)
-        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                        "all_to_all: count too large");
+        return refused(npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                                "all_to_all: count too large"));
     if (!(v = malloc(2 * (size_t)n * sizeof(uint64_t))))
-        return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                        "all_to_all: no host memory");
+        return refused(npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                                "all_to_all: no host memory"));
     for (int i = 0; i < n; i++) {
         v[i] = count;
         v[n + i] = count * (uint64_t)i;

@@ -442,7 +442,8 @@ static void test_hccl_ids(void)
 
 /* An HCCL failure is mapped and named; what HCCL lacks (average, int64
  * reductions) is NOT_SUPPORTED before HCCL is called; a one-rank
- * all_reduce computes; broadcast copies send to recv on the root. */
+ * all_reduce computes; broadcast copies send to recv on the root; a group
+ * in which one call was refused runs none of its calls. */
 static void test_hccl_errors(void)
 {
     const keel_plugin_api *api = npu_api();
@@ -494,6 +495,27 @@ static void test_hccl_errors(void)
     CU_ASSERT_EQUAL(memcmp(x, y, sizeof(x)), 0);
     CU_ASSERT_EQUAL(c->send(m, NULL, a, 4, KEEL_F32, 0),
                     KEEL_STATUS_INVALID_ARGUMENT); /* to itself */
+    /* a group with a refused call runs none of its calls */
+    CU_ASSERT_EQUAL(keel_mem_set(npu0, b, 0, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->group_start(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_SUM),
+                    KEEL_STATUS_OK); /* queued */
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_AVG),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(y[0], 0.0f);
+    CU_ASSERT_EQUAL(y[3], 0.0f);
+    /* and the next group works */
+    CU_ASSERT_EQUAL(c->group_start(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_SUM),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(x, y, sizeof(x)), 0);
     CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_INVALID_STATE);
     CU_ASSERT_EQUAL(c->comm_destroy(m), KEEL_STATUS_OK);
     keel_mem_free(npu0, a);
