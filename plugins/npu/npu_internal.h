@@ -12,6 +12,7 @@
  *   npu_kernels.c the kernel group on aclnn (libopapi.so): add, multiply,
  *                 relu through the two-phase aclnnXxxGetWorkspaceSize /
  *                 aclnnXxx calls
+ *   npu_collective.c the collective group on HCCL (libhccl.so)
  *
  * Loading. libascendcl.so is dlopen()ed on the first call that needs it
  * (get_device_count, get_device_props or init), from KEEL_NPU_ACL_LIBRARY
@@ -22,8 +23,9 @@
  * reports 0 devices and says why. The aclnn operators come from
  * libopapi.so (KEEL_NPU_OPAPI_LIBRARY overrides the name), opened by the
  * probe when ACL has devices; without it the plugin has no kernels and the
- * core runs every op on its CPU fallback. HCCL (libhccl.so) is not used
- * yet.
+ * core runs every op on its CPU fallback. HCCL (libhccl.so) carries the
+ * collective group; it is opened by the first collective call that needs
+ * it (npu_collective.c).
  *
  * ACL's current device. ACL binds a device (through its context) to the
  * calling host thread; the keel ABI names the device in every call. The
@@ -33,9 +35,10 @@
  * npu_use()). A thread that has called into the plugin is therefore left
  * with the context of the last device it used; code outside keel on the
  * same thread that relies on ACL's current device must set it again. ACL
- * itself applies ASCEND_RT_VISIBLE_DEVICES (device i of the plugin is
- * device i of what ACL shows); the keel ABI has no visible-device list of
- * its own yet.
+ * itself applies ASCEND_RT_VISIBLE_DEVICES; on top of what ACL shows,
+ * set_visible_devices (ABI 1.3, KEEL_VISIBLE_DEVICES) picks ACL device
+ * ids: device i of the plugin is then ACL device list[i], and the probe
+ * never sets the others.
  *
  * Lifetime. aclInit runs once per process, in the probe, and aclFinalize
  * and aclrtResetDevice when the library is unloaded: CANN documents
@@ -118,6 +121,7 @@ enum npu_kind {
     NPU_KIND_HOST_MEM,       /* memory.host_alloc */
     NPU_KIND_STREAM,         /* stream_create     */
     NPU_KIND_EVENT,          /* event_create      */
+    NPU_KIND_COMM,           /* comm_init_rank_bytes */
 };
 
 /* A live object: an allocation [base, base + size) or a handle (size 1). */
@@ -152,6 +156,7 @@ bool npu_reg_pop(struct npu_reg *r, int32_t kind, struct npu_obj *out);
 struct keel_stream_s;
 
 struct npu_device {
+    int32_t acl_id; /* ACL's device id (set_visible_devices maps them) */
     aclrtContext ctx;
     uint64_t total_memory;
     uint32_t ai_cores;
@@ -177,6 +182,10 @@ struct npu_state {
     char soc[64];     /* aclrtGetSocName, "" when unknown */
     bool callbacks;   /* the four host-function calls resolved */
     struct npu_device dev[NPU_MAX_DEVICES];
+    /* set_visible_devices (ABI 1.3): ACL ids, applied by the probe */
+    int32_t visible[NPU_MAX_DEVICES];
+    int32_t nvisible; /* 0: every device ACL shows */
+    atomic_bool probed; /* the probe has started: too late for a list */
 
     pthread_mutex_t init_lock;
     atomic_bool initialized;
@@ -269,6 +278,14 @@ void npu_memory_finalize(void);
  * reason in npu_g.opapi_reason when it cannot. */
 void npu_kernels_load(void);
 void npu_kernels_unload(void);
+
+/* ---- npu_collective.c ---------------------------------------------------- */
+
+void npu_collective_unload(void);
+extern const keel_collective_ops npu_collective_ops;
+
+/* get_device_count, for the other groups (probes on first use). */
+keel_status npu_device_count(int32_t *count);
 
 extern const keel_kernel_ops npu_kernel_ops;
 extern const keel_memory_ops npu_memory_ops;

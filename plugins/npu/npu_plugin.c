@@ -355,7 +355,8 @@ static void probe_device(int32_t i)
 
     d->ai_cores = 1;
     if (ACL.aclGetDeviceCapability &&
-        ACL.aclGetDeviceCapability((uint32_t)i, ACL_DEVICE_INFO_AI_CORE_NUM,
+        ACL.aclGetDeviceCapability((uint32_t)d->acl_id,
+                                   ACL_DEVICE_INFO_AI_CORE_NUM,
                                    &cores) == ACL_SUCCESS &&
         cores > 0 && cores <= INT32_MAX)
         d->ai_cores = (uint32_t)cores;
@@ -398,6 +399,17 @@ static void probe(void)
                        : "(unset)");
         return;
     }
+    /* A visible-device list names ACL ids, each of which must exist. */
+    for (int32_t i = 0; i < npu_g.nvisible; i++)
+        if ((uint32_t)npu_g.visible[i] >= n) {
+            no_devices("set_visible_devices (KEEL_VISIBLE_DEVICES) names "
+                       "ACL device %d, but %s shows %u device%s",
+                       (int)npu_g.visible[i], NPU_ACL_SONAME, (unsigned)n,
+                       n == 1 ? "" : "s");
+            return;
+        }
+    if (npu_g.nvisible)
+        n = (uint32_t)npu_g.nvisible;
     if (n > NPU_MAX_DEVICES) {
         npu_log(KEEL_LOG_WARN, "npu: %u devices, only the first %d are used",
                 (unsigned)n, NPU_MAX_DEVICES);
@@ -406,13 +418,14 @@ static void probe(void)
     for (uint32_t i = 0; i < n; i++) {
         struct npu_device *d = &npu_g.dev[ok];
 
-        e = ACL.aclrtSetDevice((int32_t)i);
+        d->acl_id = npu_g.nvisible ? npu_g.visible[i] : (int32_t)i;
+        e = ACL.aclrtSetDevice(d->acl_id);
         if (e == ACL_SUCCESS)
             e = ACL.aclrtGetCurrentContext(&d->ctx);
         if (e != ACL_SUCCESS) {
             reason_acl("aclrtSetDevice", e);
-            npu_log(KEEL_LOG_WARN, "npu: device %u is not used: %s",
-                    (unsigned)i, npu_g.reason);
+            npu_log(KEEL_LOG_WARN, "npu: ACL device %d is not used: %s",
+                    (int)d->acl_id, npu_g.reason);
             break; /* keep indices equal to ACL's */
         }
         probe_device(ok);
@@ -427,9 +440,15 @@ static void probe(void)
         npu_kernels_load();
 }
 
+static void probe_start(void)
+{
+    atomic_store(&npu_g.probed, true);
+    probe();
+}
+
 static void probe_once(void)
 {
-    pthread_once(&npu_g.probe_once, probe);
+    pthread_once(&npu_g.probe_once, probe_start);
 }
 
 /* ---- the device group ------------------------------------------------------ */
@@ -464,6 +483,11 @@ static keel_status npu_get_device_count(int32_t *count)
     return KEEL_STATUS_OK;
 }
 
+keel_status npu_device_count(int32_t *count)
+{
+    return npu_get_device_count(count);
+}
+
 static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
 {
     keel_device_props p;
@@ -490,6 +514,8 @@ static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
     snprintf(p.vendor, sizeof(p.vendor), "Huawei");
     snprintf(p.arch, sizeof(p.arch), "%.31s",
              npu_g.soc[0] ? npu_g.soc : "ascend");
+    /* which ACL device this index is (set_visible_devices maps them) */
+    snprintf(p.bus_id, sizeof(p.bus_id), "acl:%d", (int)d->acl_id);
     p.total_memory = d->total_memory ? d->total_memory : 1;
     p.compute_units = d->ai_cores;
     p.clock_khz = 0;
@@ -500,7 +526,7 @@ static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
     /* KERNELS: the group is there; without libopapi.so its lookup finds
      * nothing and the core falls back. */
     p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST |
-                 KEEL_FEATURE_KERNELS;
+                 KEEL_FEATURE_KERNELS | KEEL_FEATURE_COLLECTIVES;
     if (ACL.aclrtEventElapsedTime)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
     if (npu_g.callbacks)
@@ -566,6 +592,36 @@ static keel_status npu_synchronize(int32_t device)
     return npu_device_sync(device, "synchronize");
 }
 
+/* Before the probe only (it is what sets devices): the loader calls it
+ * before anything else. Ids are ACL's; the probe checks that they exist. */
+static keel_status npu_set_visible_devices(const int32_t *devices,
+                                           int32_t count)
+{
+    if (atomic_load(&npu_g.probed))
+        return npu_fail(KEEL_STATUS_INVALID_STATE,
+                        "set_visible_devices: the plugin has probed its "
+                        "devices already (after get_device_count, "
+                        "get_device_props or init)");
+    if (!devices || count < 1 || count > NPU_MAX_DEVICES)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                        "set_visible_devices: %d devices (1 to %d, list not "
+                        "NULL)", (int)count, NPU_MAX_DEVICES);
+    for (int32_t i = 0; i < count; i++) {
+        if (devices[i] < 0)
+            return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                            "set_visible_devices: device %d is negative",
+                            (int)devices[i]);
+        for (int32_t j = 0; j < i; j++)
+            if (devices[j] == devices[i])
+                return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                                "set_visible_devices: device %d is listed "
+                                "twice", (int)devices[i]);
+    }
+    memcpy(npu_g.visible, devices, (size_t)count * sizeof(*devices));
+    npu_g.nvisible = count;
+    return KEEL_STATUS_OK;
+}
+
 static const keel_device_ops npu_device_ops = {
     .header = KEEL_TABLE_HEADER(keel_device_ops),
     .init = npu_init,
@@ -573,6 +629,7 @@ static const keel_device_ops npu_device_ops = {
     .get_device_count = npu_get_device_count,
     .get_device_props = npu_get_device_props,
     .synchronize = npu_synchronize,
+    .set_visible_devices = npu_set_visible_devices,
 };
 
 /* ACL is initialised once per process (see npu_internal.h): released when
@@ -583,8 +640,9 @@ __attribute__((destructor)) static void npu_unload(void)
         return;
     npu_finalize();
     for (int32_t i = 0; i < npu_g.ndev; i++)
-        ACL.aclrtResetDevice(i);
+        ACL.aclrtResetDevice(npu_g.dev[i].acl_id);
     npu_kernels_unload();
+    npu_collective_unload();
     if (npu_g.acl_owned)
         ACL.aclFinalize();
     dlclose(ACL.lib);
@@ -603,7 +661,7 @@ static const keel_plugin_api npu_plugin_api = {
     .memory = &npu_memory_ops,
     .stream = &npu_stream_ops,
     .kernel = &npu_kernel_ops,
-    .collective = NULL,
+    .collective = &npu_collective_ops,
     .profiler = NULL,
 };
 

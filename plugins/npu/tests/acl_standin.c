@@ -31,7 +31,11 @@
  * ACL_STANDIN_FAULT plants a bug that conformance must catch: corrupt_d2h
  * flips a byte of every device-to-host copy, skip_wait makes
  * aclrtStreamWaitEvent wait for nothing, add_wrong puts 1 too much into
- * one element of every aclnnAdd result.
+ * one element of every aclnnAdd result, allreduce_wrong likewise into
+ * one element of every HcclAllReduce result.
+ *
+ * It serves as libhccl.so too (the HCCL section at the end): in-process
+ * ranks on the stand-in's devices, host reductions.
  *
  * What it proves and what it cannot: docs/npu-plugin.md.
  */
@@ -51,6 +55,7 @@
 #include <keel/kit.h> /* float16 / bfloat16 conversions only */
 
 #include "acl_api.h"
+#include "hccl_api.h"
 
 #define API __attribute__((visibility("default")))
 #define MAX_DEV 16
@@ -60,8 +65,13 @@
 #define STANDIN_PROTO(ret, name, params) API ret name params;
 NPU_ACL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
 NPU_OPAPI_FUNCS(STANDIN_PROTO)
+NPU_HCCL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
 #undef STANDIN_PROTO
 API void acl_standin_fail_next(const char *name, int code);
+/* For the tests: how many aclrtSetDevice calls device `dev` holds, and
+ * which device's memory `p` is (-1: none). */
+API int acl_standin_device_sets(int dev);
+API int acl_standin_device_of(const void *p);
 
 /* ---- state ----------------------------------------------------------------- */
 
@@ -85,7 +95,7 @@ struct sevent {
     int refs;           /* the handle + queued work naming it */
 };
 
-enum task_kind { T_COPY, T_SET, T_RECORD, T_WAIT, T_CALLBACK, T_OP };
+enum task_kind { T_COPY, T_SET, T_RECORD, T_WAIT, T_CALLBACK, T_OP, T_FN };
 
 struct aclOpExecutor;
 
@@ -137,7 +147,7 @@ static struct {
     struct sblock *blocks;
     struct sstream *streams;
     struct report *reports;
-    bool corrupt_d2h, skip_wait, add_wrong;
+    bool corrupt_d2h, skip_wait, add_wrong, allreduce_wrong;
     /* one armed failure */
     char fail_name[64];
     int fail_code;
@@ -193,6 +203,7 @@ static void arm_from_env(void)
     g.corrupt_d2h = fault && !strcmp(fault, "corrupt_d2h");
     g.skip_wait = fault && !strcmp(fault, "skip_wait");
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
+    g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */
@@ -672,6 +683,9 @@ static void run(struct sstream *s, struct task *t)
         break;
     case T_OP:
         op_run(t->op);
+        break;
+    case T_FN: /* HCCL work: fn(user) on the stream's thread */
+        t->fn(t->user);
         break;
     }
 }
@@ -1502,6 +1516,778 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
                           aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
+}
+
+API int acl_standin_device_sets(int dev)
+{
+    int n;
+
+    pthread_mutex_lock(&g.mu);
+    n = dev >= 0 && dev < MAX_DEV ? g.refs[dev] : 0;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+API int acl_standin_device_of(const void *p)
+{
+    int dev = -1;
+
+    return is_device(p, 1, &dev) ? dev : -1;
+}
+
+/* ---- HCCL ----------------------------------------------------------------------
+ *
+ * The collective entry points of libhccl.so (plugins/npu/hccl_api.h), for
+ * ranks in this process on the stand-in's devices. HcclGetRootInfo makes
+ * a 4,108-byte root info whose every byte is a function of a serial
+ * number, and HcclCommInitRootInfo refuses one that does not check out
+ * (an id cut to 128 bytes, say), then waits until all nRanks have joined
+ * (HCCL_E_TIMEOUT after ACL_STANDIN_HCCL_TIMEOUT_S, default 60 s). A
+ * communicator belongs to the device current when it was made, and every
+ * call checks that this device is current, that the stream is one of its
+ * streams (there is no NULL stream), that the buffers are its memory and
+ * that the dtype is one hccl.h lists for that collective. The work runs
+ * on the stream's thread: each rank posts its part and the last to arrive
+ * computes everyone's result on the host. Sends wait until received.
+ * ACL_STANDIN_FAULT=allreduce_wrong adds 1 to the first element of the
+ * last rank's all_reduce result.
+ */
+
+#define ROOT_MAGIC 0x6b65656cu
+
+enum ckind { K_ALL_REDUCE, K_BROADCAST, K_REDUCE, K_ALL_GATHER,
+             K_REDUCE_SCATTER, K_ALL_TO_ALLV };
+
+struct world;
+
+struct scomm {
+    struct world *w;
+    int rank, device;
+    struct scomm *next;
+};
+
+struct cpart {
+    enum ckind kind;
+    struct scomm *c;
+    char *send, *recv;
+    uint64_t count;
+    HcclDataType dt;
+    HcclReduceOp op;
+    uint32_t root;
+    uint64_t *v; /* all_to_allv: counts and displacements, 4 * n */
+};
+
+struct msg {
+    int src, dst;
+    char *buf;
+    size_t bytes;
+    bool done;
+    struct msg *next;
+};
+
+struct world {
+    uint32_t serial;
+    int n, joined;
+    bool taken[MAX_DEV * 4];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t gen;
+    int arrived;
+    struct cpart *part[MAX_DEV * 4];
+    struct msg *mail;
+    int refs;
+    struct world *next;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t joined; /* with mu: a rank joined a world */
+    uint32_t serial;
+    struct world *worlds;
+    struct scomm *comms;
+} hc = {.mu = PTHREAD_MUTEX_INITIALIZER, .joined = PTHREAD_COND_INITIALIZER};
+
+static uint8_t root_byte(uint32_t serial, size_t i)
+{
+    return (uint8_t)((serial * 131u + (uint32_t)i * 7u + (uint32_t)(i >> 8)) &
+                     0xff);
+}
+
+API const char *HcclGetErrorString(HcclResult code)
+{
+    switch (code) {
+#define HC_NAME(name, value) case name: return "stand-in: " #name;
+    NPU_HCCL_RESULTS(HC_NAME)
+#undef HC_NAME
+    default: return "stand-in: unknown HCCL result";
+    }
+}
+
+static HcclResult hfail(HcclResult r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static HcclResult hfail(HcclResult r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+    va_end(ap);
+    if (getenv("ACL_STANDIN_VERBOSE"))
+        fprintf(stderr, "hccl stand-in: %s\n", errmsg);
+    return r;
+}
+
+API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo)
+{
+    uint32_t serial;
+    int dev = here("HcclGetRootInfo");
+
+    if (dev < 0)
+        return hfail(HCCL_E_RUNTIME, "HcclGetRootInfo: %s", errmsg);
+    if (!rootInfo)
+        return hfail(HCCL_E_PTR, "HcclGetRootInfo: rootInfo is NULL");
+    pthread_mutex_lock(&hc.mu);
+    serial = ++hc.serial;
+    pthread_mutex_unlock(&hc.mu);
+    memcpy(rootInfo->internal, &(uint32_t){ROOT_MAGIC}, 4);
+    memcpy(rootInfo->internal + 4, &serial, 4);
+    for (size_t i = 8; i < HCCL_ROOT_INFO_BYTES; i++)
+        rootInfo->internal[i] = (char)root_byte(serial, i);
+    return HCCL_SUCCESS;
+}
+
+static int hc_timeout_s(void)
+{
+    const char *t = getenv("ACL_STANDIN_HCCL_TIMEOUT_S");
+    int v = t ? atoi(t) : 0;
+
+    return v > 0 ? v : 60;
+}
+
+API HcclResult HcclCommInitRootInfo(uint32_t nRanks,
+                                    const HcclRootInfo *rootInfo,
+                                    uint32_t rank, HcclComm *comm)
+{
+    uint32_t magic, serial;
+    struct world *w;
+    struct scomm *c;
+    struct timespec until;
+    int dev = here("HcclCommInitRootInfo");
+    HcclResult r = HCCL_SUCCESS;
+
+    if (dev < 0)
+        return hfail(HCCL_E_RUNTIME, "HcclCommInitRootInfo: %s", errmsg);
+    if (!rootInfo || !comm)
+        return hfail(HCCL_E_PTR, "HcclCommInitRootInfo: NULL argument");
+    if (nRanks < 1 || nRanks > MAX_DEV * 4 || rank >= nRanks)
+        return hfail(HCCL_E_PARA, "HcclCommInitRootInfo: rank %u of %u",
+                     rank, nRanks);
+    memcpy(&magic, rootInfo->internal, 4);
+    memcpy(&serial, rootInfo->internal + 4, 4);
+    if (magic != ROOT_MAGIC)
+        return hfail(HCCL_E_PARA, "HcclCommInitRootInfo: not a root info");
+    for (size_t i = 8; i < HCCL_ROOT_INFO_BYTES; i++)
+        if ((uint8_t)rootInfo->internal[i] != root_byte(serial, i))
+            return hfail(HCCL_E_PARA,
+                         "HcclCommInitRootInfo: root info damaged at byte %zu "
+                         "of %d", i, HCCL_ROOT_INFO_BYTES);
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return hfail(HCCL_E_MEMORY, "HcclCommInitRootInfo: no memory");
+    pthread_mutex_lock(&hc.mu);
+    for (w = hc.worlds; w && w->serial != serial; w = w->next)
+        ;
+    if (!w && (w = calloc(1, sizeof(*w))) != NULL) {
+        w->serial = serial;
+        w->n = (int)nRanks;
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        w->next = hc.worlds;
+        hc.worlds = w;
+    }
+    if (!w)
+        r = hfail(HCCL_E_MEMORY, "HcclCommInitRootInfo: no memory");
+    else if (w->n != (int)nRanks || w->taken[rank] || w->joined == w->n)
+        r = hfail(HCCL_E_PARA,
+                  "HcclCommInitRootInfo: rank %u of %u does not fit the "
+                  "communicator (%d ranks, rank taken: %d)",
+                  rank, nRanks, w->n, (int)w->taken[rank]);
+    else {
+        w->taken[rank] = true;
+        w->joined++;
+        w->refs++;
+        c->w = w;
+        c->rank = (int)rank;
+        c->device = dev;
+        c->next = hc.comms;
+        hc.comms = c;
+    }
+    pthread_mutex_unlock(&hc.mu);
+    if (r != HCCL_SUCCESS) {
+        free(c);
+        return r;
+    }
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += hc_timeout_s();
+    pthread_mutex_lock(&hc.mu);
+    pthread_cond_broadcast(&hc.joined);
+    while (w->joined < w->n && r == HCCL_SUCCESS)
+        if (pthread_cond_timedwait(&hc.joined, &hc.mu, &until) == ETIMEDOUT)
+            r = hfail(HCCL_E_TIMEOUT,
+                      "HcclCommInitRootInfo: %d of %d ranks joined",
+                      w->joined, w->n);
+    pthread_mutex_unlock(&hc.mu);
+    *comm = c;
+    return r;
+}
+
+/* A live communicator made on the current device. */
+static HcclResult comm_here(HcclComm comm, const char *call,
+                            struct scomm **out)
+{
+    struct scomm *c;
+    int dev = here(call);
+
+    if (dev < 0)
+        return hfail(HCCL_E_RUNTIME, "%s: %s", call, errmsg);
+    pthread_mutex_lock(&hc.mu);
+    for (c = hc.comms; c && c != comm; c = c->next)
+        ;
+    pthread_mutex_unlock(&hc.mu);
+    if (!c)
+        return hfail(HCCL_E_PARA, "%s: %p is not a live communicator", call,
+                     comm);
+    if (c->device != dev)
+        return hfail(HCCL_E_PARA,
+                     "%s: communicator of device %d used with device %d "
+                     "current", call, c->device, dev);
+    *out = c;
+    return HCCL_SUCCESS;
+}
+
+API HcclResult HcclCommDestroy(HcclComm comm)
+{
+    struct scomm **pp, *c = NULL;
+    struct world *w = NULL;
+
+    pthread_mutex_lock(&hc.mu);
+    for (pp = &hc.comms; *pp; pp = &(*pp)->next)
+        if (*pp == comm) {
+            c = *pp;
+            *pp = c->next;
+            break;
+        }
+    if (c && --c->w->refs == 0) {
+        struct world **wp;
+        w = c->w;
+        for (wp = &hc.worlds; *wp; wp = &(*wp)->next)
+            if (*wp == w) {
+                *wp = w->next;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&hc.mu);
+    if (!c)
+        return hfail(HCCL_E_PARA, "HcclCommDestroy: %p is not a live "
+                     "communicator", comm);
+    if (w) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+    }
+    free(c);
+    return HCCL_SUCCESS;
+}
+
+static size_t hdt_size(HcclDataType dt)
+{
+    switch (dt) {
+    case HCCL_DATA_TYPE_INT8: case HCCL_DATA_TYPE_UINT8: return 1;
+    case HCCL_DATA_TYPE_INT16: case HCCL_DATA_TYPE_UINT16:
+    case HCCL_DATA_TYPE_FP16: case HCCL_DATA_TYPE_BFP16: return 2;
+    case HCCL_DATA_TYPE_INT32: case HCCL_DATA_TYPE_UINT32:
+    case HCCL_DATA_TYPE_FP32: return 4;
+    case HCCL_DATA_TYPE_INT64: case HCCL_DATA_TYPE_UINT64:
+    case HCCL_DATA_TYPE_FP64: return 8;
+    default: return 0;
+    }
+}
+
+/* The dtypes hccl.h's comments list: reducing collectives take fewer. */
+static bool hdt_ok(enum ckind k, HcclDataType dt)
+{
+    switch (k) {
+    case K_ALL_REDUCE:
+    case K_REDUCE:
+        return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT16 ||
+               dt == HCCL_DATA_TYPE_INT32 || dt == HCCL_DATA_TYPE_FP16 ||
+               dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_BFP16;
+    case K_REDUCE_SCATTER:
+        return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
+               dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32 ||
+               dt == HCCL_DATA_TYPE_BFP16;
+    default:
+        return hdt_size(dt) != 0;
+    }
+}
+
+static double hld(HcclDataType dt, const char *p)
+{
+    switch (dt) {
+    case HCCL_DATA_TYPE_INT8: return *(const int8_t *)p;
+    case HCCL_DATA_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case HCCL_DATA_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case HCCL_DATA_TYPE_FP32: { float v; memcpy(&v, p, 4); return v; }
+    case HCCL_DATA_TYPE_FP16: { uint16_t h; memcpy(&h, p, 2);
+                                return keel_kit_f16_to_f32(h); }
+    case HCCL_DATA_TYPE_BFP16: { uint16_t h; memcpy(&h, p, 2);
+                                 return keel_kit_bf16_to_f32(h); }
+    default: return 0;
+    }
+}
+
+static void hst(HcclDataType dt, char *p, double v)
+{
+    switch (dt) {
+    case HCCL_DATA_TYPE_INT8: *(int8_t *)p = (int8_t)v; break;
+    case HCCL_DATA_TYPE_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+    case HCCL_DATA_TYPE_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
+    case HCCL_DATA_TYPE_FP32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case HCCL_DATA_TYPE_FP16: { uint16_t h = keel_kit_f32_to_f16((float)v);
+                                memcpy(p, &h, 2); break; }
+    case HCCL_DATA_TYPE_BFP16: { uint16_t h = keel_kit_f32_to_bf16((float)v);
+                                 memcpy(p, &h, 2); break; }
+    default: break;
+    }
+}
+
+static double hred(HcclReduceOp op, double a, double b)
+{
+    switch (op) {
+    case HCCL_REDUCE_PROD: return a * b;
+    case HCCL_REDUCE_MAX: return a > b ? a : b;
+    case HCCL_REDUCE_MIN: return a < b ? a : b;
+    default: return a + b;
+    }
+}
+
+/* Element j of the reduction over ranks of part[r]->send + off. */
+static double reduced(struct world *w, size_t off, uint64_t j)
+{
+    HcclDataType dt = w->part[0]->dt;
+    size_t es = hdt_size(dt);
+    double acc = hld(dt, w->part[0]->send + off + j * es);
+
+    for (int r = 1; r < w->n; r++)
+        acc = hred(w->part[0]->op, acc, hld(dt, w->part[r]->send + off + j * es));
+    return acc;
+}
+
+/* Called by the last rank to arrive: everyone's result, on the host. */
+static void compute(struct world *w)
+{
+    struct cpart *p0 = w->part[0];
+    size_t es = hdt_size(p0->dt);
+    uint64_t cnt = p0->count;
+    int n = w->n;
+
+    for (int r = 1; r < n; r++)
+        if (w->part[r]->kind != p0->kind || w->part[r]->count != cnt ||
+            w->part[r]->dt != p0->dt || w->part[r]->op != p0->op ||
+            w->part[r]->root != p0->root) {
+            fprintf(stderr, "hccl stand-in: ranks 0 and %d issued different "
+                    "collectives; nothing computed\n", r);
+            return;
+        }
+    switch (p0->kind) {
+    case K_ALL_REDUCE:
+    case K_REDUCE: {
+        double *tmp = malloc((cnt ? cnt : 1) * sizeof(double));
+        if (!tmp)
+            return;
+        for (uint64_t j = 0; j < cnt; j++)
+            tmp[j] = reduced(w, 0, j);
+        for (int r = 0; r < n; r++) {
+            if (p0->kind == K_REDUCE && (uint32_t)r != p0->root)
+                continue;
+            for (uint64_t j = 0; j < cnt; j++)
+                hst(p0->dt, w->part[r]->recv + j * es, tmp[j]);
+        }
+        if (p0->kind == K_ALL_REDUCE && g.allreduce_wrong && cnt)
+            hst(p0->dt, w->part[n - 1]->recv,
+                hld(p0->dt, w->part[n - 1]->recv) + 1);
+        free(tmp);
+        break;
+    }
+    case K_BROADCAST:
+        for (int r = 0; r < n; r++)
+            if ((uint32_t)r != p0->root && cnt)
+                memcpy(w->part[r]->recv, w->part[p0->root]->recv, cnt * es);
+        break;
+    case K_ALL_GATHER:
+        for (int r = 0; r < n; r++)
+            for (int q = 0; q < n && cnt; q++)
+                memmove(w->part[r]->recv + (size_t)q * cnt * es,
+                        w->part[q]->send, cnt * es);
+        break;
+    case K_REDUCE_SCATTER: {
+        double *tmp = malloc(((size_t)n * cnt + 1) * sizeof(double));
+        if (!tmp)
+            return;
+        for (int r = 0; r < n; r++)
+            for (uint64_t j = 0; j < cnt; j++)
+                tmp[(size_t)r * cnt + j] = reduced(w, (size_t)r * cnt * es, j);
+        for (int r = 0; r < n; r++)
+            for (uint64_t j = 0; j < cnt; j++)
+                hst(p0->dt, w->part[r]->recv + j * es,
+                    tmp[(size_t)r * cnt + j]);
+        free(tmp);
+        break;
+    }
+    case K_ALL_TO_ALLV: {
+        /* stage every block first: send and recv may overlap */
+        char **blk = calloc((size_t)n * n, sizeof(char *));
+        if (!blk)
+            return;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                uint64_t *vi = w->part[i]->v, *vj = w->part[j]->v;
+                if (vi[j] != vj[2 * n + i])
+                    fprintf(stderr, "hccl stand-in: AlltoAllV: rank %d sends "
+                            "%llu to %d, which expects %llu\n", i,
+                            (unsigned long long)vi[j], j,
+                            (unsigned long long)vj[2 * n + i]);
+                else if (vi[j] && (blk[i * n + j] = malloc(vi[j] * es)))
+                    memcpy(blk[i * n + j], w->part[i]->send + vi[n + j] * es,
+                           vi[j] * es);
+            }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                uint64_t *vi = w->part[i]->v, *vj = w->part[j]->v;
+                if (blk[i * n + j])
+                    memcpy(w->part[j]->recv + vj[3 * n + i] * es,
+                           blk[i * n + j], vi[j] * es);
+                free(blk[i * n + j]);
+            }
+        free(blk);
+        break;
+    }
+    }
+}
+
+/* On the stream's thread: post this rank's part, wait for the others. */
+static void coll_task(void *arg)
+{
+    struct cpart *p = arg;
+    struct world *w = p->c->w;
+    uint64_t gen;
+
+    pthread_mutex_lock(&w->mu);
+    gen = w->gen;
+    w->part[p->c->rank] = p;
+    if (++w->arrived == w->n) {
+        compute(w);
+        w->arrived = 0;
+        w->gen++;
+        pthread_cond_broadcast(&w->cv);
+    } else {
+        while (w->gen == gen)
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(p->v);
+    free(p);
+}
+
+/* A buffer of `n` bytes on the communicator's device (n 0: anything). */
+static HcclResult want_buf(const struct scomm *c, const void *p, size_t n,
+                           const char *call, const char *which)
+{
+    int owner = -1;
+
+    if (!n)
+        return HCCL_SUCCESS;
+    if (!is_device(p, n, &owner) || owner != c->device)
+        return hfail(HCCL_E_PARA,
+                     "%s: %s %p (+%zu) is not memory of device %d", call,
+                     which, p, n, c->device);
+    return HCCL_SUCCESS;
+}
+
+static HcclResult coll_post(enum ckind k, void *send, uint64_t nsend,
+                            void *recv, uint64_t nrecv, uint64_t count,
+                            HcclDataType dt, HcclReduceOp op, uint32_t root,
+                            const uint64_t *v, HcclComm comm,
+                            aclrtStream stream, const char *call)
+{
+    struct scomm *c = NULL;
+    struct sstream *s;
+    struct cpart *p;
+    aclError e;
+    HcclResult r;
+    size_t es;
+
+    if ((r = (HcclResult)injected(call)))
+        return hfail(r, "%s: injected failure", call);
+    if ((r = comm_here(comm, call, &c)))
+        return r;
+    if (!hdt_ok(k, dt))
+        return hfail(HCCL_E_NOT_SUPPORT, "%s: data type %d not supported",
+                     call, dt);
+    if ((k == K_ALL_REDUCE || k == K_REDUCE || k == K_REDUCE_SCATTER) &&
+        (op < HCCL_REDUCE_SUM || op > HCCL_REDUCE_MIN))
+        return hfail(HCCL_E_PARA, "%s: reduce op %d", call, op);
+    if ((k == K_BROADCAST || k == K_REDUCE) && root >= (uint32_t)c->w->n)
+        return hfail(HCCL_E_PARA, "%s: root %u of %d", call, root, c->w->n);
+    es = hdt_size(dt);
+    if ((r = want_buf(c, send, nsend * es, call, "sendBuf")) ||
+        (r = want_buf(c, recv, nrecv * es, call, "recvBuf")))
+        return r;
+    s = stream_of(stream, c->device, call, &e);
+    if (!s)
+        return hfail(HCCL_E_PARA, "%s: %s", call, errmsg);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return hfail(HCCL_E_MEMORY, "%s: no memory", call);
+    *p = (struct cpart){.kind = k, .c = c, .send = send, .recv = recv,
+                        .count = count, .dt = dt, .op = op, .root = root};
+    if (v) {
+        size_t nb = 4 * (size_t)c->w->n * sizeof(uint64_t);
+        if (!(p->v = malloc(nb))) {
+            free(p);
+            return hfail(HCCL_E_MEMORY, "%s: no memory", call);
+        }
+        memcpy(p->v, v, nb);
+    }
+    if (enqueue(s, &(struct task){.kind = T_FN, .fn = coll_task, .user = p})) {
+        free(p->v);
+        free(p);
+        return hfail(HCCL_E_MEMORY, "%s: no memory", call);
+    }
+    return HCCL_SUCCESS;
+}
+
+API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
+                             HcclDataType dataType, HcclReduceOp op,
+                             HcclComm comm, aclrtStream stream)
+{
+    return coll_post(K_ALL_REDUCE, sendBuf, count, recvBuf, count, count,
+                     dataType, op, 0, NULL, comm, stream, "HcclAllReduce");
+}
+
+API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType,
+                             uint32_t root, HcclComm comm, aclrtStream stream)
+{
+    return coll_post(K_BROADCAST, NULL, 0, buf, count, count, dataType, 0,
+                     root, NULL, comm, stream, "HcclBroadcast");
+}
+
+API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count,
+                          HcclDataType dataType, HcclReduceOp op,
+                          uint32_t root, HcclComm comm, aclrtStream stream)
+{
+    struct scomm *c = NULL;
+    HcclResult r = comm_here(comm, "HcclReduce", &c);
+
+    if (r)
+        return r;
+    return coll_post(K_REDUCE, sendBuf, count, recvBuf,
+                     (uint32_t)c->rank == root ? count : 0, count, dataType,
+                     op, root, NULL, comm, stream, "HcclReduce");
+}
+
+API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+                             HcclDataType dataType, HcclComm comm,
+                             aclrtStream stream)
+{
+    struct scomm *c = NULL;
+    HcclResult r = comm_here(comm, "HcclAllGather", &c);
+
+    if (r)
+        return r;
+    return coll_post(K_ALL_GATHER, sendBuf, sendCount, recvBuf,
+                     sendCount * (uint64_t)c->w->n, sendCount, dataType, 0, 0,
+                     NULL, comm, stream, "HcclAllGather");
+}
+
+API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf,
+                                 uint64_t recvCount, HcclDataType dataType,
+                                 HcclReduceOp op, HcclComm comm,
+                                 aclrtStream stream)
+{
+    struct scomm *c = NULL;
+    HcclResult r = comm_here(comm, "HcclReduceScatter", &c);
+
+    if (r)
+        return r;
+    return coll_post(K_REDUCE_SCATTER, sendBuf, recvCount * (uint64_t)c->w->n,
+                     recvBuf, recvCount, recvCount, dataType, op, 0, NULL,
+                     comm, stream, "HcclReduceScatter");
+}
+
+API HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts,
+                             const void *sdispls, HcclDataType sendType,
+                             const void *recvBuf, const void *recvCounts,
+                             const void *rdispls, HcclDataType recvType,
+                             HcclComm comm, aclrtStream stream)
+{
+    struct scomm *c = NULL;
+    HcclResult r = comm_here(comm, "HcclAlltoAllV", &c);
+    uint64_t *v, send_end = 0, recv_end = 0;
+    int n;
+
+    if (r)
+        return r;
+    if (!sendCounts || !sdispls || !recvCounts || !rdispls)
+        return hfail(HCCL_E_PTR, "HcclAlltoAllV: NULL count array");
+    if (sendType != recvType)
+        return hfail(HCCL_E_PARA, "HcclAlltoAllV: send and receive types "
+                     "differ");
+    n = c->w->n;
+    v = malloc(4 * (size_t)n * sizeof(uint64_t));
+    if (!v)
+        return hfail(HCCL_E_MEMORY, "HcclAlltoAllV: no memory");
+    memcpy(v, sendCounts, (size_t)n * 8);
+    memcpy(v + n, sdispls, (size_t)n * 8);
+    memcpy(v + 2 * n, recvCounts, (size_t)n * 8);
+    memcpy(v + 3 * n, rdispls, (size_t)n * 8);
+    for (int i = 0; i < n; i++) {
+        if (v[i] && v[n + i] + v[i] > send_end)
+            send_end = v[n + i] + v[i];
+        if (v[2 * n + i] && v[3 * n + i] + v[2 * n + i] > recv_end)
+            recv_end = v[3 * n + i] + v[2 * n + i];
+    }
+    r = coll_post(K_ALL_TO_ALLV, (void *)(uintptr_t)sendBuf, send_end,
+                  (void *)(uintptr_t)recvBuf, recv_end, 0, sendType, 0, 0, v,
+                  comm, stream, "HcclAlltoAllV");
+    free(v);
+    return r;
+}
+
+/* ---- point to point -------------------------------------------------------- */
+
+struct p2p_batch {
+    struct scomm *c;
+    uint32_t n;
+    HcclSendRecvItem items[];
+};
+
+/* On the stream's thread: post the sends, take the receives (in order,
+ * from the oldest matching send), then wait until the sends were taken. */
+static void p2p_task(void *arg)
+{
+    struct p2p_batch *b = arg;
+    struct world *w = b->c->w;
+    struct msg **mine = calloc(b->n ? b->n : 1, sizeof(*mine));
+    int me = b->c->rank;
+
+    pthread_mutex_lock(&w->mu);
+    for (uint32_t i = 0; i < b->n && mine; i++) {
+        HcclSendRecvItem *it = &b->items[i];
+        struct msg *m, **pp;
+        if (it->sendRecvType != HCCL_SEND || !(m = calloc(1, sizeof(*m))))
+            continue;
+        *m = (struct msg){.src = me, .dst = (int)it->remoteRank,
+                          .buf = it->buf,
+                          .bytes = it->count * hdt_size(it->dataType)};
+        for (pp = &w->mail; *pp; pp = &(*pp)->next)
+            ;
+        *pp = m;
+        mine[i] = m;
+    }
+    pthread_cond_broadcast(&w->cv);
+    for (uint32_t i = 0; i < b->n; i++) {
+        HcclSendRecvItem *it = &b->items[i];
+        struct msg *m = NULL;
+        if (it->sendRecvType != HCCL_RECV)
+            continue;
+        for (;;) {
+            for (m = w->mail; m; m = m->next)
+                if (!m->done && m->src == (int)it->remoteRank && m->dst == me)
+                    break;
+            if (m)
+                break;
+            pthread_cond_wait(&w->cv, &w->mu);
+        }
+        memcpy(it->buf, m->buf,
+               m->bytes < it->count * hdt_size(it->dataType)
+                   ? m->bytes
+                   : it->count * hdt_size(it->dataType));
+        m->done = true;
+        pthread_cond_broadcast(&w->cv);
+    }
+    for (uint32_t i = 0; i < b->n && mine; i++) {
+        struct msg **pp;
+        if (!mine[i])
+            continue;
+        while (!mine[i]->done)
+            pthread_cond_wait(&w->cv, &w->mu);
+        for (pp = &w->mail; *pp != mine[i]; pp = &(*pp)->next)
+            ;
+        *pp = mine[i]->next;
+        free(mine[i]);
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(mine);
+    free(b);
+}
+
+API HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo,
+                                 uint32_t itemNum, HcclComm comm,
+                                 aclrtStream stream)
+{
+    struct scomm *c = NULL;
+    struct p2p_batch *b;
+    struct sstream *s;
+    aclError e;
+    HcclResult r;
+
+    if ((r = comm_here(comm, "HcclBatchSendRecv", &c)))
+        return r;
+    if (!sendRecvInfo && itemNum)
+        return hfail(HCCL_E_PTR, "HcclBatchSendRecv: NULL items");
+    for (uint32_t i = 0; i < itemNum; i++) {
+        HcclSendRecvItem *it = &sendRecvInfo[i];
+        if ((it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV) ||
+            !hdt_size(it->dataType) || it->remoteRank >= (uint32_t)c->w->n ||
+            it->remoteRank == (uint32_t)c->rank)
+            return hfail(HCCL_E_PARA, "HcclBatchSendRecv: item %u is invalid",
+                         i);
+        if ((r = want_buf(c, it->buf, it->count * hdt_size(it->dataType),
+                          "HcclBatchSendRecv", "buf")))
+            return r;
+    }
+    s = stream_of(stream, c->device, "HcclBatchSendRecv", &e);
+    if (!s)
+        return hfail(HCCL_E_PARA, "HcclBatchSendRecv: %s", errmsg);
+    b = malloc(sizeof(*b) + (size_t)itemNum * sizeof(HcclSendRecvItem));
+    if (!b)
+        return hfail(HCCL_E_MEMORY, "HcclBatchSendRecv: no memory");
+    b->c = c;
+    b->n = itemNum;
+    if (itemNum)
+        memcpy(b->items, sendRecvInfo, (size_t)itemNum * sizeof(*b->items));
+    if (enqueue(s, &(struct task){.kind = T_FN, .fn = p2p_task, .user = b})) {
+        free(b);
+        return hfail(HCCL_E_MEMORY, "HcclBatchSendRecv: no memory");
+    }
+    return HCCL_SUCCESS;
+}
+
+API HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType,
+                        uint32_t destRank, HcclComm comm, aclrtStream stream)
+{
+    HcclSendRecvItem it = {HCCL_SEND, sendBuf, count, dataType, destRank};
+
+    return HcclBatchSendRecv(&it, 1, comm, stream);
+}
+
+API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType,
+                        uint32_t srcRank, HcclComm comm, aclrtStream stream)
+{
+    HcclSendRecvItem it = {HCCL_RECV, recvBuf, count, dataType, srcRank};
+
+    return HcclBatchSendRecv(&it, 1, comm, stream);
 }
 
 __attribute__((destructor)) static void standin_unload(void)

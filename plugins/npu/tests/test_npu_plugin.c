@@ -14,7 +14,13 @@
  *                                 keel_last_error(); and (strict mode, with
  *                                 the stand-in as libopapi.so too) the
  *                                 aclnn kernels compute, and their
- *                                 failures are reported the same way.
+ *                                 failures are reported the same way;
+ *                                 with the stand-in as libhccl.so, HCCL's
+ *                                 4,108-byte ids reach HCCL whole and its
+ *                                 failures are mapped and named;
+ *   test_npu_plugin visible       over the stand-in with
+ *                                 KEEL_VISIBLE_DEVICES=npu:1: one device,
+ *                                 ACL device 1, and ACL device 0 untouched.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -56,7 +62,11 @@ static void test_identity(void)
     api = keel_plugin_table(idx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
     CU_ASSERT_PTR_NOT_NULL_FATAL(api->kernel);
-    CU_ASSERT_PTR_NULL(api->collective); /* no HCCL yet */
+    /* the group is always there; libhccl.so is opened on first use */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api->collective);
+    CU_ASSERT_PTR_NOT_NULL(api->collective->get_unique_id_bytes);
+    CU_ASSERT_PTR_NOT_NULL(api->collective->comm_init_rank_bytes);
+    CU_ASSERT_PTR_NOT_NULL(api->collective->all_to_allv);
     {
         /* without devices, lookup answers with a status, never a kernel */
         keel_kernel k = {0};
@@ -98,8 +108,13 @@ static void test_calls_answer(void)
     keel_dptr d = 1;
     void *h = NULL;
     int32_t n = -1;
+    keel_collective_caps caps = {.struct_size = sizeof(caps)};
+    keel_comm_id id = {{0}};
+    keel_comm m = NULL;
+    static uint8_t big[4108]; /* HCCL's root info size */
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api->collective);
     const struct {
         const char *call;
         keel_status got, want;
@@ -120,6 +135,16 @@ static void test_calls_answer(void)
          KEEL_STATUS_NOT_INITIALIZED},
         {"host_alloc(0, 16)", api->memory->host_alloc(0, 16, &h),
          KEEL_STATUS_NOT_INITIALIZED},
+        {"collective.get_caps(0)", api->collective->get_caps(0, &caps),
+         KEEL_STATUS_INVALID_DEVICE},
+        {"collective.get_unique_id", api->collective->get_unique_id(&id),
+         KEEL_STATUS_NOT_SUPPORTED},
+        {"collective.comm_init_rank_bytes(0)",
+         api->collective->comm_init_rank_bytes(0, 1, big, sizeof(big), 0, &m),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"collective.comm_init_rank_bytes(128 bytes)",
+         api->collective->comm_init_rank_bytes(0, 1, big, 128, 0, &m),
+         KEEL_STATUS_INVALID_ARGUMENT},
     };
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
         if (c[i].got != c[i].want)
@@ -363,18 +388,193 @@ static void test_workspace_older_core(void)
         keel_mem_free(npu0, d[i]);
 }
 
+/* ---- HCCL over the stand-in ------------------------------------------------ */
+
+static const keel_plugin_api *npu_api(void)
+{
+    keel_plugin_info info;
+    int idx = npu_index(&info);
+
+    return idx >= 0 ? keel_plugin_table(idx) : NULL;
+}
+
+/* Ids are HCCL's 4,108-byte root info, and all of it reaches
+ * HcclCommInitRootInfo: a one-rank communicator works with the whole id
+ * and is refused (by the stand-in) with only its first 128 bytes. */
+static void test_hccl_ids(void)
+{
+    const keel_plugin_api *api = npu_api();
+    const keel_collective_ops *c;
+    keel_collective_caps caps = {.struct_size = sizeof(caps)};
+    static uint8_t id[4108], cut[4108];
+    keel_comm_id small;
+    keel_comm m = NULL;
+    keel_communicator *kc = NULL;
+    int32_t r = -1, n = -1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    c = api->collective;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->get_caps(0, &caps), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(caps.id_bytes, 4108);
+    CU_ASSERT_TRUE(caps.collectives & KEEL_COLL_ALL_REDUCE);
+    CU_ASSERT_FALSE(caps.reduce_ops & KEEL_REDUCE_OP_BIT(KEEL_REDUCE_AVG));
+    CU_ASSERT_EQUAL(c->get_unique_id(&small), KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(c->get_unique_id_bytes(id, 128),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL_FATAL(c->get_unique_id_bytes(id, sizeof(id)),
+                          KEEL_STATUS_OK);
+    memcpy(cut, id, 128);
+    CU_ASSERT_EQUAL(keel_comm_init_rank_bytes(npu0, 1, cut, sizeof(cut), 0,
+                                              &kc),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(kc);
+    expect_msg("HcclCommInitRootInfo", "HCCL_E_PARA (1)", "npu:0");
+    CU_ASSERT_EQUAL_FATAL(c->comm_init_rank_bytes(1, 1, id, sizeof(id), 0,
+                                                  &m),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->comm_rank(m, &r, &n), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(r, 0);
+    CU_ASSERT_EQUAL(n, 1);
+    CU_ASSERT_EQUAL(c->comm_destroy(m), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->comm_rank(m, &r, &n), KEEL_STATUS_INVALID_HANDLE);
+}
+
+/* An HCCL failure is mapped and named; what HCCL lacks (average, int64
+ * reductions) is NOT_SUPPORTED before HCCL is called; a one-rank
+ * all_reduce computes; broadcast copies send to recv on the root; a group
+ * in which one call was refused runs none of its calls. */
+static void test_hccl_errors(void)
+{
+    const keel_plugin_api *api = npu_api();
+    const keel_collective_ops *c;
+    static uint8_t id[4108];
+    const float x[4] = {1, 2, 3, 4};
+    float y[4] = {0};
+    keel_dptr a = 0, b = 0;
+    keel_comm m = NULL;
+    keel_communicator *kc = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    c = api->collective;
+    CU_ASSERT_EQUAL_FATAL(c->get_unique_id_bytes(id, sizeof(id)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(c->comm_init_rank_bytes(0, 1, id, sizeof(id), 0,
+                                                  &m),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, sizeof(x), &a), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, sizeof(x), &b), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(npu0, a, x, sizeof(x)), KEEL_STATUS_OK);
+    /* through the core, which attaches the plugin's message */
+    CU_ASSERT_EQUAL_FATAL(c->get_unique_id_bytes(id, sizeof(id)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_comm_init_rank_bytes(npu0, 1, id, sizeof(id),
+                                                    0, &kc),
+                          KEEL_STATUS_OK);
+    fail_next("HcclAllReduce", 9); /* HCCL_E_TIMEOUT */
+    CU_ASSERT_EQUAL(keel_all_reduce(kc, NULL, a, b, 4, KEEL_F32,
+                                    KEEL_REDUCE_SUM),
+                    KEEL_STATUS_TIMEOUT);
+    expect_msg("HcclAllReduce", "HCCL_E_TIMEOUT (9)", "npu:0");
+    CU_ASSERT_EQUAL(keel_comm_destroy(kc), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_AVG),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 2, KEEL_I64,
+                                  KEEL_REDUCE_SUM),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_MAX),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(x, y, sizeof(x)), 0);
+    CU_ASSERT_EQUAL(keel_mem_set(npu0, b, 0, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->broadcast(m, NULL, a, b, 4, KEEL_F32, 0),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(x, y, sizeof(x)), 0);
+    CU_ASSERT_EQUAL(c->send(m, NULL, a, 4, KEEL_F32, 0),
+                    KEEL_STATUS_INVALID_ARGUMENT); /* to itself */
+    /* a group with a refused call runs none of its calls */
+    CU_ASSERT_EQUAL(keel_mem_set(npu0, b, 0, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->group_start(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_SUM),
+                    KEEL_STATUS_OK); /* queued */
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_AVG),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(y[0], 0.0f);
+    CU_ASSERT_EQUAL(y[3], 0.0f);
+    /* and the next group works */
+    CU_ASSERT_EQUAL(c->group_start(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->all_reduce(m, NULL, a, b, 4, KEEL_F32,
+                                  KEEL_REDUCE_SUM),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(npu0, y, b, sizeof(y)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(x, y, sizeof(x)), 0);
+    CU_ASSERT_EQUAL(c->group_end(), KEEL_STATUS_INVALID_STATE);
+    CU_ASSERT_EQUAL(c->comm_destroy(m), KEEL_STATUS_OK);
+    keel_mem_free(npu0, a);
+    keel_mem_free(npu0, b);
+}
+
+/* ---- visible devices -------------------------------------------------------- */
+
+/* KEEL_VISIBLE_DEVICES=npu:1 over the stand-in's 2 devices: one device,
+ * ACL device 1, and ACL device 0 is never set. */
+static void test_visible(void)
+{
+    const char *lib = getenv("KEEL_NPU_ACL_LIBRARY");
+    const keel_plugin_api *api;
+    keel_device_props props = {.struct_size = sizeof(props)};
+    int (*sets)(int), (*owner)(const void *);
+    keel_place pl;
+    keel_dptr p = 0;
+    void *h;
+
+    CU_ASSERT_EQUAL_FATAL(keel_device_count("npu"), 1);
+    api = npu_api();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->device->get_device_props(0, &props), KEEL_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(props.bus_id, "acl:1");
+    /* too late now: the plugin has probed */
+    CU_ASSERT_EQUAL(api->device->set_visible_devices((const int32_t[]){0}, 1),
+                    KEEL_STATUS_INVALID_STATE);
+    h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    *(void **)&sets = dlsym(h, "acl_standin_device_sets");
+    *(void **)&owner = dlsym(h, "acl_standin_device_of");
+    dlclose(h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sets);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    CU_ASSERT_EQUAL(sets(0), 0);
+    CU_ASSERT_EQUAL(sets(1), 1);
+    CU_ASSERT_EQUAL_FATAL(keel_place_parse("npu:0", &pl), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(pl, 256, &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(owner((const void *)(uintptr_t)p), 1);
+    CU_ASSERT_EQUAL(keel_mem_free(pl, p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_place_parse("npu:1", &pl),
+                    KEEL_STATUS_INVALID_DEVICE);
+}
+
 int main(int argc, char **argv)
 {
     CU_pSuite suite;
     bool errors = argc >= 2 && !strcmp(argv[1], "errors");
+    bool visible = argc >= 2 && !strcmp(argv[1], "visible");
     unsigned failed;
 
-    if (!errors && (argc < 3 || strcmp(argv[1], "absent"))) {
-        fprintf(stderr, "usage: %s absent TEXT | errors\n", argv[0]);
+    if (!errors && !visible && (argc < 3 || strcmp(argv[1], "absent"))) {
+        fprintf(stderr, "usage: %s absent TEXT | errors | visible\n",
+                argv[0]);
         return 2;
     }
-    want_reason = errors ? NULL : argv[2];
-    if (!errors && !getenv("KEEL_NPU_ACL_LIBRARY") &&
+    want_reason = errors || visible ? NULL : argv[2];
+    if (!errors && !visible && !getenv("KEEL_NPU_ACL_LIBRARY") &&
         keel_device_count("npu") > 0) {
         printf("SKIP: a libascendcl.so with devices is on the library path; "
                "this test is for machines without one\n");
@@ -383,7 +583,11 @@ int main(int argc, char **argv)
     }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    if (errors) {
+    if (visible) {
+        suite = CU_add_suite("npu over the stand-in: visible devices", NULL,
+                             NULL);
+        CU_add_test(suite, "KEEL_VISIBLE_DEVICES=npu:1", test_visible);
+    } else if (errors) {
         suite = CU_add_suite("npu over the stand-in: ACL errors", errors_init,
                              NULL);
         CU_add_test(suite, "aclrtMalloc BAD_ALLOC -> OUT_OF_MEMORY",
@@ -407,6 +611,10 @@ int main(int argc, char **argv)
         CU_add_test(suite, "older core: own workspace; aclrtMalloc fails -> "
                            "OUT_OF_MEMORY",
                     test_workspace_older_core);
+        CU_add_test(suite, "HCCL ids are 4108 bytes and arrive whole",
+                    test_hccl_ids);
+        CU_add_test(suite, "HCCL errors mapped; AVG and int64 sums refused",
+                    test_hccl_errors);
     } else {
         suite = CU_add_suite("npu without a usable ACL", NULL, NULL);
         CU_add_test(suite, "identity", test_identity);
