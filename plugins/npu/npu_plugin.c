@@ -175,10 +175,14 @@ int npu_reg_put(struct npu_reg *r, const struct npu_obj *o)
     *n = *o;
     if (!n->size)
         n->size = 1;
+    bool mine;
+
     pthread_mutex_lock(&r->lock);
     slot = tsearch(n, &r->root, obj_cmp);
+    /* read the node under the lock: another thread's tdelete frees it */
+    mine = slot && *(struct npu_obj **)slot == n;
     pthread_mutex_unlock(&r->lock);
-    if (!slot || *(struct npu_obj **)slot != n) {
+    if (!mine) {
         free(n); /* no memory, or an overlap (a driver bug) */
         return -1;
     }

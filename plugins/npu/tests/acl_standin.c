@@ -1443,7 +1443,9 @@ static void op_run(struct aclOpExecutor *x)
             for (int i = 0; i < x->out.ndim; i++)
                 o[k] += idx[i] * v[k]->strides[i];
         const char *a = x->in[0].base + o[0] * (int64_t)es;
-        const char *b = x->in[1].base + o[1] * (int64_t)es;
+        /* relu has no second operand */
+        const char *b = x->kind == OP_RELU ? NULL
+                                           : x->in[1].base + o[1] * (int64_t)es;
         char *c = x->out.base + o[2] * (int64_t)es;
         if (fl) {
             double r, p = ld_f(&x->in[0], a);
