@@ -365,28 +365,23 @@ static cnrtRet_t put_block(void *p, bool pinned, const char *call)
     return cnrtSuccess;
 }
 
-SI_API cnrtRet_t cnrtMalloc(void **pPtr, size_t bytes)
-{
-    SI_ARMED("cnrtMalloc");
-    return get_block(pPtr, bytes, false, "cnrtMalloc");
-}
-
-SI_API cnrtRet_t cnrtFree(void *ptr)
-{
-    SI_ARMED("cnrtFree");
-    return put_block(ptr, false, "cnrtFree");
-}
-
-SI_API cnrtRet_t cnrtHostMalloc(void **pPtr, size_t bytes)
-{
-    SI_ARMED("cnrtHostMalloc");
-    return get_block(pPtr, bytes, true, "cnrtHostMalloc");
-}
-
-SI_API cnrtRet_t cnrtFreeHost(void *ptr)
-{
-    return put_block(ptr, true, "cnrtFreeHost");
-}
+/* cnrtMalloc, cnrtHostMalloc, cnrtFree, cnrtFreeHost: one shape each. */
+#define SI_GET(fn, pinned)                                   \
+    SI_API cnrtRet_t fn(void **pPtr, size_t bytes)           \
+    {                                                        \
+        SI_ARMED(#fn);                                       \
+        return get_block(pPtr, bytes, pinned, #fn);          \
+    }
+#define SI_PUT(fn, pinned)                                   \
+    SI_API cnrtRet_t fn(void *ptr)                           \
+    {                                                        \
+        SI_ARMED(#fn);                                       \
+        return put_block(ptr, pinned, #fn);                  \
+    }
+SI_GET(cnrtMalloc, false)
+SI_GET(cnrtHostMalloc, true)
+SI_PUT(cnrtFree, false)
+SI_PUT(cnrtFreeHost, true)
 
 SI_API cnrtRet_t cnrtMemGetInfo(size_t *free_b, size_t *total)
 {
