@@ -13,6 +13,9 @@
  *                               mode: no CPU fallback), their workspace
  *                               comes from the core, and visible devices
  *                               are refused after init.
+ *   test_mlu_plugin visible     over the stand-in's 2 devices with
+ *                               KEEL_VISIBLE_DEVICES=mlu:1: one device,
+ *                               CNRT's device 1, and it works.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -315,18 +318,44 @@ static void t_visible_after_init(void)
                     KEEL_STATUS_INVALID_STATE);
 }
 
+/* KEEL_VISIBLE_DEVICES=mlu:1 reached set_visible_devices: mlu:0 is CNRT's
+ * device 1, and memory on it round-trips. */
+static void t_visible(void)
+{
+    keel_device_props props = {.struct_size = sizeof(props)};
+    unsigned char in[64], out[64];
+    keel_place pl;
+    keel_dptr p = 0;
+
+    for (int i = 0; i < 64; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    CU_ASSERT_EQUAL(keel_device_count("mlu"), 1);
+    CU_ASSERT_EQUAL_FATAL(keel_place_parse("mlu:0", &pl), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_place_parse("mlu:1", &(keel_place){0}),
+                    KEEL_STATUS_INVALID_DEVICE);
+    CU_ASSERT_EQUAL_FATAL(keel_device_get_props(pl, &props), KEEL_STATUS_OK);
+    printf("\n    mlu:0 is %s\n", props.name);
+    CU_ASSERT_PTR_NOT_NULL(strstr(props.name, "cnrt device 1"));
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(pl, sizeof(in), &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(pl, p, in, sizeof(in)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(pl, out, p, sizeof(out)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(in, out, sizeof(in)), 0);
+    CU_ASSERT_EQUAL(keel_mem_free(pl, p), KEEL_STATUS_OK);
+}
+
 int main(int argc, char **argv)
 {
     bool standin = argc >= 2 && !strcmp(argv[1], "standin");
+    bool visible = argc >= 2 && !strcmp(argv[1], "visible");
     CU_pSuite s;
     unsigned bad;
 
-    if (!standin && (argc < 3 || strcmp(argv[1], "none"))) {
-        fprintf(stderr, "usage: %s none TEXT | standin\n", argv[0]);
+    if (!standin && !visible && (argc < 3 || strcmp(argv[1], "none"))) {
+        fprintf(stderr, "usage: %s none TEXT | standin | visible\n", argv[0]);
         return 2;
     }
-    reason_text = standin ? "" : argv[2];
-    if (!standin && !getenv("KEEL_MLU_CNRT_LIBRARY") &&
+    reason_text = standin || visible ? "" : argv[2];
+    if (!standin && !visible && !getenv("KEEL_MLU_CNRT_LIBRARY") &&
         keel_device_count("mlu") > 0) {
         printf("SKIP: a libcnrt.so with devices is on the library path\n");
         keel_shutdown();
@@ -334,7 +363,10 @@ int main(int argc, char **argv)
     }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    if (standin) {
+    if (visible) {
+        s = CU_add_suite("mlu with KEEL_VISIBLE_DEVICES", NULL, NULL);
+        CU_add_test(s, "mlu:1 only", t_visible);
+    } else if (standin) {
         s = CU_add_suite("mlu over the stand-in Neuware", standin_setup, NULL);
         CU_add_test(s, "CNRT failures map to keel statuses", t_translation);
         CU_add_test(s, "CNNL add, multiply, relu compute", t_kernels);
