@@ -42,7 +42,9 @@
  *     (notifier, queue, unsigned int flag), cnrtNotifierCreate/Destroy,
  *     cnrtPlaceNotifier(notifier, queue), cnrtWaitNotifier,
  *     cnrtQueryNotifier, cnrtNotifierElapsedTime(start, end, float *ms),
- *     and const char *cnrtGetErrorStr(cnrtRet_t).
+ *     cnrtInvokeHostFunc(queue, cnrtHostFn_t fn, void *userData) with
+ *     cnrtHostFn_t = void (*)(void *), and const char
+ *     *cnrtGetErrorStr(cnrtRet_t).
  *   - cnrtNotifierDuration(start, end, float *us): older cnrt.h copies
  *     (CNRT 4.x and 5.x); the plugin takes it when ElapsedTime is absent.
  *   - cnrtGetLastErr(void): older cnrt.h copies. cnrtGetLastError, the
@@ -93,6 +95,7 @@
 typedef int cnrtRet_t;
 typedef struct cnrtQueue *cnrtQueue_t;
 typedef struct cnrtNotifier *cnrtNotifier_t;
+typedef void (*cnrtHostFn_t)(void *userData);
 
 /* cnrtRet_t values the plugin names or maps. */
 #define MLU_CNRT_CODES(X)                          \
@@ -180,6 +183,8 @@ typedef enum {
              (cnrtNotifier_t start, cnrtNotifier_t end, float *ms))          \
     OPTIONAL(cnrtRet_t, cnrtNotifierDuration,                                \
              (cnrtNotifier_t start, cnrtNotifier_t end, float *us))          \
+    OPTIONAL(cnrtRet_t, cnrtInvokeHostFunc,                                  \
+             (cnrtQueue_t queue, cnrtHostFn_t fn, void *userData))           \
     OPTIONAL(const char *, cnrtGetErrorStr, (cnrtRet_t err))                 \
     OPTIONAL(cnrtRet_t, cnrtGetLastError, (void))                            \
     OPTIONAL(cnrtRet_t, cnrtGetLastErr, (void))

@@ -502,6 +502,8 @@ static keel_status mlu_get_device_props(int32_t device, keel_device_props *out)
                  KEEL_FEATURE_KERNELS | KEEL_FEATURE_COLLECTIVES;
     if (mlu.rt.cnrtNotifierElapsedTime || mlu.rt.cnrtNotifierDuration)
         p.features |= KEEL_FEATURE_EVENT_TIMING;
+    if (mlu.rt.cnrtInvokeHostFunc)
+        p.features |= KEEL_FEATURE_HOST_CALLBACK;
     p.alloc_alignment = MLU_ALLOC_ALIGNMENT;
     p.stream_priorities = 1;
     size = out->struct_size < sizeof(p) ? out->struct_size : (uint32_t)sizeof(p);

@@ -1,9 +1,8 @@
 /*
  * keel Cambricon MLU plugin — keel streams are CNRT queues, keel events are
  * CNRT notifiers. A device's default keel stream (NULL) is a queue the
- * plugin makes at init, never CNRT's own default queue. No host functions:
- * the plugin does not use cnrtInvokeHostFunc (not checked against a
- * header), so launch_host_func is absent and the core falls back.
+ * plugin makes at init, never CNRT's own default queue. Host functions are
+ * cnrtInvokeHostFunc, offered when the library has it.
  */
 #include <stdlib.h>
 
@@ -117,6 +116,25 @@ static keel_status mlu_stream_query(int32_t device, keel_stream stream)
     if (r == cnrtErrorNotReady)
         return KEEL_STATUS_NOT_READY;
     return MLU_RT(r, device, "cnrtQueueQuery");
+}
+
+static keel_status mlu_launch_host_func(int32_t device, keel_stream stream,
+                                        keel_host_fn fn, void *user_data)
+{
+    struct keel_stream_s *s;
+    keel_status st = mlu_enter(device, "launch_host_func");
+
+    if (st || (st = mlu_queue_of(device, stream, "launch_host_func", &s)))
+        return st;
+    if (!fn)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "launch_host_func: fn is NULL");
+    if (!mlu.rt.cnrtInvokeHostFunc)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "launch_host_func: this libcnrt.so has no "
+                       "cnrtInvokeHostFunc");
+    return MLU_RT(mlu.rt.cnrtInvokeHostFunc(s->q, fn, user_data), device,
+                  "cnrtInvokeHostFunc");
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -310,7 +328,7 @@ const keel_stream_ops mlu_stream_ops = {
     .stream_synchronize = mlu_stream_synchronize,
     .stream_query = mlu_stream_query,
     .stream_wait_event = mlu_stream_wait_event,
-    .launch_host_func = NULL,
+    .launch_host_func = mlu_launch_host_func,
     .event_create = mlu_event_create,
     .event_destroy = mlu_event_destroy,
     .event_record = mlu_event_record,

@@ -16,8 +16,9 @@
  *              live block and reads memory that is not one, DevToHost the
  *              reverse, DevToDev both blocks; anything else is
  *              cnrtErrorMemcpyDirectionInvalid.
- *   queues     a worker thread per queue runs its work in order; a queue
- *              with unfinished work cannot be destroyed.
+ *   queues     a worker thread per queue runs its work in order (host
+ *              functions from cnrtInvokeHostFunc too, on that thread); a
+ *              queue with unfinished work cannot be destroyed.
  *   notifiers  a placed notifier completes when its queue reaches it (with
  *              a timestamp); cnrtQueueWaitNotifier holds the queue until
  *              the notifier's latest placement has completed.
@@ -31,9 +32,7 @@
  * conformance suite must catch: corrupt_d2h (a byte of every device-to-host
  * copy flipped), skip_wait (cnrtQueueWaitNotifier waits for nothing),
  * add_wrong (cnnlOpTensor ADD is one too large in its first element).
- * CNRT_STANDIN_JOB_DELAY_US makes every queued job take that long, so that
- * a wait that does not wait is seen (the stand-in has no host functions to
- * hold a queue with).
+ * CNRT_STANDIN_JOB_DELAY_US makes every queued job take that long.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -632,6 +631,37 @@ SI_API cnrtRet_t cnrtSyncDevice(void)
     }
     pthread_mutex_unlock(&S.mu);
     return cnrtSuccess;
+}
+
+/* ---- host functions ---------------------------------------------------------- */
+
+struct host_job {
+    cnrtHostFn_t fn;
+    void *user;
+};
+
+static void run_host(void *arg)
+{
+    struct host_job *h = arg;
+
+    h->fn(h->user);
+}
+
+SI_API cnrtRet_t cnrtInvokeHostFunc(cnrtQueue_t queue, cnrtHostFn_t fn,
+                                    void *userData)
+{
+    struct host_job *h;
+
+    SI_ARMED("cnrtInvokeHostFunc");
+    if (!usable(queue, "cnrtInvokeHostFunc"))
+        return last_code;
+    if (!fn)
+        return fail(cnrtErrorArgsInvalid, "cnrtInvokeHostFunc: fn is NULL");
+    if (!(h = malloc(sizeof(*h))))
+        return fail(cnrtErrorSysNoMem, "cnrtInvokeHostFunc: no host memory");
+    h->fn = fn;
+    h->user = userData;
+    return si_enqueue(queue, run_host, h);
 }
 
 /* ---- copies and memsets ------------------------------------------------------ */
