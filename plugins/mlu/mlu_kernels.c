@@ -1,0 +1,344 @@
+/*
+ * keel Cambricon MLU plugin — kernels on CNNL (libcnnl.so, loaded at init
+ * when CNRT has devices; KEEL_MLU_CNNL_LIBRARY overrides the name).
+ *
+ * add and multiply are cnnlOpTensor (c = alpha1*a op alpha2*b + beta*c with
+ * alphas 1 and beta 0), relu is cnnlActivationForward with a RELU
+ * activation descriptor. Every operand gets a tensor descriptor in
+ * CNNL_LAYOUT_ARRAY with keel's shape and element strides
+ * (cnnlSetTensorDescriptorEx). Each device has one cnnlHandle_t, made on
+ * the first kernel and pointed at the launch's queue (cnnlSetQueue) under
+ * the device's lock, so launches on different streams do not race for it.
+ *
+ * The op-tensor workspace comes from the core (keel_kernel_workspace, ABI
+ * 1.3): stream-ordered memory the enqueued work may keep using after the
+ * kernel returns. An older core offers none; then it is cnrtMalloc'd and
+ * freed after cnrtQueueSync, so that launch waits.
+ *
+ * float32, float16 and int32 (relu: the two float types). Anything CNNL or
+ * the descriptor rules refuse is NOT_SUPPORTED, which the core answers with
+ * its CPU fallback.
+ */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <keel/kit.h>
+
+#include "mlu_internal.h"
+
+#define MLU_CNNL_SONAME "libcnnl.so"
+#define NN (mlu.nn)
+
+enum kop { OP_ADD, OP_MUL, OP_RELU };
+
+static struct kdef {
+    const char *name;
+    enum kop op;
+    uint32_t dtypes;
+    int id; /* catalog id, -1 until CNNL is loaded */
+} kdefs[] = {
+    {"add", OP_ADD,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |
+         KEEL_DTYPE_BIT(KEEL_I32),
+     -1},
+    {"multiply", OP_MUL,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |
+         KEEL_DTYPE_BIT(KEEL_I32),
+     -1},
+    {"relu", OP_RELU, KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+};
+#define NKDEFS (sizeof(kdefs) / sizeof(kdefs[0]))
+
+void mlu_kernels_open(void)
+{
+    const char *path, *why, *gap = NULL;
+    void *h = mlu_dlopen("KEEL_MLU_CNNL_LIBRARY", MLU_CNNL_SONAME, &path, &why);
+
+    if (!h) {
+        snprintf(mlu.nn_why, sizeof(mlu.nn_why),
+                 "%s could not be loaded (%s): no CNNL kernels, every op "
+                 "takes the CPU fallback",
+                 MLU_CNNL_SONAME, why);
+        mlu_note(KEEL_LOG_INFO, "mlu: %s", mlu.nn_why);
+        return;
+    }
+#define MLU_NN_GET(ret, name, params)      \
+    *(void **)&NN.name = dlsym(h, #name);  \
+    if (!NN.name && !gap)                  \
+        gap = #name;
+    MLU_CNNL_FUNCS(MLU_NN_GET)
+#undef MLU_NN_GET
+    if (gap) {
+        snprintf(mlu.nn_why, sizeof(mlu.nn_why),
+                 "%s (%s) has no %s: no CNNL kernels", MLU_CNNL_SONAME, path,
+                 gap);
+        mlu_note(KEEL_LOG_WARN, "mlu: %s", mlu.nn_why);
+        memset(&NN, 0, sizeof(NN));
+        dlclose(h);
+        return;
+    }
+    for (size_t i = 0; i < NKDEFS; i++)
+        kdefs[i].id = keel_kit_op_id(kdefs[i].name);
+    NN.lib = h;
+}
+
+void mlu_kernels_release(void)
+{
+    for (int32_t i = 0; i < mlu.count; i++) {
+        if (mlu.dev[i].cnnl && mlu_bind(i) == KEEL_STATUS_OK)
+            NN.cnnlDestroy(mlu.dev[i].cnnl);
+        mlu.dev[i].cnnl = NULL;
+    }
+}
+
+void mlu_kernels_close(void)
+{
+    if (NN.lib)
+        dlclose(NN.lib);
+    memset(&NN, 0, sizeof(NN));
+}
+
+/* A CNNL status as a keel one, with CNNL's name for it. */
+static keel_status nn_check(cnnlStatus_t r, int32_t dev, const char *call)
+{
+    const char *t;
+    keel_status st;
+
+    if (r == CNNL_STATUS_SUCCESS)
+        return KEEL_STATUS_OK;
+    switch (r) {
+    case CNNL_STATUS_BAD_PARAM:
+    case CNNL_STATUS_NOT_SUPPORTED:
+    case CNNL_STATUS_ARCH_MISMATCH:
+        st = KEEL_STATUS_NOT_SUPPORTED;
+        break;
+    case CNNL_STATUS_ALLOC_FAILED:
+        st = KEEL_STATUS_OUT_OF_MEMORY;
+        break;
+    case CNNL_STATUS_NOT_INITIALIZED:
+        st = KEEL_STATUS_NOT_INITIALIZED;
+        break;
+    default:
+        st = KEEL_STATUS_DEVICE_ERROR;
+    }
+    t = NN.cnnlGetErrorString(r);
+    return mlu_err(st, "%s on mlu:%d: cnnlStatus_t %d (%s)", call, (int)dev,
+                   (int)r, t ? t : "?");
+}
+
+static cnnlDataType_t nn_dtype(keel_dtype dt)
+{
+    return dt == KEEL_F32   ? CNNL_DTYPE_FLOAT
+           : dt == KEEL_F16 ? CNNL_DTYPE_HALF
+           : dt == KEEL_I32 ? CNNL_DTYPE_INT32
+                            : CNNL_DTYPE_INVALID;
+}
+
+/* A CNNL descriptor of d; a rank-0 tensor is described as [1]. */
+static keel_status describe(int32_t dev, const keel_tensor_desc *d,
+                            cnnlTensorDescriptor_t *out)
+{
+    int dims[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
+    int rank = d->ndim > 0 ? d->ndim : 1;
+    keel_status st;
+
+    *out = NULL;
+    dims[0] = strides[0] = 1;
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->shape[i] > INT_MAX || d->strides[i] < 0 ||
+            d->strides[i] > INT_MAX)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "mlu kernels: dim %d (size %" PRId64 ", stride %"
+                           PRId64 ") does not fit a CNNL descriptor",
+                           i, d->shape[i], d->strides[i]);
+        dims[i] = (int)d->shape[i];
+        strides[i] = (int)d->strides[i];
+    }
+    if ((st = nn_check(NN.cnnlCreateTensorDescriptor(out), dev,
+                       "cnnlCreateTensorDescriptor")))
+        return st;
+    st = nn_check(NN.cnnlSetTensorDescriptorEx(*out, CNNL_LAYOUT_ARRAY,
+                                               nn_dtype(d->dtype), rank, dims,
+                                               strides),
+                  dev, "cnnlSetTensorDescriptorEx");
+    if (st) {
+        NN.cnnlDestroyTensorDescriptor(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* The device's handle, made once (caller holds cnnl_mu). */
+static keel_status handle_of(int32_t dev, cnnlHandle_t *h)
+{
+    struct mlu_dev *d = &mlu.dev[dev];
+    keel_status st = KEEL_STATUS_OK;
+
+    if (!d->cnnl)
+        st = nn_check(NN.cnnlCreate(&d->cnnl), dev, "cnnlCreate");
+    *h = d->cnnl;
+    return st;
+}
+
+/* cnnlOpTensor with its workspace (add, multiply). */
+static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
+                             struct keel_stream_s *s, cnnlHandle_t h,
+                             cnnlTensorDescriptor_t td[3])
+{
+    cnnlOpTensorDescriptor_t od = NULL;
+    size_t ws = 0;
+    void *wsp = NULL;
+    bool ours = false;
+    keel_dptr core = 0;
+    float f1 = 1.0f, f0 = 0.0f;
+    int i1 = 1, i0 = 0;
+    bool fl = a->inputs[0].dtype != KEEL_I32;
+    cnnlDataType_t compute = fl ? CNNL_DTYPE_FLOAT : CNNL_DTYPE_INT32;
+    int32_t dev = a->device;
+    keel_status st;
+
+    if ((st = nn_check(NN.cnnlCreateOpTensorDescriptor(&od), dev,
+                       "cnnlCreateOpTensorDescriptor")))
+        return st;
+    st = nn_check(NN.cnnlSetOpTensorDescriptor(
+                      od, k->op == OP_ADD ? CNNL_OP_TENSOR_ADD
+                                          : CNNL_OP_TENSOR_MUL,
+                      compute, CNNL_NOT_PROPAGATE_NAN),
+                  dev, "cnnlSetOpTensorDescriptor");
+    if (!st)
+        st = nn_check(NN.cnnlGetOpTensorWorkspaceSize(h, td[0], td[1], td[2],
+                                                      &ws),
+                      dev, "cnnlGetOpTensorWorkspaceSize");
+    if (!st && ws) {
+        st = keel_kernel_workspace(a, ws, &core);
+        if (st == KEEL_STATUS_OK)
+            wsp = MLU_PTR(core);
+        else if (st == KEEL_STATUS_NOT_SUPPORTED) {
+            st = MLU_RT_ALLOC(mlu.rt.cnrtMalloc(&wsp, ws), dev,
+                              "cnrtMalloc(%zu bytes, %s's workspace)", ws,
+                              k->name);
+            ours = st == KEEL_STATUS_OK;
+        } else
+            st = mlu_err(st, "%s: no workspace of %zu bytes from the core",
+                         k->name, ws);
+    }
+    if (!st)
+        st = nn_check(NN.cnnlOpTensor(h, od, fl ? (void *)&f1 : (void *)&i1,
+                                      td[0], MLU_PTR(a->inputs[0].data),
+                                      fl ? (void *)&f1 : (void *)&i1, td[1],
+                                      MLU_PTR(a->inputs[1].data), wsp, ws,
+                                      fl ? (void *)&f0 : (void *)&i0, td[2],
+                                      MLU_PTR(a->outputs[0].data)),
+                      dev, "cnnlOpTensor");
+    if (ours) {
+        keel_status w = MLU_RT(mlu.rt.cnrtQueueSync(s->q), dev,
+                               "cnrtQueueSync (%s's own workspace)", k->name);
+        mlu.rt.cnrtFree(wsp);
+        if (!st)
+            st = w;
+    }
+    NN.cnnlDestroyOpTensorDescriptor(od);
+    return st;
+}
+
+static keel_status relu(const keel_kernel_args *a, cnnlHandle_t h,
+                        cnnlTensorDescriptor_t td[3])
+{
+    cnnlActivationDescriptor_t ad = NULL;
+    keel_status st = nn_check(NN.cnnlCreateActivationDescriptor(&ad), a->device,
+                              "cnnlCreateActivationDescriptor");
+
+    if (st)
+        return st;
+    st = nn_check(NN.cnnlSetActivationDescriptor_v2(
+                      ad, CNNL_ACTIVATION_RELU, CNNL_ACTIVATION_HIGH_PRECISION,
+                      CNNL_NOT_PROPAGATE_NAN, 0.0f),
+                  a->device, "cnnlSetActivationDescriptor_v2");
+    if (!st)
+        st = nn_check(NN.cnnlActivationForward(h, ad, NULL, td[0],
+                                               MLU_PTR(a->inputs[0].data), NULL,
+                                               td[2],
+                                               MLU_PTR(a->outputs[0].data)),
+                      a->device, "cnnlActivationForward");
+    NN.cnnlDestroyActivationDescriptor(ad);
+    return st;
+}
+
+static keel_status launch(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct kdef *k = kernel_data;
+    cnnlTensorDescriptor_t td[3] = {NULL, NULL, NULL};
+    struct keel_stream_s *s;
+    cnnlHandle_t h;
+    keel_kit_msg msg;
+    keel_status st;
+    int nin = k->op == OP_RELU ? 1 : 2;
+
+    if (!a)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                       k->name);
+    if ((st = keel_kit_check(k->id, a, &msg)))
+        return mlu_err(st, "%s", msg.text);
+    if ((st = mlu_enter(a->device, k->name)) ||
+        (st = mlu_queue_of(a->device, a->stream, k->name, &s)))
+        return st;
+    for (int i = 0; i < nin; i++)
+        if (a->inputs[i].dtype != a->outputs[0].dtype)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "%s: mixed dtypes are not passed to CNNL", k->name);
+    if (!(k->dtypes & KEEL_DTYPE_BIT(a->outputs[0].dtype)))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                       k->name, keel_kit_dtype_name(a->outputs[0].dtype));
+    if (keel_kit_numel(&a->outputs[0]) == 0)
+        return KEEL_STATUS_OK;
+    for (int i = 0; i < nin && !st; i++)
+        st = describe(a->device, &a->inputs[i], &td[i]);
+    if (!st)
+        st = describe(a->device, &a->outputs[0], &td[2]);
+    if (!st) {
+        pthread_mutex_lock(&mlu.dev[a->device].cnnl_mu);
+        st = handle_of(a->device, &h);
+        if (!st)
+            st = nn_check(NN.cnnlSetQueue(h, s->q), a->device, "cnnlSetQueue");
+        if (!st)
+            st = k->op == OP_RELU ? relu(a, h, td) : op_tensor(k, a, s, h, td);
+        pthread_mutex_unlock(&mlu.dev[a->device].cnnl_mu);
+    }
+    for (int i = 0; i < 3; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
+static keel_status mlu_lookup(int32_t device, const char *op_name,
+                              keel_dtype dtype, keel_kernel *kernel)
+{
+    if (!op_name || !kernel)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "lookup: op_name or kernel is NULL");
+    if (!atomic_load(&mlu.up))
+        return mlu_err(KEEL_STATUS_NOT_INITIALIZED,
+                       "lookup: the mlu plugin is not initialised");
+    if (device < 0 || device >= mlu.count)
+        return mlu_err(KEEL_STATUS_INVALID_DEVICE, "lookup: no device %d",
+                       (int)device);
+    if (!NN.lib)
+        return KEEL_STATUS_NOT_FOUND;
+    for (size_t i = 0; i < NKDEFS; i++) {
+        if (kdefs[i].id < 0 || strcmp(kdefs[i].name, op_name) ||
+            !(kdefs[i].dtypes & KEEL_DTYPE_BIT(dtype)))
+            continue;
+        kernel->fn = launch;
+        kernel->kernel_data = &kdefs[i];
+        return KEEL_STATUS_OK;
+    }
+    return KEEL_STATUS_NOT_FOUND;
+}
+
+const keel_kernel_ops mlu_kernel_ops = {
+    .header = KEEL_TABLE_HEADER(keel_kernel_ops),
+    .lookup = mlu_lookup,
+};

@@ -1,0 +1,376 @@
+/*
+ * Stand-in for the CNNL entry points the mlu plugin calls (test code only,
+ * in the same library as cnrt_standin.c). Checks: a handle must have a
+ * queue of the current device; every data pointer must be device memory of
+ * that device; the workspace must be device memory of at least the size
+ * cnnlGetOpTensorWorkspaceSize asked for (it asks for 256 bytes, so the
+ * workspace path is always taken); the three op-tensor descriptors must
+ * have the same dims. The computation runs on the queue's worker, in
+ * order with the rest of its work, and writes the workspace first so that
+ * memory given back early would be caught by the sanitizers.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <keel/kit.h> /* float16 conversions */
+
+#include "standin.h"
+
+#define NN_PROTO(ret, name, params) SI_API ret name params;
+MLU_CNNL_FUNCS(NN_PROTO)
+#undef NN_PROTO
+
+#define NN_WORKSPACE 256
+
+struct cnnlContext {
+    cnrtQueue_t q;
+};
+
+struct cnnlTensorStruct {
+    bool set;
+    cnnlDataType_t dt;
+    int rank;
+    int dims[8];
+    int strides[8];
+};
+
+struct cnnlOpTensorStruct {
+    bool set;
+    cnnlOpTensorDesc_t op;
+};
+
+struct cnnlActivationStruct {
+    bool set;
+    cnnlActivationMode_t mode;
+};
+
+#define NN_ARMED(name)                    \
+    do {                                  \
+        int nn_code_ = si_injected(name); \
+        if (nn_code_)                     \
+            return nn_code_;              \
+    } while (0)
+
+static const char *const nn_names[] = {
+    "CNNL_STATUS_SUCCESS",        "CNNL_STATUS_NOT_INITIALIZED",
+    "CNNL_STATUS_ALLOC_FAILED",   "CNNL_STATUS_BAD_PARAM",
+    "CNNL_STATUS_INTERNAL_ERROR", "CNNL_STATUS_ARCH_MISMATCH",
+    "CNNL_STATUS_EXECUTION_FAILED", "CNNL_STATUS_NOT_SUPPORTED",
+    "CNNL_STATUS_NUMERICAL_OVERFLOW",
+};
+
+SI_API const char *cnnlGetErrorString(cnnlStatus_t status)
+{
+    if (status >= 0 && status < (int)(sizeof(nn_names) / sizeof(nn_names[0])))
+        return nn_names[status];
+    return "CNNL_STATUS_BAD_PARAM";
+}
+
+SI_API cnnlStatus_t cnnlCreate(cnnlHandle_t *handle)
+{
+    NN_ARMED("cnnlCreate");
+    if (!handle || si_current() < 0)
+        return CNNL_STATUS_NOT_INITIALIZED;
+    *handle = calloc(1, sizeof(**handle));
+    return *handle ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlDestroy(cnnlHandle_t handle)
+{
+    if (!handle)
+        return CNNL_STATUS_BAD_PARAM;
+    free(handle);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetQueue(cnnlHandle_t handle, cnrtQueue_t queue)
+{
+    if (!handle || si_queue_device(queue) < 0)
+        return CNNL_STATUS_BAD_PARAM;
+    handle->q = queue;
+    return CNNL_STATUS_SUCCESS;
+}
+
+/* ---- descriptors ---------------------------------------------------------- */
+
+#define NN_CREATE(fn, type)                                   \
+    SI_API cnnlStatus_t fn(type *desc)                        \
+    {                                                         \
+        if (!desc)                                            \
+            return CNNL_STATUS_BAD_PARAM;                     \
+        *desc = calloc(1, sizeof(**desc));                    \
+        return *desc ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED; \
+    }
+#define NN_DESTROY(fn, type)                                  \
+    SI_API cnnlStatus_t fn(type desc)                         \
+    {                                                         \
+        if (!desc)                                            \
+            return CNNL_STATUS_BAD_PARAM;                     \
+        free(desc);                                           \
+        return CNNL_STATUS_SUCCESS;                           \
+    }
+NN_CREATE(cnnlCreateTensorDescriptor, cnnlTensorDescriptor_t)
+NN_DESTROY(cnnlDestroyTensorDescriptor, cnnlTensorDescriptor_t)
+NN_CREATE(cnnlCreateOpTensorDescriptor, cnnlOpTensorDescriptor_t)
+NN_DESTROY(cnnlDestroyOpTensorDescriptor, cnnlOpTensorDescriptor_t)
+NN_CREATE(cnnlCreateActivationDescriptor, cnnlActivationDescriptor_t)
+NN_DESTROY(cnnlDestroyActivationDescriptor, cnnlActivationDescriptor_t)
+
+SI_API cnnlStatus_t cnnlSetTensorDescriptorEx(cnnlTensorDescriptor_t desc,
+                                              cnnlTensorLayout_t layout,
+                                              cnnlDataType_t dtype, int dimNb,
+                                              const int dimSize[],
+                                              const int dimStride[])
+{
+    if (!desc || layout != CNNL_LAYOUT_ARRAY || dimNb < 1 || dimNb > 8 ||
+        !dimSize || !dimStride)
+        return CNNL_STATUS_BAD_PARAM;
+    if (dtype != CNNL_DTYPE_FLOAT && dtype != CNNL_DTYPE_HALF &&
+        dtype != CNNL_DTYPE_INT32)
+        return CNNL_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < dimNb; i++) {
+        if (dimSize[i] < 0 || dimStride[i] < 0)
+            return CNNL_STATUS_BAD_PARAM;
+        desc->dims[i] = dimSize[i];
+        desc->strides[i] = dimStride[i];
+    }
+    desc->dt = dtype;
+    desc->rank = dimNb;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetOpTensorDescriptor(cnnlOpTensorDescriptor_t desc,
+                                              cnnlOpTensorDesc_t op,
+                                              cnnlDataType_t compute,
+                                              cnnlNanPropagation_t nan)
+{
+    (void)nan;
+    if (!desc || (op != CNNL_OP_TENSOR_ADD && op != CNNL_OP_TENSOR_MUL) ||
+        (compute != CNNL_DTYPE_FLOAT && compute != CNNL_DTYPE_INT32))
+        return CNNL_STATUS_BAD_PARAM;
+    desc->op = op;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetActivationDescriptor_v2(
+    cnnlActivationDescriptor_t desc, cnnlActivationMode_t mode,
+    cnnlActivationPreference_t pref, cnnlNanPropagation_t nan, float coef)
+{
+    (void)pref;
+    (void)nan;
+    (void)coef;
+    if (!desc || mode != CNNL_ACTIVATION_RELU)
+        return CNNL_STATUS_BAD_PARAM;
+    desc->mode = mode;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+/* ---- computing ----------------------------------------------------------- */
+
+static size_t dt_bytes(cnnlDataType_t dt)
+{
+    return dt == CNNL_DTYPE_HALF ? 2 : 4;
+}
+
+/* Elements and the byte span of a descriptor's view. */
+static size_t numel(const struct cnnlTensorStruct *t, size_t *span)
+{
+    size_t n = 1, last = 0;
+
+    for (int i = 0; i < t->rank; i++) {
+        n *= (size_t)t->dims[i];
+        if (t->dims[i] > 0)
+            last += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
+    }
+    *span = (last + 1) * dt_bytes(t->dt);
+    return n;
+}
+
+/* Byte offset of the k-th element in row-major order. */
+static size_t offset(const struct cnnlTensorStruct *t, size_t k)
+{
+    size_t off = 0;
+
+    for (int i = t->rank - 1; i >= 0; i--) {
+        size_t d = (size_t)t->dims[i];
+        off += (k % d) * (size_t)t->strides[i];
+        k /= d;
+    }
+    return off * dt_bytes(t->dt);
+}
+
+static double load(const struct cnnlTensorStruct *t, const char *p)
+{
+    if (t->dt == CNNL_DTYPE_FLOAT) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    if (t->dt == CNNL_DTYPE_HALF) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return keel_kit_f16_to_f32(h);
+    }
+    int32_t i;
+    memcpy(&i, p, 4);
+    return i;
+}
+
+static void store(const struct cnnlTensorStruct *t, char *p, double v)
+{
+    if (t->dt == CNNL_DTYPE_FLOAT) {
+        float f = (float)v;
+        memcpy(p, &f, 4);
+    } else if (t->dt == CNNL_DTYPE_HALF) {
+        uint16_t h = keel_kit_f32_to_f16((float)v);
+        memcpy(p, &h, 2);
+    } else {
+        /* int32 wraps like the device would */
+        int32_t i = (int32_t)(uint32_t)(int64_t)v;
+        memcpy(p, &i, 4);
+    }
+}
+
+enum nn_kind { NN_ADD, NN_MUL, NN_RELU };
+
+struct nn_job {
+    enum nn_kind kind;
+    struct cnnlTensorStruct a, b, c;
+    const char *ap, *bp;
+    char *cp;
+    char *ws;
+    size_t ws_n;
+};
+
+static void nn_run(void *arg)
+{
+    struct nn_job *j = arg;
+    size_t span, n = numel(&j->c, &span);
+
+    if (j->ws)
+        memset(j->ws, 0xa5, j->ws_n);
+    for (size_t k = 0; k < n; k++) {
+        double x = load(&j->a, j->ap + offset(&j->a, k)), v;
+        if (j->kind == NN_RELU)
+            v = x > 0 ? x : 0;
+        else {
+            double y = load(&j->b, j->bp + offset(&j->b, k));
+            if (j->c.dt == CNNL_DTYPE_INT32)
+                v = j->kind == NN_ADD
+                        ? (double)(int32_t)((uint32_t)(int32_t)x +
+                                            (uint32_t)(int32_t)y)
+                        : (double)(int32_t)((uint32_t)(int32_t)x *
+                                            (uint32_t)(int32_t)y);
+            else
+                v = j->kind == NN_ADD ? x + y : x * y;
+            if (k == 0 && j->kind == NN_ADD && si_fault("add_wrong"))
+                v += 1;
+        }
+        store(&j->c, j->cp + offset(&j->c, k), v);
+    }
+}
+
+static bool same_dims(const struct cnnlTensorStruct *x,
+                      const struct cnnlTensorStruct *y)
+{
+    return x->rank == y->rank && x->dt == y->dt &&
+           !memcmp(x->dims, y->dims, (size_t)x->rank * sizeof(int));
+}
+
+/* The checks every launch makes; the job is queued on the handle's queue. */
+static cnnlStatus_t nn_launch(cnnlHandle_t h, struct nn_job *j)
+{
+    int dev = si_current();
+    size_t span;
+
+    if (!h || !h->q || dev < 0 || si_queue_device(h->q) != dev) {
+        free(j);
+        return CNNL_STATUS_NOT_INITIALIZED;
+    }
+    numel(&j->a, &span);
+    if (!si_device_mem(j->ap, span, dev))
+        goto bad;
+    if (j->kind != NN_RELU) {
+        numel(&j->b, &span);
+        if (!si_device_mem(j->bp, span, dev))
+            goto bad;
+    }
+    numel(&j->c, &span);
+    if (!si_device_mem(j->cp, span, dev))
+        goto bad;
+    if (j->ws && !si_device_mem(j->ws, j->ws_n, dev))
+        goto bad;
+    return si_enqueue(h->q, nn_run, j) == cnrtSuccess
+               ? CNNL_STATUS_SUCCESS
+               : CNNL_STATUS_EXECUTION_FAILED;
+bad:
+    free(j);
+    return CNNL_STATUS_BAD_PARAM;
+}
+
+SI_API cnnlStatus_t cnnlGetOpTensorWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t a,
+    const cnnlTensorDescriptor_t b, const cnnlTensorDescriptor_t c,
+    size_t *size)
+{
+    NN_ARMED("cnnlGetOpTensorWorkspaceSize");
+    if (!handle || !a || !b || !c || !size || !a->set || !b->set || !c->set)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = NN_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlOpTensor(
+    cnnlHandle_t handle, const cnnlOpTensorDescriptor_t op, const void *alpha1,
+    const cnnlTensorDescriptor_t a, const void *a_ptr, const void *alpha2,
+    const cnnlTensorDescriptor_t b, const void *b_ptr, void *workspace,
+    size_t workspace_size, const void *beta, const cnnlTensorDescriptor_t c,
+    void *c_ptr)
+{
+    struct nn_job *j;
+
+    NN_ARMED("cnnlOpTensor");
+    if (!op || !op->set || !a || !b || !c || !alpha1 || !alpha2 || !beta ||
+        !same_dims(a, b) || !same_dims(a, c))
+        return CNNL_STATUS_BAD_PARAM;
+    if (workspace_size < NN_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = op->op == CNNL_OP_TENSOR_ADD ? NN_ADD : NN_MUL;
+    j->a = *a;
+    j->b = *b;
+    j->c = *c;
+    j->ap = a_ptr;
+    j->bp = b_ptr;
+    j->cp = c_ptr;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    return nn_launch(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlActivationForward(
+    cnnlHandle_t handle, const cnnlActivationDescriptor_t desc,
+    const void *alpha, const cnnlTensorDescriptor_t x, const void *x_ptr,
+    const void *beta, const cnnlTensorDescriptor_t y, void *y_ptr)
+{
+    struct nn_job *j;
+
+    (void)alpha;
+    (void)beta;
+    NN_ARMED("cnnlActivationForward");
+    if (!desc || !desc->set || !x || !y || !same_dims(x, y))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = NN_RELU;
+    j->a = *x;
+    j->c = *y;
+    j->ap = x_ptr;
+    j->cp = y_ptr;
+    return nn_launch(handle, j);
+}

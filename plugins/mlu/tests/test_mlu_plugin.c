@@ -1,0 +1,391 @@
+/*
+ * The mlu plugin without Neuware and over the stand-in (meson tests mlu-*,
+ * plugins/mlu/tests/meson.build).
+ *
+ *   test_mlu_plugin none TEXT   libcnrt.so missing, or a stand-in with no
+ *                               device: the plugin loads, has 0 devices, a
+ *                               reason containing TEXT, and every call
+ *                               answers with the ABI's status.
+ *   test_mlu_plugin standin     over the stand-in: a CNRT failure injected
+ *                               into one call comes back as the mapped
+ *                               keel_status, naming the CNRT function and
+ *                               the error; the CNNL kernels compute (strict
+ *                               mode: no CPU fallback), their workspace
+ *                               comes from the core, and visible devices
+ *                               are refused after init.
+ *   test_mlu_plugin visible     over the stand-in's 2 devices with
+ *                               KEEL_VISIBLE_DEVICES=mlu:1: one device,
+ *                               CNRT's device 1, and it works.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/ops.h>
+#include <keel/runtime.h>
+#include <keel/tensor.h>
+
+#include "cnrt_api.h"
+
+static const char *reason_text;
+
+static const keel_plugin_api *mlu_table(keel_plugin_info *info)
+{
+    keel_plugin_info tmp;
+
+    if (!info)
+        info = &tmp;
+    for (int i = 0; i < keel_plugin_count(); i++)
+        if (keel_plugin_get_info(i, info) == KEEL_STATUS_OK && info->name &&
+            !strcmp(info->name, "mlu"))
+            return keel_plugin_table(i);
+    return NULL;
+}
+
+/* ---- without a usable runtime -------------------------------------------- */
+
+static void t_loaded(void)
+{
+    keel_plugin_info info;
+    const keel_plugin_api *api = mlu_table(&info);
+    keel_kernel k = {0};
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_TRUE(info.loaded);
+    CU_ASSERT_STRING_EQUAL(info.device_type, "mlu");
+    CU_ASSERT_EQUAL(info.abi_major, KEEL_ABI_VERSION_MAJOR);
+    CU_ASSERT_PTR_NOT_NULL(api->collective); /* the in-process engine */
+    CU_ASSERT_PTR_NOT_NULL(api->device->set_visible_devices);
+    CU_ASSERT_NOT_EQUAL(api->kernel->lookup(0, "add", KEEL_F32, &k),
+                        KEEL_STATUS_OK);
+    CU_ASSERT_PTR_NULL(k.fn);
+}
+
+static void t_reason(void)
+{
+    keel_plugin_info info;
+    keel_place pl;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mlu_table(&info));
+    CU_ASSERT_EQUAL(info.device_count, 0);
+    CU_ASSERT_EQUAL(keel_device_count("mlu"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info.reason);
+    printf("\n    reason: %s\n", info.reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, reason_text));
+    CU_ASSERT_PTR_NOT_NULL(strstr(info.reason, "libcnrt.so"));
+    CU_ASSERT_EQUAL(keel_place_parse("mlu:0", &pl), KEEL_STATUS_INVALID_DEVICE);
+}
+
+static void t_statuses(void)
+{
+    const keel_plugin_api *api = mlu_table(NULL);
+    keel_device_props props = {.struct_size = sizeof(props)};
+    keel_stream s = NULL;
+    keel_event e = NULL;
+    keel_dptr d = 7;
+    int32_t n = -1, one = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    struct {
+        const char *what;
+        keel_status got, want;
+    } rows[] = {
+        {"count", api->device->get_device_count(&n), KEEL_STATUS_OK},
+        {"count NULL", api->device->get_device_count(NULL),
+         KEEL_STATUS_INVALID_ARGUMENT},
+        {"props", api->device->get_device_props(0, &props),
+         KEEL_STATUS_INVALID_DEVICE},
+        {"visible", api->device->set_visible_devices(&one, 1),
+         KEEL_STATUS_INVALID_ARGUMENT},
+        {"init", api->device->init(), KEEL_STATUS_UNAVAILABLE},
+        {"alloc", api->memory->alloc(0, 64, &d), KEEL_STATUS_NOT_INITIALIZED},
+        {"stream", api->stream->stream_create(0, 0, &s),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"event", api->stream->event_create(0, &e),
+         KEEL_STATUS_NOT_INITIALIZED},
+        {"sync", api->device->synchronize(0), KEEL_STATUS_NOT_INITIALIZED},
+        {"finalize", api->device->finalize(), KEEL_STATUS_OK},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        if (rows[i].got != rows[i].want)
+            printf("\n    %s: %d, want %d", rows[i].what, (int)rows[i].got,
+                   (int)rows[i].want);
+        CU_ASSERT_EQUAL(rows[i].got, rows[i].want);
+    }
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_EQUAL(d, 0);
+}
+
+/* ---- over the stand-in ------------------------------------------------------ */
+
+static void (*arm)(const char *name, int code);
+static keel_place mlu0;
+
+static int standin_setup(void)
+{
+    const char *lib = getenv("KEEL_MLU_CNRT_LIBRARY");
+    void *h;
+
+    if (!lib || keel_place_parse("mlu:0", &mlu0) != KEEL_STATUS_OK)
+        return -1;
+    if (!(h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)))
+        return -1;
+    *(void **)&arm = dlsym(h, "cnrt_standin_fail_next");
+    dlclose(h);
+    return arm ? 0 : -1;
+}
+
+static void saw(const char *a, const char *b)
+{
+    const char *m = keel_last_error();
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    if (b)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+}
+
+/* One injected CNRT failure per row: the call, the code, what keel says. */
+static void t_translation(void)
+{
+    unsigned char buf[32] = {0};
+    keel_dptr p = 0;
+    keel_stream s = NULL;
+    keel_event e = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(mlu0, sizeof(buf), &p),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_stream_create(mlu0, 0, &s), KEEL_STATUS_OK);
+
+    arm("cnrtMalloc", cnrtErrorNoMem);
+    keel_dptr q = 0;
+    CU_ASSERT_EQUAL(keel_mem_alloc(mlu0, 4096, &q), KEEL_STATUS_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(q, 0);
+    saw("cnrtMalloc", "cnrtErrorNoMem (100100)");
+
+    arm("cnrtMemcpy", cnrtErrorArgsInvalid);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    saw("cnrtMemcpyHostToDev", "cnrtErrorArgsInvalid (100006)");
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_OK); /* once only */
+
+    arm("cnrtQueueSync", cnrtErrorCndrvFuncCall);
+    CU_ASSERT_EQUAL(keel_stream_synchronize(mlu0, s), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnrtQueueSync", "injected failure");
+
+    arm("cnrtNotifierCreate", 424242);
+    CU_ASSERT_EQUAL(keel_event_create(mlu0, &e), KEEL_STATUS_DEVICE_ERROR);
+    CU_ASSERT_PTR_NULL(e);
+    saw("cnrtNotifierCreate", "(424242)");
+
+    arm("cnrtQueueCreate", cnrtErrorDeviceInvalid);
+    keel_stream s2 = NULL;
+    CU_ASSERT_EQUAL(keel_stream_create(mlu0, 0, &s2),
+                    KEEL_STATUS_INVALID_DEVICE);
+    saw("cnrtQueueCreate", "cnrtErrorDeviceInvalid");
+
+    arm("cnrtSetDevice", cnrtErrorNoCnrtContext);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, p, buf, sizeof(buf)),
+                    KEEL_STATUS_NOT_INITIALIZED);
+    saw("cnrtSetDevice", "cnrtErrorNoCnrtContext");
+
+    CU_ASSERT_EQUAL(keel_stream_destroy(mlu0, s), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_free(mlu0, p), KEEL_STATUS_OK);
+}
+
+/* A 2x3 float32 operation on mlu:0: 'a' add, 'm' multiply, 'r' relu. */
+static const float lhs[6] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 0.0f};
+static const float rhs[6] = {2.0f, 4.0f, -8.0f, 0.5f, 1.0f, -3.0f};
+
+static keel_status run_op(char op, float out[6])
+{
+    const int64_t dims[2] = {2, 3};
+    keel_tensor *in[2] = {NULL, NULL}, *res = NULL;
+    const float *src[2] = {lhs, rhs};
+    keel_status st = KEEL_STATUS_OK;
+
+    for (int i = 0; i < 2 && !st; i++)
+        st = keel_tensor_from_floats(src[i], 2, dims, KEEL_F32, "mlu:0",
+                                     &in[i]);
+    CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
+    switch (op) {
+    case 'a': st = keel_add(in[0], in[1], &res); break;
+    case 'm': st = keel_multiply(in[0], in[1], &res); break;
+    default: st = keel_relu(in[0], &res); break;
+    }
+    if (st == KEEL_STATUS_OK)
+        st = keel_tensor_to_host(res, out, 6 * sizeof(float));
+    keel_tensor_free(res);
+    for (int i = 0; i < 2; i++)
+        keel_tensor_free(in[i]);
+    return st;
+}
+
+static void t_kernels(void)
+{
+    const char ops[3] = {'a', 'm', 'r'};
+    float got[6];
+
+    for (int o = 0; o < 3; o++) {
+        CU_ASSERT_EQUAL_FATAL(run_op(ops[o], got), KEEL_STATUS_OK);
+        for (int i = 0; i < 6; i++) {
+            float want = ops[o] == 'a'   ? lhs[i] + rhs[i]
+                         : ops[o] == 'm' ? lhs[i] * rhs[i]
+                                         : (lhs[i] > 0 ? lhs[i] : 0.0f);
+            CU_ASSERT_EQUAL(got[i], want);
+        }
+    }
+}
+
+static void t_kernel_failures(void)
+{
+    float got[6];
+
+    arm("cnnlOpTensor", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_op('a', got), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlOpTensor", "CNNL_STATUS_EXECUTION_FAILED");
+
+    /* a refusal is NOT_SUPPORTED (strict mode: no fallback to hide it) */
+    arm("cnnlActivationForward", CNNL_STATUS_BAD_PARAM);
+    CU_ASSERT_EQUAL(run_op('r', got), KEEL_STATUS_NOT_SUPPORTED);
+    saw("cnnlActivationForward", "CNNL_STATUS_BAD_PARAM");
+}
+
+/* add's workspace is a block of the core's caching allocator: x, y, the
+ * output and the workspace, all given back. */
+static void t_workspace(void)
+{
+    keel_memory_stats a, b;
+    float got[6];
+
+    CU_ASSERT_EQUAL(keel_memory_stats_get("mlu:0", &a), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(run_op('m', got), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_memory_stats_get("mlu:0", &b), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(b.alloc_count - a.alloc_count, 4);
+    CU_ASSERT_EQUAL(b.allocated, a.allocated);
+}
+
+/* An older core's launch (no workspace call): cnrtMalloc'd workspace. */
+static void t_workspace_older_core(void)
+{
+    const keel_plugin_api *api = mlu_table(NULL);
+    static const float xs[4] = {1, 2, 3, 4}, ys[4] = {10, 20, 30, 40};
+    float got[4] = {0};
+    keel_dptr d[3] = {0};
+    keel_tensor_desc td[3];
+    keel_kernel_args a;
+    keel_kernel k;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "add", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    memset(td, 0, sizeof(td));
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(mlu0, sizeof(xs), &d[i]),
+                              KEEL_STATUS_OK);
+        td[i] = (keel_tensor_desc){.data = d[i], .dtype = KEEL_F32, .ndim = 1};
+        td[i].shape[0] = 4;
+        td[i].strides[0] = 1;
+    }
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, d[0], xs, sizeof(xs)), 0);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, d[1], ys, sizeof(ys)), 0);
+    memset(&a, 0, sizeof(a));
+    a.struct_size = (uint32_t)KEEL_KERNEL_ARGS_MIN_SIZE;
+    a.inputs = td;
+    a.num_inputs = 2;
+    a.outputs = &td[2];
+    a.num_outputs = 1;
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(mlu0, got, d[2], sizeof(got)), 0);
+    CU_ASSERT(got[0] == 11 && got[3] == 44);
+    arm("cnrtMalloc", cnrtErrorNoMem);
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_OUT_OF_MEMORY);
+    for (int i = 0; i < 3; i++)
+        keel_mem_free(mlu0, d[i]);
+}
+
+static void t_visible_after_init(void)
+{
+    const keel_plugin_api *api = mlu_table(NULL);
+    int32_t one = 1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->device->set_visible_devices(&one, 1),
+                    KEEL_STATUS_INVALID_STATE);
+}
+
+/* KEEL_VISIBLE_DEVICES=mlu:1 reached set_visible_devices: mlu:0 is CNRT's
+ * device 1, and memory on it round-trips. */
+static void t_visible(void)
+{
+    keel_device_props props = {.struct_size = sizeof(props)};
+    unsigned char in[64], out[64];
+    keel_place pl;
+    keel_dptr p = 0;
+
+    for (int i = 0; i < 64; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    CU_ASSERT_EQUAL(keel_device_count("mlu"), 1);
+    CU_ASSERT_EQUAL_FATAL(keel_place_parse("mlu:0", &pl), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_place_parse("mlu:1", &(keel_place){0}),
+                    KEEL_STATUS_INVALID_DEVICE);
+    CU_ASSERT_EQUAL_FATAL(keel_device_get_props(pl, &props), KEEL_STATUS_OK);
+    printf("\n    mlu:0 is %s\n", props.name);
+    CU_ASSERT_PTR_NOT_NULL(strstr(props.name, "cnrt device 1"));
+    CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(pl, sizeof(in), &p), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_h2d(pl, p, in, sizeof(in)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(pl, out, p, sizeof(out)), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(memcmp(in, out, sizeof(in)), 0);
+    CU_ASSERT_EQUAL(keel_mem_free(pl, p), KEEL_STATUS_OK);
+}
+
+int main(int argc, char **argv)
+{
+    bool standin = argc >= 2 && !strcmp(argv[1], "standin");
+    bool visible = argc >= 2 && !strcmp(argv[1], "visible");
+    CU_pSuite s;
+    unsigned bad;
+
+    if (!standin && !visible && (argc < 3 || strcmp(argv[1], "none"))) {
+        fprintf(stderr, "usage: %s none TEXT | standin | visible\n", argv[0]);
+        return 2;
+    }
+    reason_text = standin || visible ? "" : argv[2];
+    if (!standin && !visible && !getenv("KEEL_MLU_CNRT_LIBRARY") &&
+        keel_device_count("mlu") > 0) {
+        printf("SKIP: a libcnrt.so with devices is on the library path\n");
+        keel_shutdown();
+        return 77;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    if (visible) {
+        s = CU_add_suite("mlu with KEEL_VISIBLE_DEVICES", NULL, NULL);
+        CU_add_test(s, "mlu:1 only", t_visible);
+    } else if (standin) {
+        s = CU_add_suite("mlu over the stand-in Neuware", standin_setup, NULL);
+        CU_add_test(s, "CNRT failures map to keel statuses", t_translation);
+        CU_add_test(s, "CNNL add, multiply, relu compute", t_kernels);
+        CU_add_test(s, "CNNL failures and refusals", t_kernel_failures);
+        CU_add_test(s, "the workspace comes from the core", t_workspace);
+        CU_add_test(s, "older core: cnrtMalloc workspace",
+                    t_workspace_older_core);
+        CU_add_test(s, "set_visible_devices after init", t_visible_after_init);
+    } else {
+        s = CU_add_suite("mlu without a usable CNRT", NULL, NULL);
+        CU_add_test(s, "the plugin loads", t_loaded);
+        CU_add_test(s, "0 devices and the reason", t_reason);
+        CU_add_test(s, "calls answer with a status", t_statuses);
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+          CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return bad ? 1 : 0;
+}
