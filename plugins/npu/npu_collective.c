@@ -116,6 +116,49 @@ static keel_status hccl_ready(const char *call)
                     call, hccl.error);
 }
 
+/* ---- HCCL or the in-process engine -------------------------------------------- */
+
+/*
+ * Decided once, by the first call that needs HCCL (or get_caps), as the
+ * GPU plugins do with NCCL: KEEL_NPU_COLL unset or auto: HCCL when it
+ * loads, else the kit's in-process engine (npu_hostcoll.c, 128-byte ids,
+ * ranks of this process only); library: HCCL only (calls fail without
+ * it); inprocess: the engine even when HCCL would load.
+ */
+enum { MODE_UNDECIDED, MODE_HCCL, MODE_INPROCESS, MODE_NONE };
+static _Atomic int coll_mode = MODE_UNDECIDED;
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+
+static void mode_pick(void)
+{
+    const char *e = npu_env("KEEL_NPU_COLL");
+
+    if (e && !strcmp(e, "inprocess")) {
+        atomic_store(&coll_mode, MODE_INPROCESS);
+        return;
+    }
+    if (hccl_loaded())
+        atomic_store(&coll_mode, MODE_HCCL);
+    else if (e && !strcmp(e, "library"))
+        atomic_store(&coll_mode, MODE_NONE);
+    else {
+        atomic_store(&coll_mode, MODE_INPROCESS);
+        npu_log(KEEL_LOG_INFO, "npu: collectives in-process, staged through "
+                "host memory: %s", hccl.error);
+    }
+}
+
+/* The engine serves this process's collectives (deciding if need be).
+ * Before init nothing is decided: the HCCL path answers, with its
+ * NOT_INITIALIZED / NOT_SUPPORTED. */
+static bool inproc(void)
+{
+    if (!atomic_load(&npu_g.initialized))
+        return false;
+    pthread_once(&mode_once, mode_pick);
+    return atomic_load(&coll_mode) == MODE_INPROCESS;
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static const char *hccl_name(HcclResult r)
@@ -390,12 +433,16 @@ static _Thread_local keel_status group_refused;
 
 static keel_status npu_group_start(void)
 {
+    if (inproc())
+        return npu_hostcoll_ops.group_start();
     group_depth++;
     return KEEL_STATUS_OK;
 }
 
 static keel_status npu_group_end(void)
 {
+    if (inproc())
+        return npu_hostcoll_ops.group_end();
     struct lane *lanes = NULL;
     int nl = 0, cap = 0;
     struct fault f = {0};
@@ -628,6 +675,8 @@ static keel_status go(struct job *j, keel_status st)
 
 static keel_status npu_get_unique_id(keel_comm_id *id)
 {
+    if (inproc())
+        return npu_hostcoll_ops.get_unique_id(id);
     (void)id;
     return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
                     "get_unique_id: HCCL's ids are %d bytes; use "
@@ -638,7 +687,13 @@ static keel_status npu_comm_init_rank(int32_t device, int32_t nranks,
                                       const keel_comm_id *id, int32_t rank,
                                       keel_comm *comm)
 {
-    (void)device, (void)nranks, (void)id, (void)rank, (void)comm;
+    if (inproc())
+        return npu_hostcoll_ops.comm_init_rank(device, nranks, id, rank, comm);
+    keel_status st = npu_enter(device, "comm_init_rank");
+
+    (void)nranks, (void)id, (void)rank, (void)comm;
+    if (st) /* not initialised, or no such device: that first */
+        return st;
     return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
                     "comm_init_rank: HCCL's ids are %d bytes; use "
                     "comm_init_rank_bytes (ABI 1.3)", HCCL_ROOT_INFO_BYTES);
@@ -651,6 +706,14 @@ static keel_status npu_get_unique_id_bytes(uint8_t *id, uint32_t size)
     keel_status st;
     HcclResult r;
 
+    if (inproc()) {
+        if (!id || size != KEEL_COMM_ID_BYTES)
+            return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                            "get_unique_id_bytes: %s (in-process ids are %d "
+                            "bytes)", id ? "wrong size" : "id is NULL",
+                            KEEL_COMM_ID_BYTES);
+        return npu_hostcoll_ops.get_unique_id((keel_comm_id *)(void *)id);
+    }
     if (!id || size != HCCL_ROOT_INFO_BYTES)
         return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
                         "get_unique_id_bytes: %s (HCCL's ids are %d bytes)",
@@ -678,6 +741,16 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
     struct npu_obj o;
     keel_status st;
 
+    if (inproc()) {
+        if (!id || size != KEEL_COMM_ID_BYTES)
+            return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                            "comm_init_rank_bytes: %s (in-process ids are "
+                            "%d bytes)", id ? "wrong size" : "id is NULL",
+                            KEEL_COMM_ID_BYTES);
+        return npu_hostcoll_ops.comm_init_rank(
+            device, nranks, (const keel_comm_id *)(const void *)id, rank,
+            comm);
+    }
     if (!comm || !id || size != HCCL_ROOT_INFO_BYTES || nranks < 1 ||
         rank < 0 || rank >= nranks)
         return refused(npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
@@ -730,6 +803,8 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
 
 static keel_status npu_comm_destroy(keel_comm comm)
 {
+    if (inproc())
+        return npu_hostcoll_ops.comm_destroy(comm);
     struct keel_comm_s *c = NULL;
     keel_status st;
     HcclResult r;
@@ -753,6 +828,8 @@ static keel_status npu_comm_destroy(keel_comm comm)
 static keel_status npu_comm_rank(keel_comm comm, int32_t *rank,
                                  int32_t *nranks)
 {
+    if (inproc())
+        return npu_hostcoll_ops.comm_rank(comm, rank, nranks);
     struct keel_comm_s *c = NULL;
     keel_status st;
 
@@ -773,6 +850,8 @@ static keel_status npu_all_reduce(keel_comm comm, keel_stream stream,
                                   uint64_t count, keel_dtype dtype,
                                   keel_reduce_op op)
 {
+    if (inproc())
+        return npu_hostcoll_ops.all_reduce(comm, stream, send, recv, count, dtype, op);
     struct job *j = job_new(J_ALL_REDUCE);
 
     if (!j)
@@ -802,6 +881,8 @@ static keel_status npu_broadcast(keel_comm comm, keel_stream stream,
                                  uint64_t count, keel_dtype dtype,
                                  int32_t root)
 {
+    if (inproc())
+        return npu_hostcoll_ops.broadcast(comm, stream, send, recv, count, dtype, root);
     struct job *j = job_new(J_BROADCAST);
     keel_status st;
 
@@ -823,6 +904,8 @@ static keel_status npu_reduce(keel_comm comm, keel_stream stream,
                               keel_dtype dtype, keel_reduce_op op,
                               int32_t root)
 {
+    if (inproc())
+        return npu_hostcoll_ops.reduce(comm, stream, send, recv, count, dtype, op, root);
     struct job *j;
     keel_status st;
 
@@ -845,6 +928,8 @@ static keel_status npu_all_gather(keel_comm comm, keel_stream stream,
                                   keel_dptr send, keel_dptr recv,
                                   uint64_t count, keel_dtype dtype)
 {
+    if (inproc())
+        return npu_hostcoll_ops.all_gather(comm, stream, send, recv, count, dtype);
     struct job *j = job_new(J_ALL_GATHER);
     struct keel_comm_s *c = NULL;
     keel_status st;
@@ -864,6 +949,8 @@ static keel_status npu_reduce_scatter(keel_comm comm, keel_stream stream,
                                       uint64_t count, keel_dtype dtype,
                                       keel_reduce_op op)
 {
+    if (inproc())
+        return npu_hostcoll_ops.reduce_scatter(comm, stream, send, recv, count, dtype, op);
     struct job *j = job_new(J_REDUCE_SCATTER);
     struct keel_comm_s *c = NULL;
     keel_status st;
@@ -939,6 +1026,8 @@ static keel_status npu_all_to_allv(keel_comm comm, keel_stream stream,
                                    const uint64_t *rc, const uint64_t *rd,
                                    keel_dtype dtype)
 {
+    if (inproc())
+        return npu_hostcoll_ops.all_to_allv(comm, stream, send, sc, sd, recv, rc, rd, dtype);
     return a2av(comm, stream, send, sc, sd, recv, rc, rd, dtype,
                 "all_to_allv");
 }
@@ -947,6 +1036,8 @@ static keel_status npu_all_to_all(keel_comm comm, keel_stream stream,
                                   keel_dptr send, keel_dptr recv,
                                   uint64_t count, keel_dtype dtype)
 {
+    if (inproc())
+        return npu_hostcoll_ops.all_to_all(comm, stream, send, recv, count, dtype);
     struct keel_comm_s *c = NULL;
     uint64_t *v;
     keel_status st;
@@ -997,12 +1088,16 @@ static keel_status p2p(enum job_kind k, keel_comm comm, keel_stream stream,
 static keel_status npu_send(keel_comm comm, keel_stream stream, keel_dptr buf,
                             uint64_t count, keel_dtype dtype, int32_t peer)
 {
+    if (inproc())
+        return npu_hostcoll_ops.send(comm, stream, buf, count, dtype, peer);
     return p2p(J_SEND, comm, stream, buf, count, dtype, peer);
 }
 
 static keel_status npu_recv(keel_comm comm, keel_stream stream, keel_dptr buf,
                             uint64_t count, keel_dtype dtype, int32_t peer)
 {
+    if (inproc())
+        return npu_hostcoll_ops.recv(comm, stream, buf, count, dtype, peer);
     return p2p(J_RECV, comm, stream, buf, count, dtype, peer);
 }
 
@@ -1010,6 +1105,14 @@ static keel_status npu_recv(keel_comm comm, keel_stream stream, keel_dptr buf,
 
 static keel_status npu_get_caps(int32_t device, keel_collective_caps *caps)
 {
+    if (inproc()) {
+        keel_status st = npu_hostcoll_ops.get_caps(device, caps);
+        /* only the dtypes the device claims (its props) */
+        if (!st && caps->struct_size >= offsetof(keel_collective_caps,
+                                                 dtype_mask) + 4)
+            caps->dtype_mask &= NPU_DEVICE_DTYPES;
+        return st;
+    }
     keel_collective_caps k;
     int32_t n = 0;
     uint32_t size;

@@ -13,6 +13,7 @@
  *                 relu through the two-phase aclnnXxxGetWorkspaceSize /
  *                 aclnnXxx calls
  *   npu_collective.c the collective group on HCCL (libhccl.so)
+ *   npu_hostcoll.c   the in-process fallback when HCCL is missing
  *
  * Loading. libascendcl.so is dlopen()ed on the first call that needs it
  * (get_device_count, get_device_props or init), from KEEL_NPU_ACL_LIBRARY
@@ -282,6 +283,14 @@ void npu_kernels_unload(void);
 /* ---- npu_collective.c ---------------------------------------------------- */
 
 void npu_collective_unload(void);
+/* npu_hostcoll.c: the in-process collectives, when HCCL is missing */
+extern const keel_collective_ops npu_hostcoll_ops;
+void npu_hostcoll_finalize(void);
+/* The dtypes a device claims (props.dtype_mask): the aclnn kernels'. */
+#define NPU_DEVICE_DTYPES                                                   \
+    (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |                  \
+     KEEL_DTYPE_BIT(KEEL_BF16) | KEEL_DTYPE_BIT(KEEL_I32) |                 \
+     KEEL_DTYPE_BIT(KEEL_I64))
 extern const keel_collective_ops npu_collective_ops;
 
 /* get_device_count, for the other groups (probes on first use). */

@@ -524,9 +524,7 @@ static keel_status npu_get_device_props(int32_t device, keel_device_props *out)
     p.compute_units = d->ai_cores;
     p.clock_khz = 0;
     /* What the aclnn kernels take (npu_kernels.c); copies carry any. */
-    p.dtype_mask = KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |
-                   KEEL_DTYPE_BIT(KEEL_BF16) | KEEL_DTYPE_BIT(KEEL_I32) |
-                   KEEL_DTYPE_BIT(KEEL_I64);
+    p.dtype_mask = NPU_DEVICE_DTYPES;
     /* KERNELS: the group is there; without libopapi.so its lookup finds
      * nothing and the core falls back. */
     p.features = KEEL_FEATURE_ASYNC_COPY | KEEL_FEATURE_PINNED_HOST |
@@ -575,6 +573,7 @@ static keel_status npu_finalize(void)
 {
     pthread_mutex_lock(&npu_g.init_lock);
     if (atomic_load(&npu_g.initialized)) {
+        npu_hostcoll_finalize();
         npu_stream_finalize(); /* waits for every stream */
         npu_memory_finalize();
         reg_clear(&npu_g.mem);
