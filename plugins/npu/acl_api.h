@@ -41,6 +41,15 @@
  *                      aclDestroyScalar.
  *   op_api/aclnn_op.h  aclnnAdd / aclnnMul / aclnnRelu and their
  *                      *GetWorkspaceSize halves (argument order below).
+ *
+ * aclnnSoftmax and aclnnLogSoftmax (self, int64_t dim, out, then the
+ * workspace size and executor; the launch half as for the others) against
+ * CANN's open operator sources, github.com/hicann/ops-nn,
+ * activation/softmax_v2/op_host/op_api/aclnn_softmax.h for the first; the
+ * second's prototype as the op_api/aclnn_op.h declaration list of a public
+ * adapter tree and ops-nn's implementation of it give it (same shape).
+ * Whether a negative dim is accepted is not relied on: the plugin passes
+ * the axis normalised.
  *   acl_base.h         aclDataType (ACL_FLOAT 0, ACL_FLOAT16 1,
  *                      ACL_INT8 2, ACL_INT32 3, ACL_UINT8 4, ACL_INT64 9,
  *                      ACL_DOUBLE 11, ACL_BOOL 12, ACL_BF16 27) and
@@ -246,6 +255,18 @@ typedef enum aclFormat {
       (const aclTensor *self, const aclTensor *out, uint64_t *workspaceSize,  \
        aclOpExecutor **executor))                                             \
     X(aclnnStatus, aclnnRelu,                                                 \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnSoftmaxGetWorkspaceSize,                              \
+      (const aclTensor *self, int64_t dim, aclTensor *out,                    \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnSoftmax,                                              \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnLogSoftmaxGetWorkspaceSize,                           \
+      (const aclTensor *self, int64_t dim, aclTensor *out,                    \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnLogSoftmax,                                           \
       (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
        aclrtStream stream))
 

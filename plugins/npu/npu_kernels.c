@@ -13,8 +13,9 @@
  * comes from aclrtMalloc and is freed once the stream has run the launch,
  * so such a kernel waits for its stream.
  *
- * Kernels: add, multiply (float32, float16, bfloat16, int32, int64) and
- * relu (float32, float16, bfloat16). Which of them a given Ascend part
+ * Kernels: add, multiply (float32, float16, bfloat16, int32, int64),
+ * relu, softmax and log_softmax (float32, float16, bfloat16; the softmax
+ * pair along the `axis` attribute, passed to aclnn normalised). Which of them a given Ascend part
  * runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
@@ -30,7 +31,7 @@
 #define NPU_OPAPI_SONAME "libopapi.so"
 #define OPAPI (npu_g.opapi)
 
-enum npu_kop { K_ADD, K_MUL, K_RELU };
+enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX };
 
 struct npu_kdef {
     const char *name;
@@ -51,6 +52,8 @@ static struct npu_kdef kdefs[] = {
     {"add", K_ADD, BINARY_DTYPES, -1},
     {"multiply", K_MUL, BINARY_DTYPES, -1},
     {"relu", K_RELU, FLOAT_DTYPES, -1},
+    {"softmax", K_SOFTMAX, FLOAT_DTYPES, -1},
+    {"log_softmax", K_LOG_SOFTMAX, FLOAT_DTYPES, -1},
 };
 
 /* ---- loading -------------------------------------------------------------- */
@@ -170,7 +173,8 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     keel_dptr core_ws = 0;
     keel_kit_msg msg;
     keel_status st;
-    int nin = k->kop == K_RELU ? 1 : 2;
+    int nin = k->kop == K_ADD || k->kop == K_MUL ? 2 : 1;
+    int64_t dim = 0;
     aclnnStatus e;
     const char *phase1, *phase2;
 
@@ -213,6 +217,27 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         e = OPAPI.aclnnAddGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
         break;
     }
+    case K_SOFTMAX:
+    case K_LOG_SOFTMAX:
+        /* keel_kit_check has refused an axis out of range; 0-d takes 0 */
+        dim = keel_kit_axis_0d(keel_kit_attr_i(a, "axis", -1),
+                               a->inputs[0].ndim);
+        if (dim < 0) {
+            st = npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                          "%s: axis out of range", k->name);
+            goto out;
+        }
+        if (k->kop == K_SOFTMAX) {
+            phase1 = "aclnnSoftmaxGetWorkspaceSize";
+            phase2 = "aclnnSoftmax";
+            e = OPAPI.aclnnSoftmaxGetWorkspaceSize(t[0], dim, t[2], &ws, &ex);
+        } else {
+            phase1 = "aclnnLogSoftmaxGetWorkspaceSize";
+            phase2 = "aclnnLogSoftmax";
+            e = OPAPI.aclnnLogSoftmaxGetWorkspaceSize(t[0], dim, t[2], &ws,
+                                                      &ex);
+        }
+        break;
     case K_MUL:
         phase1 = "aclnnMulGetWorkspaceSize";
         phase2 = "aclnnMul";
@@ -249,9 +274,13 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         if (st)
             goto out; /* the executor is not run; aclnn gives no way to drop it */
     }
-    e = k->kop == K_ADD   ? OPAPI.aclnnAdd(wsp, ws, ex, s->s)
-        : k->kop == K_MUL ? OPAPI.aclnnMul(wsp, ws, ex, s->s)
-                          : OPAPI.aclnnRelu(wsp, ws, ex, s->s);
+    switch (k->kop) {
+    case K_ADD: e = OPAPI.aclnnAdd(wsp, ws, ex, s->s); break;
+    case K_MUL: e = OPAPI.aclnnMul(wsp, ws, ex, s->s); break;
+    case K_SOFTMAX: e = OPAPI.aclnnSoftmax(wsp, ws, ex, s->s); break;
+    case K_LOG_SOFTMAX: e = OPAPI.aclnnLogSoftmax(wsp, ws, ex, s->s); break;
+    default: e = OPAPI.aclnnRelu(wsp, ws, ex, s->s); break;
+    }
     st = aclnn_check(e, true, a->device, phase2);
     if (!st)
         npu_stream_note(s);

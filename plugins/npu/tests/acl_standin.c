@@ -43,6 +43,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1140,7 +1141,7 @@ API aclError aclrtProcessReport(int32_t timeout)
     return ACL_SUCCESS;
 }
 
-/* ---- aclnn: add, mul, relu on the host ------------------------------------ */
+/* ---- aclnn: add, mul, relu, softmax, log_softmax on the host ------------- */
 
 /* The stand-in's view of a tensor: checked at creation against the live
  * device memory of the current device. */
@@ -1157,13 +1158,20 @@ struct aclScalar {
     int64_t i;
 };
 
-enum op_kind { OP_ADD, OP_MUL, OP_RELU };
+enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX };
+
+/* The ops with one operand. */
+static bool op_unary(enum op_kind k)
+{
+    return k == OP_RELU || k == OP_SOFTMAX || k == OP_LOG_SOFTMAX;
+}
 
 struct aclOpExecutor {
     enum op_kind kind;
     struct aclTensor in[2], out;
     double alpha_f;
     int64_t alpha_i;
+    int dim; /* the softmax pair: the axis, normalised (0 for 0-d) */
     uint64_t ws; /* the workspace it asked for */
     int device;
     struct aclOpExecutor *next, **prev; /* planned, not yet launched */
@@ -1303,11 +1311,11 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
 
     if (inj)
         return inj;
-    if (!x || !out || !ws || !ex || (kind != OP_RELU && !y) ||
+    if (!x || !out || !ws || !ex || (!op_unary(kind) && !y) ||
         (kind == OP_ADD && !alpha))
         return err(161001, "%s: a NULL argument", call);
     if (!same_view(x, out) || (y && !same_view(y, out)) ||
-        (kind == OP_RELU && !dt_float(x->dt)))
+        (op_unary(kind) && !dt_float(x->dt)))
         return err(161002, "%s: operands disagree (the stand-in does not "
                    "broadcast; keel sends operands already broadcast)", call);
     e = calloc(1, sizeof(*e));
@@ -1428,11 +1436,62 @@ static void st_i(const struct aclTensor *t, char *p, int64_t v)
         memcpy(p, &v, 8);
 }
 
+/* softmax / log_softmax: every line along x->dim in three passes (maximum,
+ * exp-sum, outputs), all in double; a NaN in a line makes the line NaN. */
+static void sm_run(struct aclOpExecutor *x)
+{
+    int nd = x->out.ndim, ax = x->dim;
+    int64_t idx[8] = {0}, lines = 1;
+    int64_t n = nd ? x->out.dims[ax] : 1;
+    int64_t si = nd ? x->in[0].strides[ax] : 0, so = nd ? x->out.strides[ax] : 0;
+    size_t es = dt_size(x->out.dt);
+
+    for (int i = 0; i < nd; i++)
+        if (i != ax)
+            lines *= x->out.dims[i];
+    for (int64_t l = 0; l < lines; l++) {
+        int64_t oi = 0, oo = 0;
+        double m = -INFINITY, sum = 0.0;
+        for (int i = 0; i < nd; i++) {
+            oi += idx[i] * x->in[0].strides[i];
+            oo += idx[i] * x->out.strides[i];
+        }
+        const char *a = x->in[0].base + oi * (int64_t)es;
+        char *c = x->out.base + oo * (int64_t)es;
+        for (int64_t j = 0; j < n; j++) {
+            double v = ld_f(&x->in[0], a + j * si * (int64_t)es);
+            if (v != v || (m == m && v > m))
+                m = v;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sum += exp(ld_f(&x->in[0], a + j * si * (int64_t)es) - m);
+        for (int64_t j = 0; j < n; j++) {
+            double v = ld_f(&x->in[0], a + j * si * (int64_t)es);
+            double r = x->kind == OP_SOFTMAX ? exp(v - m) / sum
+                                             : v - m - log(sum);
+            st_f(&x->out, c + j * so * (int64_t)es, (double)(float)r);
+        }
+        for (int i = nd - 1; i >= 0; i--) {
+            if (i == ax)
+                continue;
+            if (++idx[i] < x->out.dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    free(x);
+}
+
 static void op_run(struct aclOpExecutor *x)
 {
     int64_t idx[8] = {0}, total = 1;
     size_t es = dt_size(x->out.dt);
     bool fl = dt_float(x->out.dt);
+
+    if (x->kind == OP_SOFTMAX || x->kind == OP_LOG_SOFTMAX) {
+        sm_run(x);
+        return;
+    }
 
     for (int i = 0; i < x->out.ndim; i++)
         total *= x->out.dims[i];
@@ -1518,6 +1577,55 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
                           aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
+}
+
+/* Phase 1 of the softmax pair: dim in [-ndim, ndim), for 0-d 0 or -1. */
+static aclnnStatus sm_plan(enum op_kind kind, const aclTensor *self,
+                           int64_t dim, aclTensor *out, uint64_t *ws,
+                           aclOpExecutor **ex, const char *call)
+{
+    int64_t nd = self ? self->ndim : 0, lim = nd ? nd : 1;
+    aclnnStatus e;
+
+    if (self && (dim < -lim || dim >= lim))
+        return err(161002, "%s: dim %lld for a tensor of rank %d", call,
+                   (long long)dim, (int)nd);
+    e = op_plan(kind, self, NULL, NULL, out, ws, ex, call);
+    if (!e) /* still planned, so no other thread holds it yet */
+        (*ex)->dim = nd ? (int)(dim < 0 ? dim + nd : dim) : 0;
+    return e;
+}
+
+API aclnnStatus aclnnSoftmaxGetWorkspaceSize(const aclTensor *self,
+                                             int64_t dim, aclTensor *out,
+                                             uint64_t *workspaceSize,
+                                             aclOpExecutor **executor)
+{
+    return sm_plan(OP_SOFTMAX, self, dim, out, workspaceSize, executor,
+                   "aclnnSoftmaxGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnSoftmax(void *workspace, uint64_t workspaceSize,
+                             aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnSoftmax");
+}
+
+API aclnnStatus aclnnLogSoftmaxGetWorkspaceSize(const aclTensor *self,
+                                                int64_t dim, aclTensor *out,
+                                                uint64_t *workspaceSize,
+                                                aclOpExecutor **executor)
+{
+    return sm_plan(OP_LOG_SOFTMAX, self, dim, out, workspaceSize, executor,
+                   "aclnnLogSoftmaxGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnLogSoftmax(void *workspace, uint64_t workspaceSize,
+                                aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnLogSoftmax");
 }
 
 API int acl_standin_device_sets(int dev)
