@@ -15,7 +15,10 @@
  *
  * Kernels: add, multiply (float32, float16, bfloat16, int32, int64),
  * relu, softmax and log_softmax (float32, float16, bfloat16; the softmax
- * pair along the `axis` attribute, passed to aclnn normalised). Which of them a given Ascend part
+ * pair along the `axis` attribute, passed to aclnn normalised) and
+ * matmul (float32, float16) for 2-D operands only: the core hands the
+ * transposes over as strides, which aclnn views carry; batched and 1-D
+ * launches, and an empty inner dimension, answer NOT_SUPPORTED. Which of them a given Ascend part
  * runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
@@ -31,7 +34,7 @@
 #define NPU_OPAPI_SONAME "libopapi.so"
 #define OPAPI (npu_g.opapi)
 
-enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX };
+enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX, K_MATMUL };
 
 struct npu_kdef {
     const char *name;
@@ -54,6 +57,8 @@ static struct npu_kdef kdefs[] = {
     {"relu", K_RELU, FLOAT_DTYPES, -1},
     {"softmax", K_SOFTMAX, FLOAT_DTYPES, -1},
     {"log_softmax", K_LOG_SOFTMAX, FLOAT_DTYPES, -1},
+    {"matmul", K_MATMUL, KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16),
+     -1},
 };
 
 /* ---- loading -------------------------------------------------------------- */
@@ -173,7 +178,7 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     keel_dptr core_ws = 0;
     keel_kit_msg msg;
     keel_status st;
-    int nin = k->kop == K_ADD || k->kop == K_MUL ? 2 : 1;
+    int nin = k->kop == K_ADD || k->kop == K_MUL || k->kop == K_MATMUL ? 2 : 1;
     int64_t dim = 0;
     aclnnStatus e;
     const char *phase1, *phase2;
@@ -190,6 +195,13 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
                         k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (k->kop == K_MATMUL &&
+        (a->inputs[1].dtype != a->inputs[0].dtype || a->inputs[0].ndim != 2 ||
+         a->inputs[1].ndim != 2 || a->outputs[0].ndim != 2 ||
+         a->inputs[0].shape[1] == 0))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "matmul: only 2-D operands of one dtype with a "
+                        "non-empty inner dimension go to aclnnMatmul");
     if (keel_kit_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     for (int i = 0; i < nin && !st; i++)
@@ -238,6 +250,12 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
                                                       &ex);
         }
         break;
+    case K_MATMUL:
+        phase1 = "aclnnMatmulGetWorkspaceSize";
+        phase2 = "aclnnMatmul";
+        e = OPAPI.aclnnMatmulGetWorkspaceSize(t[0], t[1], t[2],
+                                              NPU_CUBE_KEEP_DTYPE, &ws, &ex);
+        break;
     case K_MUL:
         phase1 = "aclnnMulGetWorkspaceSize";
         phase2 = "aclnnMul";
@@ -279,6 +297,7 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     case K_MUL: e = OPAPI.aclnnMul(wsp, ws, ex, s->s); break;
     case K_SOFTMAX: e = OPAPI.aclnnSoftmax(wsp, ws, ex, s->s); break;
     case K_LOG_SOFTMAX: e = OPAPI.aclnnLogSoftmax(wsp, ws, ex, s->s); break;
+    case K_MATMUL: e = OPAPI.aclnnMatmul(wsp, ws, ex, s->s); break;
     default: e = OPAPI.aclnnRelu(wsp, ws, ex, s->s); break;
     }
     st = aclnn_check(e, true, a->device, phase2);

@@ -1141,7 +1141,7 @@ API aclError aclrtProcessReport(int32_t timeout)
     return ACL_SUCCESS;
 }
 
-/* ---- aclnn: add, mul, relu, softmax, log_softmax on the host ------------- */
+/* ---- aclnn: add, mul, relu, softmax, log_softmax, matmul on the host ----- */
 
 /* The stand-in's view of a tensor: checked at creation against the live
  * device memory of the current device. */
@@ -1158,7 +1158,7 @@ struct aclScalar {
     int64_t i;
 };
 
-enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX };
+enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL };
 
 /* The ops with one operand. */
 static bool op_unary(enum op_kind k)
@@ -1300,6 +1300,15 @@ static bool same_view(const struct aclTensor *a, const struct aclTensor *b)
     return true;
 }
 
+/* matmul's operands: [m, k] @ [k, n] -> [m, n], one float dtype. */
+static bool mm_views_ok(const struct aclTensor *x, const struct aclTensor *y,
+                        const struct aclTensor *o)
+{
+    return x->ndim == 2 && y->ndim == 2 && o->ndim == 2 && x->dt == y->dt &&
+           x->dt == o->dt && dt_float(x->dt) && x->dims[1] == y->dims[0] &&
+           o->dims[0] == x->dims[0] && o->dims[1] == y->dims[1];
+}
+
 /* Phase 1 of every op: check, copy the views into a new executor. */
 static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
                            const aclTensor *y, const aclScalar *alpha,
@@ -1314,8 +1323,9 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
     if (!x || !out || !ws || !ex || (!op_unary(kind) && !y) ||
         (kind == OP_ADD && !alpha))
         return err(161001, "%s: a NULL argument", call);
-    if (!same_view(x, out) || (y && !same_view(y, out)) ||
-        (op_unary(kind) && !dt_float(x->dt)))
+    if (kind == OP_MATMUL ? !mm_views_ok(x, y, out)
+                          : (!same_view(x, out) || (y && !same_view(y, out)) ||
+                             (op_unary(kind) && !dt_float(x->dt))))
         return err(161002, "%s: operands disagree (the stand-in does not "
                    "broadcast; keel sends operands already broadcast)", call);
     e = calloc(1, sizeof(*e));
@@ -1482,6 +1492,26 @@ static void sm_run(struct aclOpExecutor *x)
     free(x);
 }
 
+/* matmul: each output a double sum over k, rounded through float. */
+static void mm_run(struct aclOpExecutor *x)
+{
+    const struct aclTensor *p = &x->in[0], *q = &x->in[1], *o = &x->out;
+    int64_t es = (int64_t)dt_size(o->dt);
+
+    for (int64_t i = 0; i < o->dims[0]; i++)
+        for (int64_t j = 0; j < o->dims[1]; j++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < p->dims[1]; k++)
+                acc += ld_f(p, p->base + (i * p->strides[0] +
+                                          k * p->strides[1]) * es) *
+                       ld_f(q, q->base + (k * q->strides[0] +
+                                          j * q->strides[1]) * es);
+            st_f(o, o->base + (i * o->strides[0] + j * o->strides[1]) * es,
+                 (double)(float)acc);
+        }
+    free(x);
+}
+
 static void op_run(struct aclOpExecutor *x)
 {
     int64_t idx[8] = {0}, total = 1;
@@ -1490,6 +1520,10 @@ static void op_run(struct aclOpExecutor *x)
 
     if (x->kind == OP_SOFTMAX || x->kind == OP_LOG_SOFTMAX) {
         sm_run(x);
+        return;
+    }
+    if (x->kind == OP_MATMUL) {
+        mm_run(x);
         return;
     }
 
@@ -1626,6 +1660,26 @@ API aclnnStatus aclnnLogSoftmax(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnLogSoftmax");
+}
+
+API aclnnStatus aclnnMatmulGetWorkspaceSize(const aclTensor *self,
+                                            const aclTensor *mat2,
+                                            aclTensor *out, int8_t cubeMathType,
+                                            uint64_t *workspaceSize,
+                                            aclOpExecutor **executor)
+{
+    /* 0 KEEP_DTYPE .. 3 USE_HF32; the stand-in computes in double anyway */
+    if (cubeMathType < 0 || cubeMathType > 3)
+        return err(161002, "aclnnMatmulGetWorkspaceSize: cubeMathType %d",
+                   (int)cubeMathType);
+    return op_plan(OP_MATMUL, self, mat2, NULL, out, workspaceSize, executor,
+                   "aclnnMatmulGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnMatmul(void *workspace, uint64_t workspaceSize,
+                            aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnMatmul");
 }
 
 API int acl_standin_device_sets(int dev)
