@@ -56,6 +56,12 @@
  * matmul/mat_mul_v3/op_host/op_api/aclnn_matmul.h; cubeMathType 0 is
  * KEEP_DTYPE (compute in the inputs' dtype), as the aclnnMatmul pages of
  * the same operator sources list it.
+ *
+ * aclnnCast (self, const aclDataType dtype, out, then the workspace size
+ * and executor) against github.com/hicann/ops-math,
+ * math/cast/op_host/op_api/aclnn_cast.h. Some public write-ups give the
+ * dtype as int64_t; that header, CANN's own, says aclDataType, and so do
+ * the adapters' declaration lists.
  *   acl_base.h         aclDataType (ACL_FLOAT 0, ACL_FLOAT16 1,
  *                      ACL_INT8 2, ACL_INT32 3, ACL_UINT8 4, ACL_INT64 9,
  *                      ACL_DOUBLE 11, ACL_BOOL 12, ACL_BF16 27) and
@@ -283,6 +289,12 @@ typedef enum aclFormat {
        int8_t cubeMathType, uint64_t *workspaceSize,                          \
        aclOpExecutor **executor))                                             \
     X(aclnnStatus, aclnnMatmul,                                               \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnCastGetWorkspaceSize,                                 \
+      (const aclTensor *self, const aclDataType dtype, aclTensor *out,        \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnCast,                                                 \
       (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
        aclrtStream stream))
 

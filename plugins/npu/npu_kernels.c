@@ -18,7 +18,8 @@
  * pair along the `axis` attribute, passed to aclnn normalised) and
  * matmul (float32, float16) for 2-D operands only: the core hands the
  * transposes over as strides, which aclnn views carry; batched and 1-D
- * launches, and an empty inner dimension, answer NOT_SUPPORTED. Which of them a given Ascend part
+ * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast between
+ * any two of float32, float16, bfloat16, int32, int64. Which of them a given Ascend part
  * runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
@@ -34,7 +35,8 @@
 #define NPU_OPAPI_SONAME "libopapi.so"
 #define OPAPI (npu_g.opapi)
 
-enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX, K_MATMUL };
+enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX, K_MATMUL,
+               K_CAST };
 
 struct npu_kdef {
     const char *name;
@@ -57,6 +59,7 @@ static struct npu_kdef kdefs[] = {
     {"relu", K_RELU, FLOAT_DTYPES, -1},
     {"softmax", K_SOFTMAX, FLOAT_DTYPES, -1},
     {"log_softmax", K_LOG_SOFTMAX, FLOAT_DTYPES, -1},
+    {"cast", K_CAST, BINARY_DTYPES, -1},
     {"matmul", K_MATMUL, KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16),
      -1},
 };
@@ -191,8 +194,9 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     if ((st = npu_enter(a->device, k->name)) ||
         (st = npu_stream_get(a->device, a->stream, k->name, &s)))
         return st;
-    if (a->outputs[0].dtype != a->inputs[0].dtype ||
-        !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+    if ((k->kop != K_CAST && a->outputs[0].dtype != a->inputs[0].dtype) ||
+        !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)) ||
+        !(k->dtypes & KEEL_DTYPE_BIT(a->outputs[0].dtype)))
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
                         k->name, keel_kit_dtype_name(a->inputs[0].dtype));
     if (k->kop == K_MATMUL &&
@@ -250,6 +254,12 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
                                                       &ex);
         }
         break;
+    case K_CAST:
+        phase1 = "aclnnCastGetWorkspaceSize";
+        phase2 = "aclnnCast";
+        e = OPAPI.aclnnCastGetWorkspaceSize(
+            t[0], acl_dtype(a->outputs[0].dtype), t[2], &ws, &ex);
+        break;
     case K_MATMUL:
         phase1 = "aclnnMatmulGetWorkspaceSize";
         phase2 = "aclnnMatmul";
@@ -298,6 +308,7 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     case K_SOFTMAX: e = OPAPI.aclnnSoftmax(wsp, ws, ex, s->s); break;
     case K_LOG_SOFTMAX: e = OPAPI.aclnnLogSoftmax(wsp, ws, ex, s->s); break;
     case K_MATMUL: e = OPAPI.aclnnMatmul(wsp, ws, ex, s->s); break;
+    case K_CAST: e = OPAPI.aclnnCast(wsp, ws, ex, s->s); break;
     default: e = OPAPI.aclnnRelu(wsp, ws, ex, s->s); break;
     }
     st = aclnn_check(e, true, a->device, phase2);

@@ -1141,7 +1141,7 @@ API aclError aclrtProcessReport(int32_t timeout)
     return ACL_SUCCESS;
 }
 
-/* ---- aclnn: add, mul, relu, softmax, log_softmax, matmul on the host ----- */
+/* ---- aclnn: add, mul, relu, softmax, log_softmax, matmul, cast (host) ---- */
 
 /* The stand-in's view of a tensor: checked at creation against the live
  * device memory of the current device. */
@@ -1158,12 +1158,14 @@ struct aclScalar {
     int64_t i;
 };
 
-enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL };
+enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL,
+               OP_CAST };
 
 /* The ops with one operand. */
 static bool op_unary(enum op_kind k)
 {
-    return k == OP_RELU || k == OP_SOFTMAX || k == OP_LOG_SOFTMAX;
+    return k == OP_RELU || k == OP_SOFTMAX || k == OP_LOG_SOFTMAX ||
+           k == OP_CAST;
 }
 
 struct aclOpExecutor {
@@ -1300,6 +1302,17 @@ static bool same_view(const struct aclTensor *a, const struct aclTensor *b)
     return true;
 }
 
+/* cast's operands: one shape, any two dtypes the stand-in stores. */
+static bool same_dims(const struct aclTensor *a, const struct aclTensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
 /* matmul's operands: [m, k] @ [k, n] -> [m, n], one float dtype. */
 static bool mm_views_ok(const struct aclTensor *x, const struct aclTensor *y,
                         const struct aclTensor *o)
@@ -1324,6 +1337,7 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
         (kind == OP_ADD && !alpha))
         return err(161001, "%s: a NULL argument", call);
     if (kind == OP_MATMUL ? !mm_views_ok(x, y, out)
+        : kind == OP_CAST ? !same_dims(x, out)
                           : (!same_view(x, out) || (y && !same_view(y, out)) ||
                              (op_unary(kind) && !dt_float(x->dt))))
         return err(161002, "%s: operands disagree (the stand-in does not "
@@ -1512,6 +1526,56 @@ static void mm_run(struct aclOpExecutor *x)
     free(x);
 }
 
+/* A float as an integer of `bits` bits: toward zero, saturating, NaN 0. */
+static int64_t to_int(double v, int bits)
+{
+    double hi = bits == 32 ? 2147483647.0 : 9223372036854775807.0;
+    double lo = bits == 32 ? -2147483648.0 : -9223372036854775808.0;
+
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return bits == 32 ? INT32_MIN : INT64_MIN;
+    if (v >= hi)
+        return bits == 32 ? INT32_MAX : INT64_MAX;
+    return (int64_t)trunc(v);
+}
+
+/* cast: element by element, through double for floats and int64 for
+ * integers. */
+static void cast_run(struct aclOpExecutor *x)
+{
+    const struct aclTensor *p = &x->in[0], *o = &x->out;
+    int64_t idx[8] = {0}, total = 1;
+    int64_t ei = (int64_t)dt_size(p->dt), eo = (int64_t)dt_size(o->dt);
+
+    for (int i = 0; i < o->ndim; i++)
+        total *= o->dims[i];
+    for (int64_t n = 0; n < total; n++) {
+        int64_t oi = 0, oo = 0;
+        for (int i = 0; i < o->ndim; i++) {
+            oi += idx[i] * p->strides[i];
+            oo += idx[i] * o->strides[i];
+        }
+        const char *a = p->base + oi * ei;
+        char *c = o->base + oo * eo;
+        if (dt_float(p->dt) && dt_float(o->dt))
+            st_f(o, c, ld_f(p, a));
+        else if (dt_float(p->dt))
+            st_i(o, c, to_int(ld_f(p, a), o->dt == ACL_INT32 ? 32 : 64));
+        else if (dt_float(o->dt))
+            st_f(o, c, (double)ld_i(p, a));
+        else
+            st_i(o, c, ld_i(p, a));
+        for (int i = o->ndim - 1; i >= 0; i--) {
+            if (++idx[i] < o->dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    free(x);
+}
+
 static void op_run(struct aclOpExecutor *x)
 {
     int64_t idx[8] = {0}, total = 1;
@@ -1524,6 +1588,10 @@ static void op_run(struct aclOpExecutor *x)
     }
     if (x->kind == OP_MATMUL) {
         mm_run(x);
+        return;
+    }
+    if (x->kind == OP_CAST) {
+        cast_run(x);
         return;
     }
 
@@ -1680,6 +1748,25 @@ API aclnnStatus aclnnMatmul(void *workspace, uint64_t workspaceSize,
                             aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnMatmul");
+}
+
+API aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor *self,
+                                          const aclDataType dtype,
+                                          aclTensor *out,
+                                          uint64_t *workspaceSize,
+                                          aclOpExecutor **executor)
+{
+    if (self && out && dtype != out->dt)
+        return err(161002, "aclnnCastGetWorkspaceSize: dtype %d, out %d",
+                   (int)dtype, (int)out->dt);
+    return op_plan(OP_CAST, self, NULL, NULL, out, workspaceSize, executor,
+                   "aclnnCastGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnCast(void *workspace, uint64_t workspaceSize,
+                          aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnCast");
 }
 
 API int acl_standin_device_sets(int dev)
