@@ -181,7 +181,8 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     keel_dptr core_ws = 0;
     keel_kit_msg msg;
     keel_status st;
-    int nin = k->kop == K_ADD || k->kop == K_MUL || k->kop == K_MATMUL ? 2 : 1;
+    int nin = k->kop == K_ADD || k->kop == K_MUL || k->kop == K_MATMUL
+                  ? 2 : 1;
     int64_t dim = 0;
     aclnnStatus e;
     const char *phase1, *phase2;
