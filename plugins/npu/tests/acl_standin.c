@@ -31,7 +31,8 @@
  * ACL_STANDIN_FAULT plants a bug that conformance must catch: corrupt_d2h
  * flips a byte of every device-to-host copy, skip_wait makes
  * aclrtStreamWaitEvent wait for nothing, add_wrong puts 1 too much into
- * one element of every aclnnAdd result, allreduce_wrong likewise into
+ * one element of every aclnnAdd result, matmul_wrong into the first
+ * element of every aclnnMatmul result, allreduce_wrong likewise into
  * one element of every HcclAllReduce result.
  *
  * It serves as libhccl.so too (the HCCL section at the end): in-process
@@ -148,7 +149,7 @@ static struct {
     struct sblock *blocks;
     struct sstream *streams;
     struct report *reports;
-    bool corrupt_d2h, skip_wait, add_wrong, allreduce_wrong;
+    bool corrupt_d2h, skip_wait, add_wrong, matmul_wrong, allreduce_wrong;
     /* one armed failure */
     char fail_name[64];
     int fail_code;
@@ -204,6 +205,7 @@ static void arm_from_env(void)
     g.corrupt_d2h = fault && !strcmp(fault, "corrupt_d2h");
     g.skip_wait = fault && !strcmp(fault, "skip_wait");
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
+    g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
 }
 
@@ -1520,6 +1522,8 @@ static void mm_run(struct aclOpExecutor *x)
                                           k * p->strides[1]) * es) *
                        ld_f(q, q->base + (k * q->strides[0] +
                                           j * q->strides[1]) * es);
+            if (g.matmul_wrong && i == 0 && j == 0)
+                acc += 1.0;
             st_f(o, o->base + (i * o->strides[0] + j * o->strides[1]) * es,
                  (double)(float)acc);
         }
