@@ -41,6 +41,27 @@
  *                      aclDestroyScalar.
  *   op_api/aclnn_op.h  aclnnAdd / aclnnMul / aclnnRelu and their
  *                      *GetWorkspaceSize halves (argument order below).
+ *
+ * aclnnSoftmax and aclnnLogSoftmax (self, int64_t dim, out, then the
+ * workspace size and executor; the launch half as for the others) against
+ * CANN's open operator sources, github.com/hicann/ops-nn,
+ * activation/softmax_v2/op_host/op_api/aclnn_softmax.h for the first; the
+ * second's prototype as the op_api/aclnn_op.h declaration list of a public
+ * adapter tree and ops-nn's implementation of it give it (same shape).
+ * Whether a negative dim is accepted is not relied on: the plugin passes
+ * the axis normalised.
+ *
+ * aclnnMatmul (self, mat2, out, int8_t cubeMathType, then the workspace
+ * size and executor) against ops-nn's
+ * matmul/mat_mul_v3/op_host/op_api/aclnn_matmul.h; cubeMathType 0 is
+ * KEEP_DTYPE (compute in the inputs' dtype), as the aclnnMatmul pages of
+ * the same operator sources list it.
+ *
+ * aclnnCast (self, const aclDataType dtype, out, then the workspace size
+ * and executor) against github.com/hicann/ops-math,
+ * math/cast/op_host/op_api/aclnn_cast.h. Some public write-ups give the
+ * dtype as int64_t; that header, CANN's own, says aclDataType, and so do
+ * the adapters' declaration lists.
  *   acl_base.h         aclDataType (ACL_FLOAT 0, ACL_FLOAT16 1,
  *                      ACL_INT8 2, ACL_INT32 3, ACL_UINT8 4, ACL_INT64 9,
  *                      ACL_DOUBLE 11, ACL_BOOL 12, ACL_BF16 27) and
@@ -215,6 +236,9 @@ typedef enum aclDataType {
     ACL_BF16 = 27,
 } aclDataType;
 
+/* aclnnMatmul's cubeMathType: keep the inputs' dtype. */
+#define NPU_CUBE_KEEP_DTYPE ((int8_t)0)
+
 typedef enum aclFormat {
     ACL_FORMAT_ND = 2,
 } aclFormat;
@@ -246,6 +270,31 @@ typedef enum aclFormat {
       (const aclTensor *self, const aclTensor *out, uint64_t *workspaceSize,  \
        aclOpExecutor **executor))                                             \
     X(aclnnStatus, aclnnRelu,                                                 \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnSoftmaxGetWorkspaceSize,                              \
+      (const aclTensor *self, int64_t dim, aclTensor *out,                    \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnSoftmax,                                              \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnLogSoftmaxGetWorkspaceSize,                           \
+      (const aclTensor *self, int64_t dim, aclTensor *out,                    \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnLogSoftmax,                                           \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnMatmulGetWorkspaceSize,                               \
+      (const aclTensor *self, const aclTensor *mat2, aclTensor *out,          \
+       int8_t cubeMathType, uint64_t *workspaceSize,                          \
+       aclOpExecutor **executor))                                             \
+    X(aclnnStatus, aclnnMatmul,                                               \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))                                                   \
+    X(aclnnStatus, aclnnCastGetWorkspaceSize,                                 \
+      (const aclTensor *self, const aclDataType dtype, aclTensor *out,        \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    X(aclnnStatus, aclnnCast,                                                 \
       (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
        aclrtStream stream))
 

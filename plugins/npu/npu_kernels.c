@@ -13,8 +13,13 @@
  * comes from aclrtMalloc and is freed once the stream has run the launch,
  * so such a kernel waits for its stream.
  *
- * Kernels: add, multiply (float32, float16, bfloat16, int32, int64) and
- * relu (float32, float16, bfloat16). Which of them a given Ascend part
+ * Kernels: add, multiply (float32, float16, bfloat16, int32, int64),
+ * relu, softmax and log_softmax (float32, float16, bfloat16; the softmax
+ * pair along the `axis` attribute, passed to aclnn normalised) and
+ * matmul (float32, float16) for 2-D operands only: the core hands the
+ * transposes over as strides, which aclnn views carry; batched and 1-D
+ * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast between
+ * any two of float32, float16, bfloat16, int32, int64. Which of them a given Ascend part
  * runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
@@ -30,7 +35,8 @@
 #define NPU_OPAPI_SONAME "libopapi.so"
 #define OPAPI (npu_g.opapi)
 
-enum npu_kop { K_ADD, K_MUL, K_RELU };
+enum npu_kop { K_ADD, K_MUL, K_RELU, K_SOFTMAX, K_LOG_SOFTMAX, K_MATMUL,
+               K_CAST };
 
 struct npu_kdef {
     const char *name;
@@ -51,6 +57,11 @@ static struct npu_kdef kdefs[] = {
     {"add", K_ADD, BINARY_DTYPES, -1},
     {"multiply", K_MUL, BINARY_DTYPES, -1},
     {"relu", K_RELU, FLOAT_DTYPES, -1},
+    {"softmax", K_SOFTMAX, FLOAT_DTYPES, -1},
+    {"log_softmax", K_LOG_SOFTMAX, FLOAT_DTYPES, -1},
+    {"cast", K_CAST, BINARY_DTYPES, -1},
+    {"matmul", K_MATMUL, KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16),
+     -1},
 };
 
 /* ---- loading -------------------------------------------------------------- */
@@ -170,7 +181,9 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     keel_dptr core_ws = 0;
     keel_kit_msg msg;
     keel_status st;
-    int nin = k->kop == K_RELU ? 1 : 2;
+    int nin = k->kop == K_ADD || k->kop == K_MUL || k->kop == K_MATMUL
+                  ? 2 : 1;
+    int64_t dim = 0;
     aclnnStatus e;
     const char *phase1, *phase2;
 
@@ -182,10 +195,18 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     if ((st = npu_enter(a->device, k->name)) ||
         (st = npu_stream_get(a->device, a->stream, k->name, &s)))
         return st;
-    if (a->outputs[0].dtype != a->inputs[0].dtype ||
-        !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+    if ((k->kop != K_CAST && a->outputs[0].dtype != a->inputs[0].dtype) ||
+        !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)) ||
+        !(k->dtypes & KEEL_DTYPE_BIT(a->outputs[0].dtype)))
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
                         k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (k->kop == K_MATMUL &&
+        (a->inputs[1].dtype != a->inputs[0].dtype || a->inputs[0].ndim != 2 ||
+         a->inputs[1].ndim != 2 || a->outputs[0].ndim != 2 ||
+         a->inputs[0].shape[1] == 0))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "matmul: only 2-D operands of one dtype with a "
+                        "non-empty inner dimension go to aclnnMatmul");
     if (keel_kit_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     for (int i = 0; i < nin && !st; i++)
@@ -213,6 +234,39 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         e = OPAPI.aclnnAddGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
         break;
     }
+    case K_SOFTMAX:
+    case K_LOG_SOFTMAX:
+        /* keel_kit_check has refused an axis out of range; 0-d takes 0 */
+        dim = keel_kit_axis_0d(keel_kit_attr_i(a, "axis", -1),
+                               a->inputs[0].ndim);
+        if (dim < 0) {
+            st = npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                          "%s: axis out of range", k->name);
+            goto out;
+        }
+        if (k->kop == K_SOFTMAX) {
+            phase1 = "aclnnSoftmaxGetWorkspaceSize";
+            phase2 = "aclnnSoftmax";
+            e = OPAPI.aclnnSoftmaxGetWorkspaceSize(t[0], dim, t[2], &ws, &ex);
+        } else {
+            phase1 = "aclnnLogSoftmaxGetWorkspaceSize";
+            phase2 = "aclnnLogSoftmax";
+            e = OPAPI.aclnnLogSoftmaxGetWorkspaceSize(t[0], dim, t[2], &ws,
+                                                      &ex);
+        }
+        break;
+    case K_CAST:
+        phase1 = "aclnnCastGetWorkspaceSize";
+        phase2 = "aclnnCast";
+        e = OPAPI.aclnnCastGetWorkspaceSize(
+            t[0], acl_dtype(a->outputs[0].dtype), t[2], &ws, &ex);
+        break;
+    case K_MATMUL:
+        phase1 = "aclnnMatmulGetWorkspaceSize";
+        phase2 = "aclnnMatmul";
+        e = OPAPI.aclnnMatmulGetWorkspaceSize(t[0], t[1], t[2],
+                                              NPU_CUBE_KEEP_DTYPE, &ws, &ex);
+        break;
     case K_MUL:
         phase1 = "aclnnMulGetWorkspaceSize";
         phase2 = "aclnnMul";
@@ -249,9 +303,15 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         if (st)
             goto out; /* the executor is not run; aclnn gives no way to drop it */
     }
-    e = k->kop == K_ADD   ? OPAPI.aclnnAdd(wsp, ws, ex, s->s)
-        : k->kop == K_MUL ? OPAPI.aclnnMul(wsp, ws, ex, s->s)
-                          : OPAPI.aclnnRelu(wsp, ws, ex, s->s);
+    switch (k->kop) {
+    case K_ADD: e = OPAPI.aclnnAdd(wsp, ws, ex, s->s); break;
+    case K_MUL: e = OPAPI.aclnnMul(wsp, ws, ex, s->s); break;
+    case K_SOFTMAX: e = OPAPI.aclnnSoftmax(wsp, ws, ex, s->s); break;
+    case K_LOG_SOFTMAX: e = OPAPI.aclnnLogSoftmax(wsp, ws, ex, s->s); break;
+    case K_MATMUL: e = OPAPI.aclnnMatmul(wsp, ws, ex, s->s); break;
+    case K_CAST: e = OPAPI.aclnnCast(wsp, ws, ex, s->s); break;
+    default: e = OPAPI.aclnnRelu(wsp, ws, ex, s->s); break;
+    }
     st = aclnn_check(e, true, a->device, phase2);
     if (!st)
         npu_stream_note(s);

@@ -31,7 +31,8 @@
  * ACL_STANDIN_FAULT plants a bug that conformance must catch: corrupt_d2h
  * flips a byte of every device-to-host copy, skip_wait makes
  * aclrtStreamWaitEvent wait for nothing, add_wrong puts 1 too much into
- * one element of every aclnnAdd result, allreduce_wrong likewise into
+ * one element of every aclnnAdd result, matmul_wrong into the first
+ * element of every aclnnMatmul result, allreduce_wrong likewise into
  * one element of every HcclAllReduce result.
  *
  * It serves as libhccl.so too (the HCCL section at the end): in-process
@@ -43,6 +44,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -147,7 +149,7 @@ static struct {
     struct sblock *blocks;
     struct sstream *streams;
     struct report *reports;
-    bool corrupt_d2h, skip_wait, add_wrong, allreduce_wrong;
+    bool corrupt_d2h, skip_wait, add_wrong, matmul_wrong, allreduce_wrong;
     /* one armed failure */
     char fail_name[64];
     int fail_code;
@@ -203,6 +205,7 @@ static void arm_from_env(void)
     g.corrupt_d2h = fault && !strcmp(fault, "corrupt_d2h");
     g.skip_wait = fault && !strcmp(fault, "skip_wait");
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
+    g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
 }
 
@@ -1140,7 +1143,7 @@ API aclError aclrtProcessReport(int32_t timeout)
     return ACL_SUCCESS;
 }
 
-/* ---- aclnn: add, mul, relu on the host ------------------------------------ */
+/* ---- aclnn: add, mul, relu, softmax, log_softmax, matmul, cast (host) ---- */
 
 /* The stand-in's view of a tensor: checked at creation against the live
  * device memory of the current device. */
@@ -1157,13 +1160,22 @@ struct aclScalar {
     int64_t i;
 };
 
-enum op_kind { OP_ADD, OP_MUL, OP_RELU };
+enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL,
+               OP_CAST };
+
+/* The ops with one operand. */
+static bool op_unary(enum op_kind k)
+{
+    return k == OP_RELU || k == OP_SOFTMAX || k == OP_LOG_SOFTMAX ||
+           k == OP_CAST;
+}
 
 struct aclOpExecutor {
     enum op_kind kind;
     struct aclTensor in[2], out;
     double alpha_f;
     int64_t alpha_i;
+    int dim; /* the softmax pair: the axis, normalised (0 for 0-d) */
     uint64_t ws; /* the workspace it asked for */
     int device;
     struct aclOpExecutor *next, **prev; /* planned, not yet launched */
@@ -1292,6 +1304,26 @@ static bool same_view(const struct aclTensor *a, const struct aclTensor *b)
     return true;
 }
 
+/* cast's operands: one shape, any two dtypes the stand-in stores. */
+static bool same_dims(const struct aclTensor *a, const struct aclTensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* matmul's operands: [m, k] @ [k, n] -> [m, n], one float dtype. */
+static bool mm_views_ok(const struct aclTensor *x, const struct aclTensor *y,
+                        const struct aclTensor *o)
+{
+    return x->ndim == 2 && y->ndim == 2 && o->ndim == 2 && x->dt == y->dt &&
+           x->dt == o->dt && dt_float(x->dt) && x->dims[1] == y->dims[0] &&
+           o->dims[0] == x->dims[0] && o->dims[1] == y->dims[1];
+}
+
 /* Phase 1 of every op: check, copy the views into a new executor. */
 static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
                            const aclTensor *y, const aclScalar *alpha,
@@ -1303,11 +1335,13 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
 
     if (inj)
         return inj;
-    if (!x || !out || !ws || !ex || (kind != OP_RELU && !y) ||
+    if (!x || !out || !ws || !ex || (!op_unary(kind) && !y) ||
         (kind == OP_ADD && !alpha))
         return err(161001, "%s: a NULL argument", call);
-    if (!same_view(x, out) || (y && !same_view(y, out)) ||
-        (kind == OP_RELU && !dt_float(x->dt)))
+    if (kind == OP_MATMUL ? !mm_views_ok(x, y, out)
+        : kind == OP_CAST ? !same_dims(x, out)
+                          : (!same_view(x, out) || (y && !same_view(y, out)) ||
+                             (op_unary(kind) && !dt_float(x->dt))))
         return err(161002, "%s: operands disagree (the stand-in does not "
                    "broadcast; keel sends operands already broadcast)", call);
     e = calloc(1, sizeof(*e));
@@ -1428,11 +1462,142 @@ static void st_i(const struct aclTensor *t, char *p, int64_t v)
         memcpy(p, &v, 8);
 }
 
+/* softmax / log_softmax: every line along x->dim in three passes (maximum,
+ * exp-sum, outputs), all in double; a NaN in a line makes the line NaN. */
+static void sm_run(struct aclOpExecutor *x)
+{
+    int nd = x->out.ndim, ax = x->dim;
+    int64_t idx[8] = {0}, lines = 1;
+    int64_t n = nd ? x->out.dims[ax] : 1;
+    int64_t si = nd ? x->in[0].strides[ax] : 0, so = nd ? x->out.strides[ax] : 0;
+    size_t es = dt_size(x->out.dt);
+
+    for (int i = 0; i < nd; i++)
+        if (i != ax)
+            lines *= x->out.dims[i];
+    for (int64_t l = 0; l < lines; l++) {
+        int64_t oi = 0, oo = 0;
+        double m = -INFINITY, sum = 0.0;
+        for (int i = 0; i < nd; i++) {
+            oi += idx[i] * x->in[0].strides[i];
+            oo += idx[i] * x->out.strides[i];
+        }
+        const char *a = x->in[0].base + oi * (int64_t)es;
+        char *c = x->out.base + oo * (int64_t)es;
+        for (int64_t j = 0; j < n; j++) {
+            double v = ld_f(&x->in[0], a + j * si * (int64_t)es);
+            if (v != v || (m == m && v > m))
+                m = v;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sum += exp(ld_f(&x->in[0], a + j * si * (int64_t)es) - m);
+        for (int64_t j = 0; j < n; j++) {
+            double v = ld_f(&x->in[0], a + j * si * (int64_t)es);
+            double r = x->kind == OP_SOFTMAX ? exp(v - m) / sum
+                                             : v - m - log(sum);
+            st_f(&x->out, c + j * so * (int64_t)es, (double)(float)r);
+        }
+        for (int i = nd - 1; i >= 0; i--) {
+            if (i == ax)
+                continue;
+            if (++idx[i] < x->out.dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    free(x);
+}
+
+/* matmul: each output a double sum over k, rounded through float. */
+static void mm_run(struct aclOpExecutor *x)
+{
+    const struct aclTensor *p = &x->in[0], *q = &x->in[1], *o = &x->out;
+    int64_t es = (int64_t)dt_size(o->dt);
+
+    for (int64_t i = 0; i < o->dims[0]; i++)
+        for (int64_t j = 0; j < o->dims[1]; j++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < p->dims[1]; k++)
+                acc += ld_f(p, p->base + (i * p->strides[0] +
+                                          k * p->strides[1]) * es) *
+                       ld_f(q, q->base + (k * q->strides[0] +
+                                          j * q->strides[1]) * es);
+            if (g.matmul_wrong && i == 0 && j == 0)
+                acc += 1.0;
+            st_f(o, o->base + (i * o->strides[0] + j * o->strides[1]) * es,
+                 (double)(float)acc);
+        }
+    free(x);
+}
+
+/* A float as an integer of `bits` bits: toward zero, saturating, NaN 0. */
+static int64_t to_int(double v, int bits)
+{
+    double hi = bits == 32 ? 2147483647.0 : 9223372036854775807.0;
+    double lo = bits == 32 ? -2147483648.0 : -9223372036854775808.0;
+
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return bits == 32 ? INT32_MIN : INT64_MIN;
+    if (v >= hi)
+        return bits == 32 ? INT32_MAX : INT64_MAX;
+    return (int64_t)trunc(v);
+}
+
+/* cast: element by element, through double for floats and int64 for
+ * integers. */
+static void cast_run(struct aclOpExecutor *x)
+{
+    const struct aclTensor *p = &x->in[0], *o = &x->out;
+    int64_t idx[8] = {0}, total = 1;
+    int64_t ei = (int64_t)dt_size(p->dt), eo = (int64_t)dt_size(o->dt);
+
+    for (int i = 0; i < o->ndim; i++)
+        total *= o->dims[i];
+    for (int64_t n = 0; n < total; n++) {
+        int64_t oi = 0, oo = 0;
+        for (int i = 0; i < o->ndim; i++) {
+            oi += idx[i] * p->strides[i];
+            oo += idx[i] * o->strides[i];
+        }
+        const char *a = p->base + oi * ei;
+        char *c = o->base + oo * eo;
+        if (dt_float(p->dt) && dt_float(o->dt))
+            st_f(o, c, ld_f(p, a));
+        else if (dt_float(p->dt))
+            st_i(o, c, to_int(ld_f(p, a), o->dt == ACL_INT32 ? 32 : 64));
+        else if (dt_float(o->dt))
+            st_f(o, c, (double)ld_i(p, a));
+        else
+            st_i(o, c, ld_i(p, a));
+        for (int i = o->ndim - 1; i >= 0; i--) {
+            if (++idx[i] < o->dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    free(x);
+}
+
 static void op_run(struct aclOpExecutor *x)
 {
     int64_t idx[8] = {0}, total = 1;
     size_t es = dt_size(x->out.dt);
     bool fl = dt_float(x->out.dt);
+
+    if (x->kind == OP_SOFTMAX || x->kind == OP_LOG_SOFTMAX) {
+        sm_run(x);
+        return;
+    }
+    if (x->kind == OP_MATMUL) {
+        mm_run(x);
+        return;
+    }
+    if (x->kind == OP_CAST) {
+        cast_run(x);
+        return;
+    }
 
     for (int i = 0; i < x->out.ndim; i++)
         total *= x->out.dims[i];
@@ -1518,6 +1683,94 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
                           aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
+}
+
+/* Phase 1 of the softmax pair: dim in [-ndim, ndim), for 0-d 0 or -1. */
+static aclnnStatus sm_plan(enum op_kind kind, const aclTensor *self,
+                           int64_t dim, aclTensor *out, uint64_t *ws,
+                           aclOpExecutor **ex, const char *call)
+{
+    int64_t nd = self ? self->ndim : 0, lim = nd ? nd : 1;
+    aclnnStatus e;
+
+    if (self && (dim < -lim || dim >= lim))
+        return err(161002, "%s: dim %lld for a tensor of rank %d", call,
+                   (long long)dim, (int)nd);
+    e = op_plan(kind, self, NULL, NULL, out, ws, ex, call);
+    if (!e) /* still planned, so no other thread holds it yet */
+        (*ex)->dim = nd ? (int)(dim < 0 ? dim + nd : dim) : 0;
+    return e;
+}
+
+API aclnnStatus aclnnSoftmaxGetWorkspaceSize(const aclTensor *self,
+                                             int64_t dim, aclTensor *out,
+                                             uint64_t *workspaceSize,
+                                             aclOpExecutor **executor)
+{
+    return sm_plan(OP_SOFTMAX, self, dim, out, workspaceSize, executor,
+                   "aclnnSoftmaxGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnSoftmax(void *workspace, uint64_t workspaceSize,
+                             aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnSoftmax");
+}
+
+API aclnnStatus aclnnLogSoftmaxGetWorkspaceSize(const aclTensor *self,
+                                                int64_t dim, aclTensor *out,
+                                                uint64_t *workspaceSize,
+                                                aclOpExecutor **executor)
+{
+    return sm_plan(OP_LOG_SOFTMAX, self, dim, out, workspaceSize, executor,
+                   "aclnnLogSoftmaxGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnLogSoftmax(void *workspace, uint64_t workspaceSize,
+                                aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnLogSoftmax");
+}
+
+API aclnnStatus aclnnMatmulGetWorkspaceSize(const aclTensor *self,
+                                            const aclTensor *mat2,
+                                            aclTensor *out, int8_t cubeMathType,
+                                            uint64_t *workspaceSize,
+                                            aclOpExecutor **executor)
+{
+    /* 0 KEEP_DTYPE .. 3 USE_HF32; the stand-in computes in double anyway */
+    if (cubeMathType < 0 || cubeMathType > 3)
+        return err(161002, "aclnnMatmulGetWorkspaceSize: cubeMathType %d",
+                   (int)cubeMathType);
+    return op_plan(OP_MATMUL, self, mat2, NULL, out, workspaceSize, executor,
+                   "aclnnMatmulGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnMatmul(void *workspace, uint64_t workspaceSize,
+                            aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnMatmul");
+}
+
+API aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor *self,
+                                          const aclDataType dtype,
+                                          aclTensor *out,
+                                          uint64_t *workspaceSize,
+                                          aclOpExecutor **executor)
+{
+    if (self && out && dtype != out->dt)
+        return err(161002, "aclnnCastGetWorkspaceSize: dtype %d, out %d",
+                   (int)dtype, (int)out->dt);
+    return op_plan(OP_CAST, self, NULL, NULL, out, workspaceSize, executor,
+                   "aclnnCastGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnCast(void *workspace, uint64_t workspaceSize,
+                          aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnCast");
 }
 
 API int acl_standin_device_sets(int dev)
