@@ -76,7 +76,11 @@
  * of cnnlOpTensorDesc_t other than CNNL_OP_TENSOR_ADD 0 (MUL taken as 1),
  * cnnlActivationMode_t (RELU taken as 1), cnnlActivationPreference_t
  * (HIGH_PRECISION taken as 1) and cnnlNanPropagation_t (NOT_PROPAGATE_NAN
- * taken as 0; PROPAGATE_NAN 1 was seen only in a third-party list);
+ * taken as 0; PROPAGATE_NAN 1 was seen only in a third-party list).
+ * Public callers confirm the names and their enum types but not the
+ * values; Cambricon's mlu-ops mlu_op.h has MLUOP_NOT_PROPAGATE_NAN 0,
+ * MLUOP_PROPAGATE_NAN 1 and MLUOP_COMPUTATION_HIGH_PRECISION 1, which
+ * agree, but that is another library's header, not cnnl.h;
  * CNNL_DTYPE_BFLOAT16 and CNNL_DTYPE_INT64 (so the kernels do not take
  * bfloat16 or int64); whether cnnlOpTensor accepts a NULL workspace when
  * the size is 0; the alignment cnrtMalloc guarantees (the plugin declares
