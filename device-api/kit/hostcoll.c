@@ -813,6 +813,43 @@ static struct hc_round *hc_round_new(int nslots)
 }
 
 /*
+ * The collective round `seq` of g (g->mu held): the one a rank made
+ * already, or a new one of `kind` and `dtype` for every rank (*fresh set),
+ * with the per-rank count arrays an all_to_allv round needs. NULL without
+ * host memory.
+ */
+static struct hc_round *hc_round_get(struct hc_clique *g, uint64_t seq,
+                                     enum hc_kind kind, keel_dtype dtype,
+                                     bool *fresh)
+{
+    struct hc_round *r;
+
+    *fresh = false;
+    for (r = g->rounds; r; r = r->next)
+        if (!r->p2p && r->seq == seq)
+            return r;
+    r = hc_round_new(g->nranks);
+    if (r && kind == HC_ALL_TO_ALLV) {
+        r->v = calloc((size_t)g->nranks, sizeof(*r->v));
+        r->soff = calloc((size_t)g->nranks, sizeof(*r->soff));
+        if (!r->v || !r->soff) {
+            hc_round_free(r, g->nranks);
+            return NULL;
+        }
+    }
+    if (!r)
+        return NULL;
+    r->seq = seq;
+    r->kind = kind;
+    r->dtype = dtype;
+    r->nparties = g->nranks;
+    r->next = g->rounds;
+    g->rounds = r;
+    *fresh = true;
+    return r;
+}
+
+/*
  * Deposit this rank's part of collective round r (g->mu held; released
  * here) and run the round when this rank is the last to arrive; then wait
  * for the round, or leave the wait to group_end inside a group.
@@ -871,27 +908,19 @@ static keel_status hc_run(const keel_kit_hostcoll *b, keel_comm comm,
 
     pthread_mutex_lock(&g->mu);
     uint64_t seq = c->seq++;
-    for (r = g->rounds; r; r = r->next)
-        if (!r->p2p && r->seq == seq)
-            break;
+    bool fresh;
+    r = hc_round_get(g, seq, kind, dtype, &fresh);
     if (!r) {
-        r = hc_round_new(g->nranks);
-        if (!r) {
-            c->seq--;
-            pthread_mutex_unlock(&g->mu);
-            free(host);
-            return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
-                           call);
-        }
-        r->seq = seq;
-        r->kind = kind;
-        r->dtype = dtype;
+        c->seq--;
+        pthread_mutex_unlock(&g->mu);
+        free(host);
+        return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
+                       call);
+    }
+    if (fresh) {
         r->op = op;
         r->count = count;
         r->root = root;
-        r->nparties = g->nranks;
-        r->next = g->rounds;
-        g->rounds = r;
     } else if (!r->status &&
                (r->kind != kind || r->dtype != dtype || r->count != count ||
                 (hc_reducing(kind) && r->op != op) || r->root != root)) {
@@ -1038,32 +1067,18 @@ keel_status keel_kit_hc_all_to_allv(const keel_kit_hostcoll *b, keel_comm comm,
 
     pthread_mutex_lock(&g->mu);
     uint64_t seq = c->seq++;
-    for (r = g->rounds; r; r = r->next)
-        if (!r->p2p && r->seq == seq)
-            break;
+    bool fresh;
+    r = hc_round_get(g, seq, HC_ALL_TO_ALLV, dtype, &fresh);
     if (!r) {
-        r = hc_round_new(g->nranks);
-        if (r) {
-            r->v = calloc(n, sizeof(*r->v));
-            r->soff = calloc(n, sizeof(*r->soff));
-        }
-        if (!r || !r->v || !r->soff) {
-            if (r)
-                hc_round_free(r, g->nranks);
-            c->seq--;
-            pthread_mutex_unlock(&g->mu);
-            free(host);
-            free(v);
-            return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
-                           call);
-        }
-        r->seq = seq;
-        r->kind = HC_ALL_TO_ALLV;
-        r->dtype = dtype;
-        r->nparties = g->nranks;
-        r->next = g->rounds;
-        g->rounds = r;
-    } else if (!r->status && (r->kind != HC_ALL_TO_ALLV || r->dtype != dtype)) {
+        c->seq--;
+        pthread_mutex_unlock(&g->mu);
+        free(host);
+        free(v);
+        return hc_fail(b, KEEL_STATUS_OUT_OF_MEMORY, "%s: no host memory",
+                       call);
+    }
+    if (!fresh && !r->status &&
+        (r->kind != HC_ALL_TO_ALLV || r->dtype != dtype)) {
         r->status = KEEL_STATUS_INVALID_ARGUMENT;
         snprintf(r->msg, sizeof(r->msg),
                  "collective #%" PRIu64 ": rank %d called all_to_allv (%s) "
