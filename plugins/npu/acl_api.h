@@ -222,6 +222,9 @@ typedef int aclnnStatus;
 typedef struct aclTensor aclTensor;
 typedef struct aclScalar aclScalar;
 typedef struct aclOpExecutor aclOpExecutor;
+typedef struct aclIntArray aclIntArray;
+typedef struct aclBoolArray aclBoolArray;
+typedef struct aclFloatArray aclFloatArray;
 
 typedef enum aclDataType {
     ACL_DT_UNDEFINED = -1,
@@ -254,6 +257,13 @@ typedef enum aclFormat {
     X(aclnnStatus, aclDestroyTensor, (const aclTensor *tensor))               \
     X(aclScalar *, aclCreateScalar, (void *value, aclDataType dataType))      \
     X(aclnnStatus, aclDestroyScalar, (const aclScalar *scalar))               \
+    X(aclIntArray *, aclCreateIntArray, (const int64_t *value, uint64_t size))\
+    X(aclnnStatus, aclDestroyIntArray, (const aclIntArray *array))            \
+    X(aclBoolArray *, aclCreateBoolArray, (const bool *value, uint64_t size)) \
+    X(aclnnStatus, aclDestroyBoolArray, (const aclBoolArray *array))          \
+    X(aclFloatArray *, aclCreateFloatArray,                                   \
+      (const float *value, uint64_t size))                                    \
+    X(aclnnStatus, aclDestroyFloatArray, (const aclFloatArray *array))        \
     X(aclnnStatus, aclnnAddGetWorkspaceSize,                                  \
       (const aclTensor *self, const aclTensor *other, const aclScalar *alpha, \
        aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor))    \

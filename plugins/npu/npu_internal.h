@@ -280,6 +280,40 @@ void npu_memory_finalize(void);
 void npu_kernels_load(void);
 void npu_kernels_unload(void);
 
+/* Shared by the kernel files (npu_kernels.c, npu_kernels_nn.c,
+ * npu_kernels_train.c). */
+
+/* An aclTensor viewing d (NULL with *st set on failure). */
+aclTensor *npu_describe(const keel_tensor_desc *d, keel_status *st);
+/* An aclnn status as a keel one: a refusal in phase 1 (launch false) is
+ * NOT_SUPPORTED, so the core falls back; a failed launch DEVICE_ERROR. */
+keel_status npu_aclnn_check(aclnnStatus e, bool launch, int32_t device,
+                            const char *call);
+/* aclnn's phase 2: every aclnnXxx has this signature. */
+typedef aclnnStatus (*npu_aclnn_phase2)(void *workspace, uint64_t ws,
+                                        aclOpExecutor *executor,
+                                        aclrtStream stream);
+/* After a successful phase 1 that asked for `ws` bytes: take the
+ * workspace (the core's, or aclrtMalloc'd under an older core), run
+ * phase 2 (`fn`, named `call`) on s, note the stream. `name` is the keel
+ * op, for messages. */
+keel_status npu_aclnn_launch(const keel_kernel_args *a,
+                             struct keel_stream_s *s, const char *name,
+                             uint64_t ws, aclOpExecutor *ex,
+                             npu_aclnn_phase2 fn, const char *call);
+/* The kernel files' own tables. Each load resolves its aclnn entry points
+ * from libopapi.so's handle one by one: a kernel whose entry points are
+ * missing is not offered, the others are. lookup answers NOT_FOUND for
+ * an op or dtype it does not take. */
+void npu_kernels_nn_load(void *opapi);
+void npu_kernels_nn_unload(void);
+keel_status npu_kernels_nn_lookup(const char *op_name, keel_dtype dtype,
+                                  keel_kernel *kernel);
+void npu_kernels_train_load(void *opapi);
+void npu_kernels_train_unload(void);
+keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
+                                     keel_kernel *kernel);
+
 /* ---- npu_collective.c ---------------------------------------------------- */
 
 void npu_collective_unload(void);

@@ -99,10 +99,14 @@ void npu_kernels_load(void)
     for (size_t i = 0; i < sizeof(kdefs) / sizeof(kdefs[0]); i++)
         kdefs[i].op = keel_kit_op_id(kdefs[i].name);
     OPAPI.lib = h;
+    npu_kernels_nn_load(h);
+    npu_kernels_train_load(h);
 }
 
 void npu_kernels_unload(void)
 {
+    npu_kernels_nn_unload();
+    npu_kernels_train_unload();
     if (OPAPI.lib)
         dlclose(OPAPI.lib);
     memset(&OPAPI, 0, sizeof(OPAPI));
@@ -128,7 +132,7 @@ static aclDataType acl_dtype(keel_dtype dt)
 
 /* An aclTensor viewing keel descriptor d: NULL with the status in *st
  * (NOT_SUPPORTED for a negative stride, which aclnn views cannot say). */
-static aclTensor *describe(const keel_tensor_desc *d, keel_status *st)
+aclTensor *npu_describe(const keel_tensor_desc *d, keel_status *st)
 {
     int64_t span = 1; /* elements from data to the last one, plus one */
     aclTensor *t;
@@ -154,8 +158,8 @@ static aclTensor *describe(const keel_tensor_desc *d, keel_status *st)
 }
 
 /* An aclnn status as a keel one: phase 1 refusals are NOT_SUPPORTED. */
-static keel_status aclnn_check(aclnnStatus e, bool launch, int32_t device,
-                               const char *call)
+keel_status npu_aclnn_check(aclnnStatus e, bool launch, int32_t device,
+                            const char *call)
 {
     const char *m = ACL.aclGetRecentErrMsg ? ACL.aclGetRecentErrMsg() : NULL;
 
@@ -164,6 +168,53 @@ static keel_status aclnn_check(aclnnStatus e, bool launch, int32_t device,
     return npu_fail(launch ? KEEL_STATUS_DEVICE_ERROR : KEEL_STATUS_NOT_SUPPORTED,
                     "%s on npu:%d: aclnnStatus %d%s%s", call, (int)device, e,
                     m && m[0] ? ": " : "", m ? m : "");
+}
+
+keel_status npu_aclnn_launch(const keel_kernel_args *a,
+                             struct keel_stream_s *s, const char *name,
+                             uint64_t ws, aclOpExecutor *ex,
+                             npu_aclnn_phase2 fn, const char *call)
+{
+    void *wsp = NULL;
+    bool own_ws = false; /* from aclrtMalloc: wait, then free */
+    keel_dptr core_ws = 0;
+    keel_status st = KEEL_STATUS_OK;
+    aclnnStatus e;
+
+    if (ws > 0) {
+        if (ws > (uint64_t)SIZE_MAX)
+            return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                            "%s: workspace of %" PRIu64 " bytes", name, ws);
+        st = keel_kernel_workspace(a, ws, &core_ws);
+        if (st == KEEL_STATUS_OK) {
+            wsp = (void *)(uintptr_t)core_ws;
+        } else if (st == KEEL_STATUS_NOT_SUPPORTED) {
+            st = npu_check_alloc(ACL.aclrtMalloc(&wsp, (size_t)ws,
+                                                 ACL_MEM_MALLOC_HUGE_FIRST),
+                                 a->device, "aclrtMalloc(%" PRIu64 " bytes, "
+                                 "%s's workspace)", ws, name);
+            own_ws = st == KEEL_STATUS_OK;
+        } else {
+            st = npu_fail(st, "%s: the core could not give a workspace of "
+                          "%" PRIu64 " bytes (status %d)", name, ws, (int)st);
+        }
+        if (st)
+            return st; /* the executor is not run; aclnn gives no way to drop it */
+    }
+    e = fn(wsp, ws, ex, s->s);
+    st = npu_aclnn_check(e, true, a->device, call);
+    if (!st)
+        npu_stream_note(s);
+    if (own_ws) {
+        /* an older core's launch: wait for it, then give the memory back */
+        keel_status w = npu_check(ACL.aclrtSynchronizeStream(s->s), a->device,
+                                  "aclrtSynchronizeStream (%s's workspace)",
+                                  name);
+        ACL.aclrtFree(wsp);
+        if (!st)
+            st = w;
+    }
+    return st;
 }
 
 /* ---- the kernel ---------------------------------------------------------------- */
@@ -176,9 +227,7 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     aclOpExecutor *ex = NULL;
     struct keel_stream_s *s;
     uint64_t ws = 0;
-    void *wsp = NULL;
-    bool own_ws = false; /* from aclrtMalloc: wait, then free */
-    keel_dptr core_ws = 0;
+    npu_aclnn_phase2 fn;
     keel_kit_msg msg;
     keel_status st;
     int nin = k->kop == K_ADD || k->kop == K_MUL || k->kop == K_MATMUL
@@ -210,9 +259,9 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     if (keel_kit_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     for (int i = 0; i < nin && !st; i++)
-        t[i] = describe(&a->inputs[i], &st);
+        t[i] = npu_describe(&a->inputs[i], &st);
     if (!st)
-        t[2] = describe(&a->outputs[0], &st);
+        t[2] = npu_describe(&a->outputs[0], &st);
     if (st)
         goto out;
 
@@ -278,52 +327,18 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
         e = OPAPI.aclnnReluGetWorkspaceSize(t[0], t[2], &ws, &ex);
         break;
     }
-    if ((st = aclnn_check(e, false, a->device, phase1)))
+    if ((st = npu_aclnn_check(e, false, a->device, phase1)))
         goto out;
-    if (ws > 0) {
-        if (ws > (uint64_t)SIZE_MAX) {
-            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                          "%s: workspace of %" PRIu64 " bytes", phase1, ws);
-            goto out;
-        }
-        st = keel_kernel_workspace(a, ws, &core_ws);
-        if (st == KEEL_STATUS_OK) {
-            wsp = (void *)(uintptr_t)core_ws;
-        } else if (st == KEEL_STATUS_NOT_SUPPORTED) {
-            st = npu_check_alloc(ACL.aclrtMalloc(&wsp, (size_t)ws,
-                                                 ACL_MEM_MALLOC_HUGE_FIRST),
-                                 a->device, "aclrtMalloc(%" PRIu64 " bytes, "
-                                 "%s's workspace)", ws, k->name);
-            own_ws = st == KEEL_STATUS_OK;
-        } else {
-            st = npu_fail(st, "%s: the core could not give a workspace of "
-                          "%" PRIu64 " bytes (status %d)", k->name, ws,
-                          (int)st);
-        }
-        if (st)
-            goto out; /* the executor is not run; aclnn gives no way to drop it */
-    }
     switch (k->kop) {
-    case K_ADD: e = OPAPI.aclnnAdd(wsp, ws, ex, s->s); break;
-    case K_MUL: e = OPAPI.aclnnMul(wsp, ws, ex, s->s); break;
-    case K_SOFTMAX: e = OPAPI.aclnnSoftmax(wsp, ws, ex, s->s); break;
-    case K_LOG_SOFTMAX: e = OPAPI.aclnnLogSoftmax(wsp, ws, ex, s->s); break;
-    case K_MATMUL: e = OPAPI.aclnnMatmul(wsp, ws, ex, s->s); break;
-    case K_CAST: e = OPAPI.aclnnCast(wsp, ws, ex, s->s); break;
-    default: e = OPAPI.aclnnRelu(wsp, ws, ex, s->s); break;
+    case K_ADD: fn = OPAPI.aclnnAdd; break;
+    case K_MUL: fn = OPAPI.aclnnMul; break;
+    case K_SOFTMAX: fn = OPAPI.aclnnSoftmax; break;
+    case K_LOG_SOFTMAX: fn = OPAPI.aclnnLogSoftmax; break;
+    case K_MATMUL: fn = OPAPI.aclnnMatmul; break;
+    case K_CAST: fn = OPAPI.aclnnCast; break;
+    default: fn = OPAPI.aclnnRelu; break;
     }
-    st = aclnn_check(e, true, a->device, phase2);
-    if (!st)
-        npu_stream_note(s);
-    if (own_ws) {
-        /* an older core's launch: wait for it, then give the memory back */
-        keel_status w = npu_check(ACL.aclrtSynchronizeStream(s->s), a->device,
-                                  "aclrtSynchronizeStream (%s's workspace)",
-                                  k->name);
-        ACL.aclrtFree(wsp);
-        if (!st)
-            st = w;
-    }
+    st = npu_aclnn_launch(a, s, k->name, ws, ex, fn, phase2);
 out:
     for (int i = 0; i < 3; i++)
         if (t[i])
@@ -357,6 +372,9 @@ static keel_status npu_lookup(int32_t device, const char *op_name,
         kernel->kernel_data = k;
         return KEEL_STATUS_OK;
     }
+    if (npu_kernels_nn_lookup(op_name, dtype, kernel) == KEEL_STATUS_OK ||
+        npu_kernels_train_lookup(op_name, dtype, kernel) == KEEL_STATUS_OK)
+        return KEEL_STATUS_OK;
     return KEEL_STATUS_NOT_FOUND;
 }
 

@@ -58,8 +58,8 @@
 
 #include "acl_api.h"
 #include "hccl_api.h"
+#include "acl_standin_internal.h"
 
-#define API __attribute__((visibility("default")))
 #define MAX_DEV 16
 
 /* Every export is declared from the plugin's own list, so a signature
@@ -159,9 +159,9 @@ static struct {
 static _Thread_local struct sctx *cur;
 static _Thread_local char errmsg[256];
 
-static aclError err(aclError code, const char *fmt, ...)
+aclError err(aclError code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static aclError err(aclError code, const char *fmt, ...)
+aclError err(aclError code, const char *fmt, ...)
 {
     va_list ap;
 
@@ -210,7 +210,7 @@ static void arm_from_env(void)
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */
-static aclError injected(const char *name)
+aclError injected(const char *name)
 {
     aclError e = 0;
 
@@ -350,7 +350,7 @@ API aclError aclrtSetCurrentContext(aclrtContext context)
 }
 
 /* The current context's device, or -1 with the error set. */
-static int here(const char *call)
+int here(const char *call)
 {
     if (!g.inited) {
         err(ACL_ERROR_UNINITIALIZE, "%s before aclInit", call);
@@ -497,8 +497,8 @@ API aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *fr, size_t *total)
 }
 
 /* A device range of the current device `dev`, as a copy or memset needs. */
-static aclError want_device(const void *p, size_t n, int dev, const char *call,
-                            const char *which)
+aclError want_device(const void *p, size_t n, int dev, const char *call,
+                     const char *which)
 {
     int owner = -1;
 
@@ -1147,21 +1147,10 @@ API aclError aclrtProcessReport(int32_t timeout)
 
 /* The stand-in's view of a tensor: checked at creation against the live
  * device memory of the current device. */
-struct aclTensor {
-    aclDataType dt;
-    int ndim;
-    int64_t dims[8], strides[8];
-    char *base; /* element [0, ..., 0] */
-};
-
-struct aclScalar {
-    aclDataType dt;
-    double f;
-    int64_t i;
-};
+/* struct aclTensor and struct aclScalar: acl_standin_internal.h */
 
 enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL,
-               OP_CAST };
+               OP_CAST, OP_HOST };
 
 /* The ops with one operand. */
 static bool op_unary(enum op_kind k)
@@ -1179,6 +1168,11 @@ struct aclOpExecutor {
     uint64_t ws; /* the workspace it asked for */
     int device;
     struct aclOpExecutor *next, **prev; /* planned, not yet launched */
+    /* OP_HOST (standin_host_plan): host(priv, workspace) runs on the
+     * stream's thread, then drop(priv) */
+    void (*host)(void *priv, void *workspace);
+    void (*drop)(void *priv);
+    void *priv, *workspace;
 };
 
 /* Executors planned and never launched (a caller that gave up between the
@@ -1198,7 +1192,7 @@ static void unplan(struct aclOpExecutor *e)
 }
 
 /* Bytes of one element, 0 for a dtype the stand-in does not compute. */
-static size_t dt_size(aclDataType dt)
+size_t dt_size(aclDataType dt)
 {
     switch (dt) {
     case ACL_FLOAT: case ACL_INT32: return 4;
@@ -1208,7 +1202,7 @@ static size_t dt_size(aclDataType dt)
     }
 }
 
-static bool dt_float(aclDataType dt)
+bool dt_float(aclDataType dt)
 {
     return dt == ACL_FLOAT || dt == ACL_FLOAT16 || dt == ACL_BF16;
 }
@@ -1291,6 +1285,107 @@ API aclScalar *aclCreateScalar(void *value, aclDataType dataType)
 API aclnnStatus aclDestroyScalar(const aclScalar *scalar)
 {
     free((void *)scalar);
+    return 0;
+}
+
+/* The arrays copy their values, as aclnn's do. */
+API aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size)
+{
+    struct aclIntArray *a;
+
+    if ((size && !value) || size > 64)
+        return NULL;
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->n = size;
+    if (size)
+        memcpy(a->v, value, size * sizeof(*value));
+    return a;
+}
+
+API aclnnStatus aclDestroyIntArray(const aclIntArray *array)
+{
+    free((void *)array);
+    return 0;
+}
+
+API aclBoolArray *aclCreateBoolArray(const bool *value, uint64_t size)
+{
+    struct aclBoolArray *a;
+
+    if ((size && !value) || size > 64)
+        return NULL;
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->n = size;
+    if (size)
+        memcpy(a->v, value, size * sizeof(*value));
+    return a;
+}
+
+API aclnnStatus aclDestroyBoolArray(const aclBoolArray *array)
+{
+    free((void *)array);
+    return 0;
+}
+
+API aclFloatArray *aclCreateFloatArray(const float *value, uint64_t size)
+{
+    struct aclFloatArray *a;
+
+    if ((size && !value) || size > 64)
+        return NULL;
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->n = size;
+    if (size)
+        memcpy(a->v, value, size * sizeof(*value));
+    return a;
+}
+
+API aclnnStatus aclDestroyFloatArray(const aclFloatArray *array)
+{
+    free((void *)array);
+    return 0;
+}
+
+aclnnStatus standin_host_plan(const char *call, uint64_t ws,
+                              void (*host)(void *priv, void *workspace),
+                              void (*drop)(void *priv), void *priv,
+                              uint64_t *wsOut, aclOpExecutor **ex)
+{
+    struct aclOpExecutor *e;
+    aclError inj = injected(call);
+
+    if (inj || !wsOut || !ex || !host) {
+        if (drop)
+            drop(priv);
+        return inj ? inj : err(161001, "%s: a NULL argument", call);
+    }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        if (drop)
+            drop(priv);
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    }
+    e->kind = OP_HOST;
+    e->host = host;
+    e->drop = drop;
+    e->priv = priv;
+    e->ws = ws;
+    e->device = cur ? cur->device : -1;
+    pthread_mutex_lock(&g.mu);
+    e->next = planned;
+    if (planned)
+        planned->prev = &e->next;
+    e->prev = &planned;
+    planned = e;
+    pthread_mutex_unlock(&g.mu);
+    *wsOut = ws;
+    *ex = e;
     return 0;
 }
 
@@ -1396,9 +1491,9 @@ static aclnnStatus op_check_launch(void *workspace, uint64_t wsSize,
 
 /* Phase 2: the workspace must be device memory of the size asked for. The
  * executor is used up whether the launch is accepted or not. */
-static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
-                             aclOpExecutor *ex, aclrtStream stream,
-                             const char *call)
+aclnnStatus op_launch(void *workspace, uint64_t wsSize,
+                      aclOpExecutor *ex, aclrtStream stream,
+                      const char *call)
 {
     struct sstream *s = NULL;
     aclnnStatus e;
@@ -1407,14 +1502,18 @@ static aclnnStatus op_launch(void *workspace, uint64_t wsSize,
         return err(161001, "%s: executor NULL", call);
     unplan(ex);
     e = op_check_launch(workspace, wsSize, ex, stream, call, &s);
+    ex->workspace = workspace;
     if (!e)
         e = enqueue(s, &(struct task){.kind = T_OP, .op = ex});
-    if (e)
+    if (e) {
+        if (ex->drop)
+            ex->drop(ex->priv);
         free(ex);
+    }
     return e;
 }
 
-static double ld_f(const struct aclTensor *t, const char *p)
+double ld_f(const struct aclTensor *t, const char *p)
 {
     uint16_t h;
 
@@ -1426,7 +1525,7 @@ static double ld_f(const struct aclTensor *t, const char *p)
     }
 }
 
-static void st_f(const struct aclTensor *t, char *p, double v)
+void st_f(const struct aclTensor *t, char *p, double v)
 {
     float f = (float)v;
     uint16_t h;
@@ -1439,7 +1538,7 @@ static void st_f(const struct aclTensor *t, char *p, double v)
     }
 }
 
-static int64_t ld_i(const struct aclTensor *t, const char *p)
+int64_t ld_i(const struct aclTensor *t, const char *p)
 {
     int32_t a;
     int64_t b;
@@ -1452,7 +1551,7 @@ static int64_t ld_i(const struct aclTensor *t, const char *p)
     return b;
 }
 
-static void st_i(const struct aclTensor *t, char *p, int64_t v)
+void st_i(const struct aclTensor *t, char *p, int64_t v)
 {
     int32_t a = (int32_t)(uint32_t)v;
 
@@ -1586,6 +1685,13 @@ static void op_run(struct aclOpExecutor *x)
     size_t es = dt_size(x->out.dt);
     bool fl = dt_float(x->out.dt);
 
+    if (x->kind == OP_HOST) {
+        x->host(x->priv, x->workspace);
+        if (x->drop)
+            x->drop(x->priv);
+        free(x);
+        return;
+    }
     if (x->kind == OP_SOFTMAX || x->kind == OP_LOG_SOFTMAX) {
         sm_run(x);
         return;
@@ -2551,6 +2657,8 @@ __attribute__((destructor)) static void standin_unload(void)
     while (planned) {
         struct aclOpExecutor *e = planned;
         planned = e->next;
+        if (e->drop)
+            e->drop(e->priv);
         free(e);
     }
     while (g.reports) {
