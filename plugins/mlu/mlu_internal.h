@@ -160,6 +160,46 @@ void mlu_kernels_release(void); /* the per-device handles (finalize) */
 void mlu_kernels_close(void);
 extern const keel_kernel_ops mlu_kernel_ops;
 
+/* Shared by the kernel files (mlu_kernels.c, mlu_kernels_nn.c,
+ * mlu_kernels_train.c). */
+struct keel_stream_s;
+
+/* A CNNL status as a keel one (BAD_PARAM / NOT_SUPPORTED / ARCH_MISMATCH
+ * are NOT_SUPPORTED, so the core falls back). */
+keel_status mlu_nn_check(cnnlStatus_t r, int32_t dev, const char *call);
+/* CNNL's dtype for a keel one, CNNL_DTYPE_INVALID when it has none. */
+cnnlDataType_t mlu_nn_dtype(keel_dtype dt);
+/* A CNNL_LAYOUT_ARRAY descriptor with d's shape and element strides (a
+ * rank-0 tensor as [1]); NOT_SUPPORTED for what does not fit an int. */
+keel_status mlu_nn_describe(int32_t dev, const keel_tensor_desc *d,
+                            cnnlTensorDescriptor_t *out);
+/* The device's handle bound to s's queue, with the device's handle lock
+ * held on success: call mlu_nn_unlock(dev) after the launch. */
+keel_status mlu_nn_lock(int32_t dev, struct keel_stream_s *s,
+                        cnnlHandle_t *h);
+void mlu_nn_unlock(int32_t dev);
+/* n bytes of workspace for a launch (n 0: *p NULL): the core's
+ * stream-ordered memory, or, under a core that offers none, cnrtMalloc'd
+ * (*ours true). Pass the launch's status to mlu_nn_workspace_done, which
+ * waits for the queue and frees an own workspace, and returns the status
+ * to report. */
+keel_status mlu_nn_workspace(const keel_kernel_args *a, const char *name,
+                             size_t n, void **p, bool *ours);
+keel_status mlu_nn_workspace_done(const keel_kernel_args *a,
+                                  struct keel_stream_s *s, const char *name,
+                                  void *p, bool ours, keel_status st);
+/* The kernel files' own tables. open resolves their CNNL entry points
+ * one by one from the library's handle: a kernel missing one is not
+ * offered. lookup answers NOT_FOUND for an op or dtype it does not take. */
+void mlu_kernels_nn_open(void *cnnl);
+void mlu_kernels_nn_close(void);
+keel_status mlu_kernels_nn_lookup(const char *op_name, keel_dtype dtype,
+                                  keel_kernel *kernel);
+void mlu_kernels_train_open(void *cnnl);
+void mlu_kernels_train_close(void);
+keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
+                                     keel_kernel *kernel);
+
 /* ---- mlu_collective.c ---------------------------------------------------- */
 
 extern const keel_collective_ops mlu_coll_ops;

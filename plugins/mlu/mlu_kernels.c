@@ -83,6 +83,8 @@ void mlu_kernels_open(void)
     for (size_t i = 0; i < NKDEFS; i++)
         kdefs[i].id = keel_kit_op_id(kdefs[i].name);
     NN.lib = h;
+    mlu_kernels_nn_open(h);
+    mlu_kernels_train_open(h);
 }
 
 void mlu_kernels_release(void)
@@ -96,13 +98,15 @@ void mlu_kernels_release(void)
 
 void mlu_kernels_close(void)
 {
+    mlu_kernels_nn_close();
+    mlu_kernels_train_close();
     if (NN.lib)
         dlclose(NN.lib);
     memset(&NN, 0, sizeof(NN));
 }
 
 /* A CNNL status as a keel one, with CNNL's name for it. */
-static keel_status nn_check(cnnlStatus_t r, int32_t dev, const char *call)
+keel_status mlu_nn_check(cnnlStatus_t r, int32_t dev, const char *call)
 {
     const char *t;
     keel_status st;
@@ -129,7 +133,7 @@ static keel_status nn_check(cnnlStatus_t r, int32_t dev, const char *call)
                    (int)r, t ? t : "?");
 }
 
-static cnnlDataType_t nn_dtype(keel_dtype dt)
+cnnlDataType_t mlu_nn_dtype(keel_dtype dt)
 {
     return dt == KEEL_F32   ? CNNL_DTYPE_FLOAT
            : dt == KEEL_F16 ? CNNL_DTYPE_HALF
@@ -138,7 +142,7 @@ static cnnlDataType_t nn_dtype(keel_dtype dt)
 }
 
 /* A CNNL descriptor of d; a rank-0 tensor is described as [1]. */
-static keel_status describe(int32_t dev, const keel_tensor_desc *d,
+keel_status mlu_nn_describe(int32_t dev, const keel_tensor_desc *d,
                             cnnlTensorDescriptor_t *out)
 {
     int dims[KEEL_MAX_DIMS], strides[KEEL_MAX_DIMS];
@@ -157,11 +161,11 @@ static keel_status describe(int32_t dev, const keel_tensor_desc *d,
         dims[i] = (int)d->shape[i];
         strides[i] = (int)d->strides[i];
     }
-    if ((st = nn_check(NN.cnnlCreateTensorDescriptor(out), dev,
+    if ((st = mlu_nn_check(NN.cnnlCreateTensorDescriptor(out), dev,
                        "cnnlCreateTensorDescriptor")))
         return st;
-    st = nn_check(NN.cnnlSetTensorDescriptorEx(*out, CNNL_LAYOUT_ARRAY,
-                                               nn_dtype(d->dtype), rank, dims,
+    st = mlu_nn_check(NN.cnnlSetTensorDescriptorEx(*out, CNNL_LAYOUT_ARRAY,
+                                               mlu_nn_dtype(d->dtype), rank, dims,
                                                strides),
                   dev, "cnnlSetTensorDescriptorEx");
     if (st) {
@@ -178,8 +182,65 @@ static keel_status handle_of(int32_t dev, cnnlHandle_t *h)
     keel_status st = KEEL_STATUS_OK;
 
     if (!d->cnnl)
-        st = nn_check(NN.cnnlCreate(&d->cnnl), dev, "cnnlCreate");
+        st = mlu_nn_check(NN.cnnlCreate(&d->cnnl), dev, "cnnlCreate");
     *h = d->cnnl;
+    return st;
+}
+
+keel_status mlu_nn_lock(int32_t dev, struct keel_stream_s *s,
+                        cnnlHandle_t *h)
+{
+    keel_status st;
+
+    pthread_mutex_lock(&mlu.dev[dev].cnnl_mu);
+    st = handle_of(dev, h);
+    if (!st)
+        st = mlu_nn_check(NN.cnnlSetQueue(*h, s->q), dev, "cnnlSetQueue");
+    if (st)
+        pthread_mutex_unlock(&mlu.dev[dev].cnnl_mu);
+    return st;
+}
+
+void mlu_nn_unlock(int32_t dev)
+{
+    pthread_mutex_unlock(&mlu.dev[dev].cnnl_mu);
+}
+
+keel_status mlu_nn_workspace(const keel_kernel_args *a, const char *name,
+                             size_t n, void **p, bool *ours)
+{
+    keel_dptr core = 0;
+    keel_status st;
+
+    *p = NULL;
+    *ours = false;
+    if (!n)
+        return KEEL_STATUS_OK;
+    st = keel_kernel_workspace(a, n, &core);
+    if (st == KEEL_STATUS_OK) {
+        *p = MLU_PTR(core);
+    } else if (st == KEEL_STATUS_NOT_SUPPORTED) {
+        st = MLU_RT_ALLOC(mlu.rt.cnrtMalloc(p, n), a->device,
+                          "cnrtMalloc(%zu bytes, %s's workspace)", n, name);
+        *ours = st == KEEL_STATUS_OK;
+    } else {
+        st = mlu_err(st, "%s: no workspace of %zu bytes from the core", name,
+                     n);
+    }
+    return st;
+}
+
+keel_status mlu_nn_workspace_done(const keel_kernel_args *a,
+                                  struct keel_stream_s *s, const char *name,
+                                  void *p, bool ours, keel_status st)
+{
+    if (ours) {
+        keel_status w = MLU_RT(mlu.rt.cnrtQueueSync(s->q), a->device,
+                               "cnrtQueueSync (%s's own workspace)", name);
+        mlu.rt.cnrtFree(p);
+        if (!st)
+            st = w;
+    }
     return st;
 }
 
@@ -192,7 +253,6 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
     size_t ws = 0;
     void *wsp = NULL;
     bool ours = false;
-    keel_dptr core = 0;
     float f1 = 1.0f, f0 = 0.0f;
     int i1 = 1, i0 = 0;
     bool fl = a->inputs[0].dtype != KEEL_I32;
@@ -200,46 +260,29 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
     int32_t dev = a->device;
     keel_status st;
 
-    if ((st = nn_check(NN.cnnlCreateOpTensorDescriptor(&od), dev,
+    if ((st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&od), dev,
                        "cnnlCreateOpTensorDescriptor")))
         return st;
-    st = nn_check(NN.cnnlSetOpTensorDescriptor(
+    st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
                       od, k->op == OP_ADD ? CNNL_OP_TENSOR_ADD
                                           : CNNL_OP_TENSOR_MUL,
                       compute, CNNL_NOT_PROPAGATE_NAN),
                   dev, "cnnlSetOpTensorDescriptor");
     if (!st)
-        st = nn_check(NN.cnnlGetOpTensorWorkspaceSize(h, td[0], td[1], td[2],
+        st = mlu_nn_check(NN.cnnlGetOpTensorWorkspaceSize(h, td[0], td[1], td[2],
                                                       &ws),
                       dev, "cnnlGetOpTensorWorkspaceSize");
-    if (!st && ws) {
-        st = keel_kernel_workspace(a, ws, &core);
-        if (st == KEEL_STATUS_OK)
-            wsp = MLU_PTR(core);
-        else if (st == KEEL_STATUS_NOT_SUPPORTED) {
-            st = MLU_RT_ALLOC(mlu.rt.cnrtMalloc(&wsp, ws), dev,
-                              "cnrtMalloc(%zu bytes, %s's workspace)", ws,
-                              k->name);
-            ours = st == KEEL_STATUS_OK;
-        } else
-            st = mlu_err(st, "%s: no workspace of %zu bytes from the core",
-                         k->name, ws);
-    }
     if (!st)
-        st = nn_check(NN.cnnlOpTensor(h, od, fl ? (void *)&f1 : (void *)&i1,
+        st = mlu_nn_workspace(a, k->name, ws, &wsp, &ours);
+    if (!st)
+        st = mlu_nn_check(NN.cnnlOpTensor(h, od, fl ? (void *)&f1 : (void *)&i1,
                                       td[0], MLU_PTR(a->inputs[0].data),
                                       fl ? (void *)&f1 : (void *)&i1, td[1],
                                       MLU_PTR(a->inputs[1].data), wsp, ws,
                                       fl ? (void *)&f0 : (void *)&i0, td[2],
                                       MLU_PTR(a->outputs[0].data)),
                       dev, "cnnlOpTensor");
-    if (ours) {
-        keel_status w = MLU_RT(mlu.rt.cnrtQueueSync(s->q), dev,
-                               "cnrtQueueSync (%s's own workspace)", k->name);
-        mlu.rt.cnrtFree(wsp);
-        if (!st)
-            st = w;
-    }
+    st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
     NN.cnnlDestroyOpTensorDescriptor(od);
     return st;
 }
@@ -248,17 +291,17 @@ static keel_status relu(const keel_kernel_args *a, cnnlHandle_t h,
                         cnnlTensorDescriptor_t td[3])
 {
     cnnlActivationDescriptor_t ad = NULL;
-    keel_status st = nn_check(NN.cnnlCreateActivationDescriptor(&ad), a->device,
+    keel_status st = mlu_nn_check(NN.cnnlCreateActivationDescriptor(&ad), a->device,
                               "cnnlCreateActivationDescriptor");
 
     if (st)
         return st;
-    st = nn_check(NN.cnnlSetActivationDescriptor_v2(
+    st = mlu_nn_check(NN.cnnlSetActivationDescriptor_v2(
                       ad, CNNL_ACTIVATION_RELU, CNNL_ACTIVATION_HIGH_PRECISION,
                       CNNL_NOT_PROPAGATE_NAN, 0.0f),
                   a->device, "cnnlSetActivationDescriptor_v2");
     if (!st)
-        st = nn_check(NN.cnnlActivationForward(h, ad, NULL, td[0],
+        st = mlu_nn_check(NN.cnnlActivationForward(h, ad, NULL, td[0],
                                                MLU_PTR(a->inputs[0].data), NULL,
                                                td[2],
                                                MLU_PTR(a->outputs[0].data)),
@@ -295,17 +338,12 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
     if (keel_kit_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     for (int i = 0; i < nin && !st; i++)
-        st = describe(a->device, &a->inputs[i], &td[i]);
+        st = mlu_nn_describe(a->device, &a->inputs[i], &td[i]);
     if (!st)
-        st = describe(a->device, &a->outputs[0], &td[2]);
-    if (!st) {
-        pthread_mutex_lock(&mlu.dev[a->device].cnnl_mu);
-        st = handle_of(a->device, &h);
-        if (!st)
-            st = nn_check(NN.cnnlSetQueue(h, s->q), a->device, "cnnlSetQueue");
-        if (!st)
-            st = k->op == OP_RELU ? relu(a, h, td) : op_tensor(k, a, s, h, td);
-        pthread_mutex_unlock(&mlu.dev[a->device].cnnl_mu);
+        st = mlu_nn_describe(a->device, &a->outputs[0], &td[2]);
+    if (!st && !(st = mlu_nn_lock(a->device, s, &h))) {
+        st = k->op == OP_RELU ? relu(a, h, td) : op_tensor(k, a, s, h, td);
+        mlu_nn_unlock(a->device);
     }
     for (int i = 0; i < 3; i++)
         if (td[i])
@@ -335,6 +373,9 @@ static keel_status mlu_lookup(int32_t device, const char *op_name,
         kernel->kernel_data = &kdefs[i];
         return KEEL_STATUS_OK;
     }
+    if (mlu_kernels_nn_lookup(op_name, dtype, kernel) == KEEL_STATUS_OK ||
+        mlu_kernels_train_lookup(op_name, dtype, kernel) == KEEL_STATUS_OK)
+        return KEEL_STATUS_OK;
     return KEEL_STATUS_NOT_FOUND;
 }
 

@@ -15,7 +15,7 @@
 
 #include <keel/kit.h> /* float16 conversions */
 
-#include "standin.h"
+#include "cnnl_standin.h"
 
 #define NN_PROTO(ret, name, params) SI_API ret name params;
 MLU_CNNL_FUNCS(NN_PROTO)
@@ -23,17 +23,7 @@ MLU_CNNL_FUNCS(NN_PROTO)
 
 #define NN_WORKSPACE 256
 
-struct cnnlContext {
-    cnrtQueue_t q;
-};
-
-struct cnnlTensorStruct {
-    bool set;
-    cnnlDataType_t dt;
-    int rank;
-    int dims[8];
-    int strides[8];
-};
+/* struct cnnlContext, struct cnnlTensorStruct: cnnl_standin.h */
 
 struct cnnlOpTensorStruct {
     bool set;
@@ -45,12 +35,6 @@ struct cnnlActivationStruct {
     cnnlActivationMode_t mode;
 };
 
-#define NN_ARMED(name)                    \
-    do {                                  \
-        int nn_code_ = si_injected(name); \
-        if (nn_code_)                     \
-            return nn_code_;              \
-    } while (0)
 
 static const char *const nn_names[] = {
     "CNNL_STATUS_SUCCESS",        "CNNL_STATUS_NOT_INITIALIZED",
@@ -171,13 +155,13 @@ SI_API cnnlStatus_t cnnlSetActivationDescriptor_v2(
 
 /* ---- computing ----------------------------------------------------------- */
 
-static size_t dt_bytes(cnnlDataType_t dt)
+size_t nn_dt_bytes(cnnlDataType_t dt)
 {
     return dt == CNNL_DTYPE_HALF ? 2 : 4;
 }
 
 /* Elements and the byte span of a descriptor's view. */
-static size_t numel(const struct cnnlTensorStruct *t, size_t *span)
+size_t nn_numel(const struct cnnlTensorStruct *t, size_t *span)
 {
     size_t n = 1, last = 0;
 
@@ -186,12 +170,12 @@ static size_t numel(const struct cnnlTensorStruct *t, size_t *span)
         if (t->dims[i] > 0)
             last += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
     }
-    *span = (last + 1) * dt_bytes(t->dt);
+    *span = (last + 1) * nn_dt_bytes(t->dt);
     return n;
 }
 
 /* Byte offset of the k-th element in row-major order. */
-static size_t offset(const struct cnnlTensorStruct *t, size_t k)
+size_t nn_offset(const struct cnnlTensorStruct *t, size_t k)
 {
     size_t off = 0;
 
@@ -200,10 +184,10 @@ static size_t offset(const struct cnnlTensorStruct *t, size_t k)
         off += (k % d) * (size_t)t->strides[i];
         k /= d;
     }
-    return off * dt_bytes(t->dt);
+    return off * nn_dt_bytes(t->dt);
 }
 
-static double load(const struct cnnlTensorStruct *t, const char *p)
+double nn_load(const struct cnnlTensorStruct *t, const char *p)
 {
     if (t->dt == CNNL_DTYPE_FLOAT) {
         float f;
@@ -220,7 +204,7 @@ static double load(const struct cnnlTensorStruct *t, const char *p)
     return i;
 }
 
-static void store(const struct cnnlTensorStruct *t, char *p, double v)
+void nn_store(const struct cnnlTensorStruct *t, char *p, double v)
 {
     if (t->dt == CNNL_DTYPE_FLOAT) {
         float f = (float)v;
@@ -249,16 +233,16 @@ struct nn_job {
 static void nn_run(void *arg)
 {
     struct nn_job *j = arg;
-    size_t span, n = numel(&j->c, &span);
+    size_t span, n = nn_numel(&j->c, &span);
 
     if (j->ws)
         memset(j->ws, 0xa5, j->ws_n);
     for (size_t k = 0; k < n; k++) {
-        double x = load(&j->a, j->ap + offset(&j->a, k)), v;
+        double x = nn_load(&j->a, j->ap + nn_offset(&j->a, k)), v;
         if (j->kind == NN_RELU)
             v = x > 0 ? x : 0;
         else {
-            double y = load(&j->b, j->bp + offset(&j->b, k));
+            double y = nn_load(&j->b, j->bp + nn_offset(&j->b, k));
             if (j->c.dt == CNNL_DTYPE_INT32)
                 v = j->kind == NN_ADD
                         ? (double)(int32_t)((uint32_t)(int32_t)x +
@@ -270,7 +254,7 @@ static void nn_run(void *arg)
             if (k == 0 && j->kind == NN_ADD && si_fault("add_wrong"))
                 v += 1;
         }
-        store(&j->c, j->cp + offset(&j->c, k), v);
+        nn_store(&j->c, j->cp + nn_offset(&j->c, k), v);
     }
 }
 
@@ -291,15 +275,15 @@ static cnnlStatus_t nn_launch(cnnlHandle_t h, struct nn_job *j)
         free(j);
         return CNNL_STATUS_NOT_INITIALIZED;
     }
-    numel(&j->a, &span);
+    nn_numel(&j->a, &span);
     if (!si_device_mem(j->ap, span, dev))
         goto bad;
     if (j->kind != NN_RELU) {
-        numel(&j->b, &span);
+        nn_numel(&j->b, &span);
         if (!si_device_mem(j->bp, span, dev))
             goto bad;
     }
-    numel(&j->c, &span);
+    nn_numel(&j->c, &span);
     if (!si_device_mem(j->cp, span, dev))
         goto bad;
     if (j->ws && !si_device_mem(j->ws, j->ws_n, dev))
