@@ -190,6 +190,10 @@ API void acl_standin_fail_next(const char *name, int code)
     pthread_mutex_unlock(&g.mu);
 }
 
+/* ACL_STANDIN_FAULT=conv_wrong (acl_standin_nn.c): see acl_standin_internal.h */
+static bool nn_conv_wrong;
+bool standin_conv_wrong(void) { return nn_conv_wrong; }
+
 static void arm_from_env(void)
 {
     const char *f = getenv("ACL_STANDIN_FAIL");
@@ -207,6 +211,7 @@ static void arm_from_env(void)
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
     g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
+    nn_conv_wrong = fault && !strcmp(fault, "conv_wrong");
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */

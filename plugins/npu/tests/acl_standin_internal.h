@@ -69,4 +69,8 @@ aclnnStatus standin_host_plan(const char *call, uint64_t ws,
 aclnnStatus op_launch(void *workspace, uint64_t wsSize, aclOpExecutor *ex,
                       aclrtStream stream, const char *call);
 
+/* ACL_STANDIN_FAULT=conv_wrong: every aclnnConvolution result gets 1 too
+ * much in its first element (acl_standin_nn.c). */
+bool standin_conv_wrong(void);
+
 #endif
