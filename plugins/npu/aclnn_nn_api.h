@@ -1,6 +1,7 @@
 /*
  * The aclnn operators of the npu plugin's nn kernels (npu_kernels_nn.c):
- * linear, conv2d, conv2d_grad, avg_pool2d and avg_pool2d_grad. Declared
+ * linear, conv2d, conv2d_grad, avg_pool2d, avg_pool2d_grad and
+ * adaptive_avg_pool2d. Declared
  * here from public sources (docs/npu-plugin.md, "nn kernels", says which
  * declaration was checked against what); the plugin resolves each with
  * dlsym from libopapi.so's handle, and the stand-in (tests/acl_standin_nn.c)
@@ -61,6 +62,10 @@
        const aclIntArray *padding, bool ceilMode, bool countIncludePad,     \
        int64_t divisorOverride, int8_t cubeMathType, aclTensor *gradInput,  \
        uint64_t *workspaceSize, aclOpExecutor **executor))                  \
-    NPU_NN_PHASE2(X, aclnnAvgPool2dBackward)
+    NPU_NN_PHASE2(X, aclnnAvgPool2dBackward)                                \
+    X(aclnnStatus, aclnnAdaptiveAvgPool2dGetWorkspaceSize,                  \
+      (const aclTensor *self, const aclIntArray *outputSize, aclTensor *out, \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                  \
+    NPU_NN_PHASE2(X, aclnnAdaptiveAvgPool2d)
 
 #endif /* KEEL_NPU_ACLNN_NN_API_H */

@@ -1,7 +1,8 @@
 /*
  * keel Ascend NPU plugin — aclnn kernels for linear, conv2d and
- * conv2d_grad, and average pooling (see npu_internal.h; the shared launch
- * path is in npu_kernels.c, the aclnn declarations in aclnn_nn_api.h).
+ * conv2d_grad, and average and adaptive average pooling (see
+ * npu_internal.h; the shared launch path is in npu_kernels.c, the aclnn
+ * declarations in aclnn_nn_api.h).
  *
  * Every kernel maps keel's descriptors and attributes onto one aclnn call
  * and refuses, at phase 1 with NOT_SUPPORTED (the core then runs the CPU
@@ -42,14 +43,20 @@
  *                 inclusive: the window clipped to the padded input) are
  *                 keel's.
  *
+ *   adaptive_avg_pool2d  (same dtypes) aclnnAdaptiveAvgPool2d with the
+ *                 output size as outputSize; its windows [floor(i * H / oh),
+ *                 ceil((i + 1) * H / oh)) are the catalog's (PyTorch's
+ *                 adaptive pooling, which the aclnn op implements). Empty
+ *                 inputs are refused.
+ *
  * Not offered (NOT_FOUND, CPU fallback): max_pool2d and max_pool2d_grad.
  * aclnnMaxPool2dWithIndices documents that, on the Atlas A2 / A3 parts,
  * its input must not hold NaN or -inf and that a ceil_mode window lying
  * in the right padding is dropped, while keel's max pooling lets NaN win
  * and gives such a window -inf and index -1; a NaN cannot be ruled out at
  * phase 1. keel's max_pool2d_grad carries no window attributes at all,
- * which aclnnMaxPool2dWithIndicesBackward needs. adaptive_avg_pool2d and
- * conv2d_transpose are not written.
+ * which aclnnMaxPool2dWithIndicesBackward needs. adaptive_avg_pool2d_grad
+ * and conv2d_transpose are not written.
  *
  * Each kernel is offered only when both halves of its own aclnn call
  * resolved from libopapi.so (a CANN without one op still has the others);
@@ -73,7 +80,7 @@ static struct {
 } nnf;
 
 enum nn_kind { NN_LINEAR, NN_CONV2D, NN_CONV2D_GRAD, NN_AVG_POOL,
-               NN_AVG_POOL_GRAD };
+               NN_AVG_POOL_GRAD, NN_ADAPTIVE_AVG };
 
 struct nn_kdef {
     const char *name;
@@ -91,6 +98,7 @@ static struct nn_kdef nn_kdefs[] = {
     {"conv2d_grad", NN_CONV2D_GRAD, -1},
     {"avg_pool2d", NN_AVG_POOL, -1},
     {"avg_pool2d_grad", NN_AVG_POOL_GRAD, -1},
+    {"adaptive_avg_pool2d", NN_ADAPTIVE_AVG, -1},
 };
 #define NN_NKDEFS (sizeof(nn_kdefs) / sizeof(nn_kdefs[0]))
 
@@ -110,6 +118,9 @@ static bool nn_ready(enum nn_kind k)
     case NN_AVG_POOL_GRAD:
         return nnf.aclnnAvgPool2dBackwardGetWorkspaceSize &&
                nnf.aclnnAvgPool2dBackward;
+    case NN_ADAPTIVE_AVG:
+        return nnf.aclnnAdaptiveAvgPool2dGetWorkspaceSize &&
+               nnf.aclnnAdaptiveAvgPool2d;
     }
     return false;
 }
@@ -469,6 +480,38 @@ static keel_status plan_avg_pool(const struct nn_kdef *k,
                            "aclnnAvgPool2dBackwardGetWorkspaceSize");
 }
 
+static keel_status plan_adaptive_avg(const struct nn_kdef *k,
+                                     const keel_kernel_args *a,
+                                     struct nn_call *c, struct nn_plan *p)
+{
+    keel_kit_pool g;
+    keel_kit_msg msg;
+    keel_status st;
+    aclTensor *x, *o;
+    aclIntArray *osz;
+    aclnnStatus e;
+
+    if ((st = keel_kit_pool_geometry(a, KEEL_KIT_POOL_ADAPTIVE, &a->inputs[0],
+                                     &a->outputs[0], &g, &msg)))
+        return npu_fail(st, "%s", msg.text);
+    if (keel_kit_numel(&a->outputs[0]) == 0) {
+        p->nothing = true;
+        return KEEL_STATUS_OK;
+    }
+    if (any_empty(a))
+        return refuse(k->name, "an empty input is not sent to aclnn");
+    x = nn_tensor(c, &a->inputs[0]);
+    o = nn_tensor(c, &a->outputs[0]);
+    osz = nn_ints(c, g.oh, g.ow, 2);
+    if (c->st)
+        return c->st;
+    e = nnf.aclnnAdaptiveAvgPool2dGetWorkspaceSize(x, osz, o, &p->ws, &p->ex);
+    p->fn = nnf.aclnnAdaptiveAvgPool2d;
+    p->phase2 = "aclnnAdaptiveAvgPool2d";
+    return npu_aclnn_check(e, false, a->device,
+                           "aclnnAdaptiveAvgPool2dGetWorkspaceSize");
+}
+
 /* ---- the kernel ------------------------------------------------------------- */
 
 static keel_status run_nn(void *kernel_data, const keel_kernel_args *a)
@@ -506,6 +549,7 @@ static keel_status run_nn(void *kernel_data, const keel_kernel_args *a)
     case NN_LINEAR: st = plan_linear(k, a, &c, &p); break;
     case NN_CONV2D: st = plan_conv2d(k, a, &c, &p); break;
     case NN_CONV2D_GRAD: st = plan_conv2d_grad(k, a, &c, &p); break;
+    case NN_ADAPTIVE_AVG: st = plan_adaptive_avg(k, a, &c, &p); break;
     default: st = plan_avg_pool(k, a, &c, &p); break;
     }
     if (!st && !p.nothing)

@@ -2,10 +2,10 @@
  * The stand-in's aclnn operators for the plugin's npu_kernels_nn.c,
  * computed on the host in double and stored through the output's dtype
  * (see acl_standin_internal.h for the shared parts): aclnnAddmm,
- * aclnnConvolution, aclnnConvolutionBackward, aclnnAvgPool2d and
- * aclnnAvgPool2dBackward, each with the documented semantics and argument
- * checks (operand shapes and dtypes agree, the arrays have the lengths
- * aclnn accepts). aclnnAddmm and aclnnConvolutionBackward ask for a
+ * aclnnConvolution, aclnnConvolutionBackward, aclnnAvgPool2d,
+ * aclnnAvgPool2dBackward and aclnnAdaptiveAvgPool2d, each with the
+ * documented semantics and argument checks (operand shapes and dtypes
+ * agree, the arrays have the lengths aclnn accepts). aclnnAddmm and aclnnConvolutionBackward ask for a
  * workspace and use it as their accumulator, so a workspace that is too
  * small or not device memory is caught.
  *
@@ -645,4 +645,70 @@ API aclnnStatus aclnnAvgPool2dBackward(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnAvgPool2dBackward");
+}
+
+/* ---- aclnnAdaptiveAvgPool2d ------------------------------------------------ */
+
+struct apool {
+    struct aclTensor x, y;
+};
+
+static void adaptive_host(void *priv, void *workspace)
+{
+    const struct apool *q = priv;
+    int64_t H = q->x.dims[2], W = q->x.dims[3];
+    int64_t OH = q->y.dims[2], OW = q->y.dims[3];
+
+    (void)workspace;
+    for (int64_t n = 0; n < q->y.dims[0]; n++)
+        for (int64_t ch = 0; ch < q->y.dims[1]; ch++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    /* [floor(i * H / OH), ceil((i + 1) * H / OH)) */
+                    int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
+                    int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
+                    double sum = 0;
+                    for (int64_t h = h0; h < h1; h++)
+                        for (int64_t w = w0; w < w1; w++)
+                            sum += get4(&q->x, n, ch, h, w);
+                    put4(&q->y, n, ch, i, j,
+                         sum / (double)((h1 - h0) * (w1 - w0)));
+                }
+}
+
+API aclnnStatus aclnnAdaptiveAvgPool2dGetWorkspaceSize(
+    const aclTensor *self, const aclIntArray *outputSize, aclTensor *out,
+    uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    static const char call[] = "aclnnAdaptiveAvgPool2dGetWorkspaceSize";
+    struct apool *q;
+
+    if (!self || !outputSize || !out)
+        return err(E_NULL, "%s: a NULL argument", call);
+    if (outputSize->n != 2 || outputSize->v[0] < 1 || outputSize->v[1] < 1)
+        return err(E_PARAM, "%s: outputSize needs 2 values >= 1", call);
+    if (self->ndim != 4 || !dt_float(self->dt) || out->dt != self->dt ||
+        !dims_are(out, 4, (int64_t[]){self->dims[0], self->dims[1],
+                                      outputSize->v[0], outputSize->v[1]}))
+        return err(E_PARAM, "%s: self [N, C, H, W] and out [N, C, oh, ow] "
+                   "of one float dtype expected", call);
+    /* the window bounds' products must fit */
+    if (self->dims[2] > INT64_MAX / (outputSize->v[0] + 1) ||
+        self->dims[3] > INT64_MAX / (outputSize->v[1] + 1))
+        return err(E_PARAM, "%s: sizes too large", call);
+    q = calloc(1, sizeof(*q));
+    if (!q)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    q->x = *self;
+    q->y = *out;
+    return standin_host_plan(call, 0, adaptive_host, drop_priv, q,
+                             workspaceSize, executor);
+}
+
+API aclnnStatus aclnnAdaptiveAvgPool2d(void *workspace, uint64_t workspaceSize,
+                                       aclOpExecutor *executor,
+                                       aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnAdaptiveAvgPool2d");
 }

@@ -5,8 +5,8 @@
  * every result below came from the plugin's aclnn call.
  *
  *   - linear (with and without a bias), conv2d, conv2d_grad, avg_pool2d
- *     (exclusive and inclusive divisors) and avg_pool2d_grad give results
- *     worked out by hand here;
+ *     (exclusive and inclusive divisors), avg_pool2d_grad and
+ *     adaptive_avg_pool2d give results worked out by hand here;
  *   - configurations aclnn cannot express answer NOT_SUPPORTED: conv2d
  *     with padding that differs between top and bottom, avg_pool2d with
  *     asymmetric padding, and max_pool2d, which the plugin does not offer;
@@ -104,6 +104,25 @@ static void test_linear(void)
     expect(z, (const float[]){4, 5, 10, 11}, 4);
     keel_tensor_free(z);
     z = NULL;
+    /* x [2, 1, 3]: the batch dim folds into the rows of one GEMM */
+    {
+        static const float x12[12] = {0};
+        int64_t s3[3] = {2, 1, 3}, s4[3] = {2, 2, 3};
+        keel_tensor *x3 = npu(xv, 3, s3), *x4 = npu(x12, 3, s4), *xt = NULL;
+        CU_ASSERT_EQUAL_FATAL(keel_linear(x3, w, b, &z), KEEL_STATUS_OK);
+        expect(z, (const float[]){14, 25, 20, 31}, 4);
+        keel_tensor_free(z);
+        z = NULL;
+        /* [2, 2, 3] with its first two dims swapped: rows 6 apart within
+         * a batch, batches 3 apart: no single GEMM view, refused */
+        CU_ASSERT_EQUAL_FATAL(keel_transpose(x4, 0, 1, &xt), KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL(keel_linear(xt, w, b, &z), KEEL_STATUS_NOT_SUPPORTED);
+        expect_msg("linear", "fold");
+        keel_tensor_free(xt);
+        keel_tensor_free(x3);
+        keel_tensor_free(x4);
+        z = NULL;
+    }
     /* phase 1 refused (aclnnAddmm): NOT_SUPPORTED, named */
     fail_next("aclnnAddmmGetWorkspaceSize", 161002);
     CU_ASSERT_EQUAL(keel_linear(x, w, b, &z), KEEL_STATUS_NOT_SUPPORTED);
@@ -257,6 +276,30 @@ static void test_avg_pool2d_grad(void)
     keel_tensor_free(in[1]);
 }
 
+static void test_adaptive_avg_pool2d(void)
+{
+    keel_tensor *x = npu(x9, 4, s1133), *y = NULL;
+    int64_t osz[2] = {2, 1};
+    keel_attr attrs[1] = {keel_attr_ints("output_size", osz, 2)};
+    int nout = 0;
+
+    /* rows [0, 2) and [1, 3), all columns: mean of 1..6 and of 4..9 */
+    CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_ADAPTIVE_AVG_POOL2D, &x, 1,
+                                      attrs, 1, &y, 1, &nout),
+                          KEEL_STATUS_OK);
+    expect(y, (const float[]){3.5f, 6.5f}, 2);
+    keel_tensor_free(y);
+    y = NULL;
+    /* phase 2 fails: named */
+    fail_next("aclnnAdaptiveAvgPool2d", 507035);
+    CU_ASSERT_EQUAL(keel_op_run(KEEL_OP_ADAPTIVE_AVG_POOL2D, &x, 1, attrs, 1,
+                                &y, 1, &nout),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnAdaptiveAvgPool2d on npu:0", "aclnnStatus 507035");
+    keel_tensor_free(y);
+    keel_tensor_free(x);
+}
+
 /* max_pool2d is not offered (NaN and all-padding windows): strict mode
  * says so. */
 static void test_max_pool_not_offered(void)
@@ -289,6 +332,8 @@ int main(void)
     CU_add_test(suite, "avg_pool2d: both divisors; asymmetric refused",
                 test_avg_pool2d);
     CU_add_test(suite, "avg_pool2d_grad", test_avg_pool2d_grad);
+    CU_add_test(suite, "adaptive_avg_pool2d; launch failure named",
+                test_adaptive_avg_pool2d);
     CU_add_test(suite, "max_pool2d not offered", test_max_pool_not_offered);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
