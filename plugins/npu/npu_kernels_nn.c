@@ -1,8 +1,8 @@
 /*
- * keel Ascend NPU plugin — aclnn kernels for linear, conv2d and
- * conv2d_grad, and average and adaptive average pooling (see
- * npu_internal.h; the shared launch path is in npu_kernels.c, the aclnn
- * declarations in aclnn_nn_api.h).
+ * keel Ascend NPU plugin — aclnn kernels for linear, conv2d,
+ * conv2d_transpose and their gradients, and average and adaptive average
+ * pooling (see npu_internal.h; the shared launch path is in npu_kernels.c,
+ * the aclnn declarations in aclnn_nn_api.h).
  *
  * Every kernel maps keel's descriptors and attributes onto one aclnn call
  * and refuses, at phase 1 with NOT_SUPPORTED (the core then runs the CPU
@@ -30,6 +30,12 @@
  *                 unwritten, as the catalog allows. Same refusals as conv2d;
  *                 any empty operand is refused (dweight and dbias would be
  *                 zeros aclnn is not asked to write).
+ *   conv2d_transpose, conv2d_transpose_grad  (same dtypes) the same two
+ *                 calls with transposed = true and output_padding as
+ *                 outputPadding (keel's output size (H - 1) * stride - pads
+ *                 + (k - 1) * dilation + 1 + output_padding is aclnn's
+ *                 with symmetric padding); the same refusals (SAME's pads
+ *                 are often uneven here).
  *   avg_pool2d,   (same dtypes) aclnnAvgPool2d / aclnnAvgPool2dBackward,
  *   avg_pool2d_grad  countIncludePad = !exclusive, divisorOverride 0.
  *                 aclnn follows PyTorch's pooling: symmetric padding of at
@@ -42,7 +48,6 @@
  *                 divisors (exclusive: the window inside the input;
  *                 inclusive: the window clipped to the padded input) are
  *                 keel's.
- *
  *   adaptive_avg_pool2d  (same dtypes) aclnnAdaptiveAvgPool2d with the
  *                 output size as outputSize; its windows [floor(i * H / oh),
  *                 ceil((i + 1) * H / oh)) are the catalog's (PyTorch's
@@ -56,7 +61,7 @@
  * and gives such a window -inf and index -1; a NaN cannot be ruled out at
  * phase 1. keel's max_pool2d_grad carries no window attributes at all,
  * which aclnnMaxPool2dWithIndicesBackward needs. adaptive_avg_pool2d_grad
- * and conv2d_transpose are not written.
+ * is not written.
  *
  * Each kernel is offered only when both halves of its own aclnn call
  * resolved from libopapi.so (a CANN without one op still has the others);
@@ -79,8 +84,9 @@ static struct {
 #undef NN_MEMBER
 } nnf;
 
-enum nn_kind { NN_LINEAR, NN_CONV2D, NN_CONV2D_GRAD, NN_AVG_POOL,
-               NN_AVG_POOL_GRAD, NN_ADAPTIVE_AVG };
+enum nn_kind { NN_LINEAR, NN_CONV2D, NN_CONV2D_GRAD, NN_CONV2D_T,
+               NN_CONV2D_T_GRAD, NN_AVG_POOL, NN_AVG_POOL_GRAD,
+               NN_ADAPTIVE_AVG };
 
 struct nn_kdef {
     const char *name;
@@ -96,6 +102,8 @@ static struct nn_kdef nn_kdefs[] = {
     {"linear", NN_LINEAR, -1},
     {"conv2d", NN_CONV2D, -1},
     {"conv2d_grad", NN_CONV2D_GRAD, -1},
+    {"conv2d_transpose", NN_CONV2D_T, -1},
+    {"conv2d_transpose_grad", NN_CONV2D_T_GRAD, -1},
     {"avg_pool2d", NN_AVG_POOL, -1},
     {"avg_pool2d_grad", NN_AVG_POOL_GRAD, -1},
     {"adaptive_avg_pool2d", NN_ADAPTIVE_AVG, -1},
@@ -109,8 +117,10 @@ static bool nn_ready(enum nn_kind k)
     case NN_LINEAR:
         return nnf.aclnnAddmmGetWorkspaceSize && nnf.aclnnAddmm;
     case NN_CONV2D:
+    case NN_CONV2D_T:
         return nnf.aclnnConvolutionGetWorkspaceSize && nnf.aclnnConvolution;
     case NN_CONV2D_GRAD:
+    case NN_CONV2D_T_GRAD:
         return nnf.aclnnConvolutionBackwardGetWorkspaceSize &&
                nnf.aclnnConvolutionBackward;
     case NN_AVG_POOL:
@@ -302,15 +312,16 @@ static keel_status plan_linear(const struct nn_kdef *k,
     return npu_aclnn_check(e, false, a->device, "aclnnAddmmGetWorkspaceSize");
 }
 
-/* The conv geometry, refused where aclnn's symmetric padding cannot say
- * it. */
+/* The conv geometry (big and small sides as keel_kit_conv_geometry takes
+ * them), refused where aclnn's symmetric padding cannot say it. */
 static keel_status conv_geometry(const char *op, const keel_kernel_args *a,
+                                 bool transpose, const keel_tensor_desc *big,
                                  const keel_tensor_desc *small,
                                  keel_kit_conv *g)
 {
     keel_kit_msg msg;
-    keel_status st = keel_kit_conv_geometry(a, false, &a->inputs[0],
-                                            &a->inputs[1], small, g, &msg);
+    keel_status st = keel_kit_conv_geometry(a, transpose, big, &a->inputs[1],
+                                            small, g, &msg);
 
     if (st)
         return npu_fail(st, "%s", msg.text);
@@ -325,22 +336,24 @@ static keel_status plan_conv2d(const struct nn_kdef *k,
                                const keel_kernel_args *a, struct nn_call *c,
                                struct nn_plan *p)
 {
+    bool tr = k->kind == NN_CONV2D_T;
     keel_kit_conv g;
     keel_status st;
     aclTensor *x, *w, *o, *b = NULL;
     aclIntArray *stride, *pad, *dil, *opad;
     aclnnStatus e;
 
-    (void)k;
-    if ((st = conv_geometry("conv2d", a, &a->outputs[0], &g)))
+    if ((st = conv_geometry(k->name, a, tr,
+                            tr ? &a->outputs[0] : &a->inputs[0],
+                            tr ? &a->inputs[0] : &a->outputs[0], &g)))
         return st;
     if (keel_kit_numel(&a->outputs[0]) == 0) {
         p->nothing = true;
         return KEEL_STATUS_OK;
     }
     if (any_empty(a))
-        return refuse("conv2d", "an empty input (out = bias) is not sent "
-                                "to aclnn");
+        return refuse(k->name, "an empty input (out = bias) is not sent "
+                               "to aclnn");
     x = nn_tensor(c, &a->inputs[0]);
     w = nn_tensor(c, &a->inputs[1]);
     if (a->num_inputs == 3)
@@ -349,10 +362,11 @@ static keel_status plan_conv2d(const struct nn_kdef *k,
     stride = nn_ints(c, g.sh, g.sw, 2);
     pad = nn_ints(c, g.pad[0], g.pad[2], 2);
     dil = nn_ints(c, g.dh, g.dw, 2);
-    opad = nn_ints(c, 0, 0, 2);
+    /* 0 for a plain conv, which aclnn ignores then */
+    opad = nn_ints(c, g.output_padding[0], g.output_padding[1], 2);
     if (c->st)
         return c->st;
-    e = nnf.aclnnConvolutionGetWorkspaceSize(x, w, b, stride, pad, dil, false,
+    e = nnf.aclnnConvolutionGetWorkspaceSize(x, w, b, stride, pad, dil, tr,
                                              opad, g.groups, o,
                                              NPU_CUBE_KEEP_DTYPE, &p->ws,
                                              &p->ex);
@@ -366,6 +380,7 @@ static keel_status plan_conv2d_grad(const struct nn_kdef *k,
                                     const keel_kernel_args *a,
                                     struct nn_call *c, struct nn_plan *p)
 {
+    bool tr = k->kind == NN_CONV2D_T_GRAD;
     keel_kit_conv g;
     keel_status st;
     bool has_bias = keel_kit_attr_i(a, "has_bias", 1) != 0;
@@ -375,14 +390,15 @@ static keel_status plan_conv2d_grad(const struct nn_kdef *k,
     aclIntArray *stride, *pad, *dil, *opad, *bsz = NULL;
     aclnnStatus e;
 
-    (void)k;
-    if ((st = conv_geometry("conv2d_grad", a, &a->inputs[2], &g)))
+    if ((st = conv_geometry(k->name, a, tr,
+                            tr ? &a->inputs[2] : &a->inputs[0],
+                            tr ? &a->inputs[0] : &a->inputs[2], &g)))
         return st;
     if (any_empty(a))
-        return refuse("conv2d_grad", "an empty operand (zero gradients) is "
-                                     "not sent to aclnn");
+        return refuse(k->name, "an empty operand (zero gradients) is not "
+                               "sent to aclnn");
     if (g.groups > INT32_MAX)
-        return refuse("conv2d_grad", "groups does not fit aclnn's int");
+        return refuse(k->name, "groups does not fit aclnn's int");
     dy = nn_tensor(c, &a->inputs[2]);
     x = nn_tensor(c, &a->inputs[0]);
     w = nn_tensor(c, &a->inputs[1]);
@@ -391,12 +407,13 @@ static keel_status plan_conv2d_grad(const struct nn_kdef *k,
     dw = nn_tensor(c, &a->outputs[1]);
     if (has_bias) {
         db = nn_tensor(c, &a->outputs[2]);
-        bsz = nn_ints(c, g.o, 0, 1);
+        /* the forward output's channels: dout's */
+        bsz = nn_ints(c, a->inputs[2].shape[1], 0, 1);
     }
     stride = nn_ints(c, g.sh, g.sw, 2);
     pad = nn_ints(c, g.pad[0], g.pad[2], 2);
     dil = nn_ints(c, g.dh, g.dw, 2);
-    opad = nn_ints(c, 0, 0, 2);
+    opad = nn_ints(c, g.output_padding[0], g.output_padding[1], 2);
     if (!c->st) {
         c->mask = OPAPI.aclCreateBoolArray(mask, 3);
         if (!c->mask)
@@ -406,7 +423,7 @@ static keel_status plan_conv2d_grad(const struct nn_kdef *k,
     if (c->st)
         return c->st;
     e = nnf.aclnnConvolutionBackwardGetWorkspaceSize(
-        dy, x, w, bsz, stride, pad, dil, false, opad, (int)g.groups, c->mask,
+        dy, x, w, bsz, stride, pad, dil, tr, opad, (int)g.groups, c->mask,
         NPU_CUBE_KEEP_DTYPE, dx, dw, db, &p->ws, &p->ex);
     p->fn = nnf.aclnnConvolutionBackward;
     p->phase2 = "aclnnConvolutionBackward";
@@ -547,8 +564,10 @@ static keel_status run_nn(void *kernel_data, const keel_kernel_args *a)
     memset(&p, 0, sizeof(p));
     switch (k->kind) {
     case NN_LINEAR: st = plan_linear(k, a, &c, &p); break;
-    case NN_CONV2D: st = plan_conv2d(k, a, &c, &p); break;
-    case NN_CONV2D_GRAD: st = plan_conv2d_grad(k, a, &c, &p); break;
+    case NN_CONV2D:
+    case NN_CONV2D_T: st = plan_conv2d(k, a, &c, &p); break;
+    case NN_CONV2D_GRAD:
+    case NN_CONV2D_T_GRAD: st = plan_conv2d_grad(k, a, &c, &p); break;
     case NN_ADAPTIVE_AVG: st = plan_adaptive_avg(k, a, &c, &p); break;
     default: st = plan_avg_pool(k, a, &c, &p); break;
     }

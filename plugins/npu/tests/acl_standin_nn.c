@@ -5,9 +5,10 @@
  * aclnnConvolution, aclnnConvolutionBackward, aclnnAvgPool2d,
  * aclnnAvgPool2dBackward and aclnnAdaptiveAvgPool2d, each with the
  * documented semantics and argument checks (operand shapes and dtypes
- * agree, the arrays have the lengths aclnn accepts). aclnnAddmm and aclnnConvolutionBackward ask for a
- * workspace and use it as their accumulator, so a workspace that is too
- * small or not device memory is caught.
+ * agree, the arrays have the lengths aclnn accepts). aclnnConvolution
+ * takes transposed = true as well (conv2d_transpose). aclnnAddmm and the
+ * two convolutions ask for a workspace and keep their accumulators in it,
+ * so a workspace that is too small or not device memory is caught.
  *
  * ACL_STANDIN_FAULT=conv_wrong adds 1 to the first element of every
  * aclnnConvolution result.
@@ -168,94 +169,176 @@ API aclnnStatus aclnnAddmm(void *workspace, uint64_t workspaceSize,
                      "aclnnAddmm");
 }
 
-/* ---- convolution geometry ---------------------------------------------------- */
+/* ---- convolution (plain and transposed) ----------------------------------- */
 
+/*
+ * One walk serves all four computations. In the conv2d view the "big" side
+ * is a plain conv's input and a transposed conv's output, the "small" side
+ * the other one, and the weight is [small channels, big channels / groups,
+ * kh, kw] in both cases. Every (small element, kernel tap) pair that lands
+ * inside the big side is visited with the flat indices of x, y (output or
+ * gradOutput) and weight:
+ *   forward   y[yi] += x[xi] * w[wi]
+ *   backward  dx[xi] += dy[yi] * w[wi],  dw[wi] += x[xi] * dy[yi]
+ * accumulated in doubles in the workspace, then stored.
+ */
 struct conv {
-    struct aclTensor x, w, b, y; /* y: the output, or gradOutput */
+    struct aclTensor x, w, b, y; /* y: output, or gradOutput */
     struct aclTensor dx, dw, db; /* backward */
-    bool has_b, mask[3];
-    int64_t s[2], p[2], d[2], groups;
+    bool tr, has_b, mask[3];
+    int64_t s[2], p[2], d[2], op[2], groups;
+    int64_t nx, ny, nw; /* element counts */
 };
 
-/* Check x [N, C, H, W], w [O, C/g, kh, kw] and y [N, O, oh, ow] against
- * the arrays; 0 or the error recorded. */
+static int64_t numel4(const struct aclTensor *t)
+{
+    return t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3];
+}
+
+static int64_t flat4(const struct aclTensor *t, int64_t a, int64_t b,
+                     int64_t c, int64_t d)
+{
+    return ((a * t->dims[1] + b) * t->dims[2] + c) * t->dims[3] + d;
+}
+
+static void conv_walk(const struct conv *c,
+                      void (*f)(const struct conv *c, void *acc, int64_t xi,
+                                int64_t yi, int64_t wi),
+                      void *acc)
+{
+    const struct aclTensor *big = c->tr ? &c->y : &c->x;
+    const struct aclTensor *sm = c->tr ? &c->x : &c->y;
+    int64_t sg = c->w.dims[0] / c->groups, bg = c->w.dims[1];
+
+    for (int64_t n = 0; n < sm->dims[0]; n++)
+        for (int64_t sc = 0; sc < sm->dims[1]; sc++)
+            for (int64_t t = 0; t < bg; t++) {
+                int64_t bc = sc / sg * bg + t;
+                for (int64_t i = 0; i < sm->dims[2]; i++)
+                    for (int64_t kh = 0; kh < c->w.dims[2]; kh++) {
+                        int64_t h = i * c->s[0] - c->p[0] + kh * c->d[0];
+                        if (h < 0 || h >= big->dims[2])
+                            continue;
+                        for (int64_t j = 0; j < sm->dims[3]; j++)
+                            for (int64_t kw = 0; kw < c->w.dims[3]; kw++) {
+                                int64_t w = j * c->s[1] - c->p[1] +
+                                            kw * c->d[1];
+                                int64_t bi, si, wi;
+                                if (w < 0 || w >= big->dims[3])
+                                    continue;
+                                bi = flat4(big, n, bc, h, w);
+                                si = flat4(sm, n, sc, i, j);
+                                wi = flat4(&c->w, sc, t, kh, kw);
+                                f(c, acc, c->tr ? si : bi, c->tr ? bi : si,
+                                  wi);
+                            }
+                    }
+            }
+}
+
+/* A 4-D tensor's element at flat (contiguous-order) index k. */
+static char *at_flat(const struct aclTensor *t, int64_t k)
+{
+    int64_t idx[4];
+
+    for (int i = 3; i >= 0; i--) {
+        idx[i] = k % t->dims[i];
+        k /= t->dims[i];
+    }
+    return at(t, idx);
+}
+
+/* Check the operands against the arrays; 0 or the error recorded. */
 static aclnnStatus conv_check(struct conv *c, const aclIntArray *stride,
                               const aclIntArray *padding,
                               const aclIntArray *dilation, bool transposed,
+                              const aclIntArray *outputPadding,
                               int64_t groups, const char *call)
 {
     const struct aclTensor *x = &c->x, *w = &c->w, *y = &c->y;
-    int64_t oh[2];
+    int64_t want[4];
 
-    if (transposed)
-        return err(E_PARAM, "%s: the stand-in computes transposed = false "
-                   "only", call);
     if (!pair(stride, false, NULL, 1, c->s) ||
         !pair(padding, false, NULL, 0, c->p) ||
-        !pair(dilation, false, NULL, 1, c->d))
-        return err(E_PARAM, "%s: stride, padding, dilation need 1 or 2 "
-                   "values (stride, dilation >= 1, padding >= 0)", call);
+        !pair(dilation, false, NULL, 1, c->d) ||
+        !pair(outputPadding, false, NULL, 0, c->op))
+        return err(E_PARAM, "%s: stride, padding, dilation, outputPadding "
+                   "need 1 or 2 values (stride, dilation >= 1, the others "
+                   ">= 0)", call);
     if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || groups < 1 ||
-        x->dims[1] % groups || w->dims[0] % groups ||
-        w->dims[1] * groups != x->dims[1] || !dt_float(x->dt) ||
-        w->dt != x->dt || y->dt != x->dt)
-        return err(E_PARAM, "%s: input [N, C, H, W], weight [O, C/groups, "
-                   "kh, kw] of one float dtype expected", call);
+        x->dims[1] % groups || w->dims[0] % groups || !dt_float(x->dt) ||
+        w->dt != x->dt || y->dt != x->dt ||
+        (transposed ? w->dims[0] != x->dims[1]
+                    : w->dims[1] * groups != x->dims[1]))
+        return err(E_PARAM, "%s: input [N, C, H, W] and weight [%s] of one "
+                   "float dtype expected", call,
+                   transposed ? "C, O/groups, kh, kw" : "O, C/groups, kh, kw");
+    want[0] = x->dims[0];
+    want[1] = transposed ? w->dims[1] * groups : w->dims[0];
     for (int i = 0; i < 2; i++) {
         int64_t span = (w->dims[2 + i] - 1) * c->d[i] + 1;
-        int64_t in = x->dims[2 + i] + 2 * c->p[i];
-        if (in < span)
-            return err(E_PARAM, "%s: the dilated kernel exceeds the padded "
-                       "input", call);
-        oh[i] = (in - span) / c->s[i] + 1;
+        int64_t in = x->dims[2 + i];
+        if (transposed) {
+            if (c->op[i] >= c->s[i] && c->op[i] >= c->d[i])
+                return err(E_PARAM, "%s: outputPadding must be smaller than "
+                           "stride or dilation", call);
+            want[2 + i] = (in - 1) * c->s[i] - 2 * c->p[i] + span + c->op[i];
+        } else {
+            if (in + 2 * c->p[i] < span)
+                return err(E_PARAM, "%s: the dilated kernel exceeds the "
+                           "padded input", call);
+            want[2 + i] = (in + 2 * c->p[i] - span) / c->s[i] + 1;
+        }
     }
-    if (!dims_are(y, 4, (int64_t[]){x->dims[0], w->dims[0], oh[0], oh[1]}))
-        return err(E_PARAM, "%s: output / gradOutput shape is not [N, O, "
-                   "%lld, %lld]", call, (long long)oh[0], (long long)oh[1]);
+    if (want[2] < 1 || want[3] < 1 || !dims_are(y, 4, want))
+        return err(E_PARAM, "%s: output / gradOutput shape is not [%lld, "
+                   "%lld, %lld, %lld]", call, (long long)want[0],
+                   (long long)want[1], (long long)want[2], (long long)want[3]);
+    c->tr = transposed;
     c->groups = groups;
+    c->nx = numel4(x);
+    c->ny = numel4(y);
+    c->nw = numel4(w);
     return 0;
-}
-
-/* The input row/column of output position o, kernel tap k, dim i. */
-static int64_t tap(const struct conv *c, int i, int64_t o, int64_t k)
-{
-    return o * c->s[i] - c->p[i] + k * c->d[i];
 }
 
 /* ---- aclnnConvolution -------------------------------------------------------- */
 
+static void fwd_step(const struct conv *c, void *acc, int64_t xi, int64_t yi,
+                     int64_t wi)
+{
+    ((double *)acc)[yi] += ld_f(&c->x, at_flat(&c->x, xi)) *
+                           ld_f(&c->w, at_flat(&c->w, wi));
+}
+
 static void conv_host(void *priv, void *workspace)
 {
     const struct conv *c = priv;
-    int64_t N = c->x.dims[0], H = c->x.dims[2], W = c->x.dims[3];
-    int64_t O = c->w.dims[0], cg = c->w.dims[1], KH = c->w.dims[2],
-            KW = c->w.dims[3], og = O / c->groups;
-    bool wrong = standin_conv_wrong();
+    double *y = workspace;
+    int64_t plane = c->y.dims[2] * c->y.dims[3];
 
-    (void)workspace;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < O; o++)
-            for (int64_t i = 0; i < c->y.dims[2]; i++)
-                for (int64_t j = 0; j < c->y.dims[3]; j++) {
-                    double acc = c->has_b ? ld_f(&c->b, at(&c->b, &o)) : 0;
-                    int64_t g = o / og;
-                    for (int64_t ci = 0; ci < cg; ci++)
-                        for (int64_t kh = 0; kh < KH; kh++) {
-                            int64_t h = tap(c, 0, i, kh);
-                            if (h < 0 || h >= H)
-                                continue;
-                            for (int64_t kw = 0; kw < KW; kw++) {
-                                int64_t w = tap(c, 1, j, kw);
-                                if (w < 0 || w >= W)
-                                    continue;
-                                acc += get4(&c->x, n, g * cg + ci, h, w) *
-                                       get4(&c->w, o, ci, kh, kw);
-                            }
-                        }
-                    if (wrong && n == 0 && o == 0 && i == 0 && j == 0)
-                        acc += 1.0;
-                    put4(&c->y, n, o, i, j, acc);
-                }
+    memset(y, 0, (size_t)c->ny * sizeof(double));
+    conv_walk(c, fwd_step, y);
+    for (int64_t k = 0; k < c->ny; k++) {
+        double v = y[k];
+        if (c->has_b) {
+            int64_t o = k / plane % c->y.dims[1];
+            v += ld_f(&c->b, at(&c->b, &o));
+        }
+        if (k == 0 && standin_conv_wrong())
+            v += 1.0;
+        st_f(&c->y, at_flat(&c->y, k), v);
+    }
+}
+
+/* Workspace for n doubles, or 0 with the error recorded. */
+static uint64_t doubles(int64_t n, const char *call)
+{
+    if (n < 0 || (uint64_t)n > UINT64_MAX / 2 / sizeof(double)) {
+        err(E_PARAM, "%s: operands too large", call);
+        return 0;
+    }
+    return (uint64_t)n * sizeof(double);
 }
 
 API aclnnStatus aclnnConvolutionGetWorkspaceSize(
@@ -268,6 +351,7 @@ API aclnnStatus aclnnConvolutionGetWorkspaceSize(
     static const char call[] = "aclnnConvolutionGetWorkspaceSize";
     struct conv *c;
     aclnnStatus e;
+    uint64_t ws;
 
     if (!input || !weight || !output || !stride || !padding || !dilation ||
         !outputPadding)
@@ -280,21 +364,22 @@ API aclnnStatus aclnnConvolutionGetWorkspaceSize(
     c->x = *input;
     c->w = *weight;
     c->y = *output;
-    if ((e = conv_check(c, stride, padding, dilation, transposed, groups,
-                        call))) {
+    e = conv_check(c, stride, padding, dilation, transposed, outputPadding,
+                   groups, call);
+    if (!e && bias &&
+        (!dims_are(bias, 1, &output->dims[1]) || bias->dt != input->dt))
+        e = err(E_PARAM, "%s: bias is not [O] of the input's dtype", call);
+    if (!e && !(ws = doubles(c->ny, call)))
+        e = E_PARAM;
+    if (e) {
         free(c);
         return e;
     }
     if (bias) {
-        if (!dims_are(bias, 1, &weight->dims[0]) || bias->dt != input->dt) {
-            free(c);
-            return err(E_PARAM, "%s: bias is not [O] of the input's dtype",
-                       call);
-        }
         c->b = *bias;
         c->has_b = true;
     }
-    return standin_host_plan(call, 0, conv_host, drop_priv, c, workspaceSize,
+    return standin_host_plan(call, ws, conv_host, drop_priv, c, workspaceSize,
                              executor);
 }
 
@@ -307,60 +392,54 @@ API aclnnStatus aclnnConvolution(void *workspace, uint64_t workspaceSize,
 
 /* ---- aclnnConvolutionBackward ------------------------------------------------ */
 
+struct bwd_acc {
+    double *dx, *dw; /* NULL where the mask leaves it out */
+};
+
+static void bwd_step(const struct conv *c, void *acc, int64_t xi, int64_t yi,
+                     int64_t wi)
+{
+    struct bwd_acc *a = acc;
+    double dy = ld_f(&c->y, at_flat(&c->y, yi));
+
+    if (a->dx)
+        a->dx[xi] += dy * ld_f(&c->w, at_flat(&c->w, wi));
+    if (a->dw)
+        a->dw[wi] += dy * ld_f(&c->x, at_flat(&c->x, xi));
+}
+
 static void conv_bwd_host(void *priv, void *workspace)
 {
     const struct conv *c = priv;
-    int64_t N = c->x.dims[0], C = c->x.dims[1], H = c->x.dims[2],
-            W = c->x.dims[3];
-    int64_t O = c->w.dims[0], cg = c->w.dims[1], KH = c->w.dims[2],
-            KW = c->w.dims[3], og = O / c->groups;
-    int64_t OH = c->y.dims[2], OW = c->y.dims[3];
-    double *dx = workspace; /* [N, C, H, W] accumulator, when mask[0] */
+    struct bwd_acc a = {NULL, NULL};
+    double *next = workspace;
+    int64_t plane = c->y.dims[2] * c->y.dims[3];
 
-    if (c->mask[0])
-        memset(dx, 0, (size_t)(N * C * H * W) * sizeof(double));
-    for (int64_t o = 0; o < O; o++) {
-        int64_t g = o / og;
-        double db = 0;
-        for (int64_t ci = 0; ci < cg; ci++)
-            for (int64_t kh = 0; kh < KH; kh++)
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    double dw = 0, wv = get4(&c->w, o, ci, kh, kw);
-                    for (int64_t n = 0; n < N; n++)
-                        for (int64_t i = 0; i < OH; i++) {
-                            int64_t h = tap(c, 0, i, kh);
-                            if (h < 0 || h >= H)
-                                continue;
-                            for (int64_t j = 0; j < OW; j++) {
-                                int64_t w = tap(c, 1, j, kw);
-                                double dy;
-                                if (w < 0 || w >= W)
-                                    continue;
-                                dy = get4(&c->y, n, o, i, j);
-                                dw += dy * get4(&c->x, n, g * cg + ci, h, w);
-                                if (c->mask[0])
-                                    dx[((n * C + g * cg + ci) * H + h) * W +
-                                       w] += dy * wv;
-                            }
-                        }
-                    if (c->mask[1])
-                        put4(&c->dw, o, ci, kh, kw, dw);
-                }
-        if (c->mask[2]) {
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < OH; i++)
-                    for (int64_t j = 0; j < OW; j++)
-                        db += get4(&c->y, n, o, i, j);
+    if (c->mask[0]) {
+        a.dx = next;
+        next += c->nx;
+    }
+    if (c->mask[1])
+        a.dw = next;
+    if (a.dx)
+        memset(a.dx, 0, (size_t)c->nx * sizeof(double));
+    if (a.dw)
+        memset(a.dw, 0, (size_t)c->nw * sizeof(double));
+    if (a.dx || a.dw)
+        conv_walk(c, bwd_step, &a);
+    for (int64_t k = 0; a.dx && k < c->nx; k++)
+        st_f(&c->dx, at_flat(&c->dx, k), a.dx[k]);
+    for (int64_t k = 0; a.dw && k < c->nw; k++)
+        st_f(&c->dw, at_flat(&c->dw, k), a.dw[k]);
+    if (c->mask[2])
+        for (int64_t o = 0; o < c->y.dims[1]; o++) {
+            double db = 0;
+            for (int64_t n = 0; n < c->y.dims[0]; n++)
+                for (int64_t k = 0; k < plane; k++)
+                    db += ld_f(&c->y, at_flat(&c->y, (n * c->y.dims[1] + o) *
+                                                         plane + k));
             st_f(&c->db, at(&c->db, &o), db);
         }
-    }
-    if (c->mask[0])
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t ch = 0; ch < C; ch++)
-                for (int64_t h = 0; h < H; h++)
-                    for (int64_t w = 0; w < W; w++)
-                        put4(&c->dx, n, ch, h, w,
-                             dx[((n * C + ch) * H + h) * W + w]);
 }
 
 API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
@@ -376,7 +455,7 @@ API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
     static const char call[] = "aclnnConvolutionBackwardGetWorkspaceSize";
     struct conv *c;
     aclnnStatus e;
-    uint64_t ws = 0, nx = 1;
+    uint64_t ws = 0;
 
     if (!gradOutput || !input || !weight || !stride || !padding ||
         !dilation || !outputPadding || !outputMask)
@@ -396,7 +475,8 @@ API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
     c->y = *gradOutput;
     for (int i = 0; i < 3; i++)
         c->mask[i] = outputMask->v[i];
-    e = conv_check(c, stride, padding, dilation, transposed, groups, call);
+    e = conv_check(c, stride, padding, dilation, transposed, outputPadding,
+                   groups, call);
     if (!e && c->mask[0] &&
         (!dims_are(gradInput, 4, input->dims) || gradInput->dt != input->dt))
         e = err(E_PARAM, "%s: gradInput is not the input's shape and dtype",
@@ -407,25 +487,21 @@ API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
         e = err(E_PARAM, "%s: gradWeight is not the weight's shape and dtype",
                 call);
     if (!e && c->mask[2] &&
-        (!biasSizes || biasSizes->n != 1 || biasSizes->v[0] != weight->dims[0] ||
-         !dims_are(gradBias, 1, &weight->dims[0]) ||
+        (!biasSizes || biasSizes->n != 1 ||
+         biasSizes->v[0] != gradOutput->dims[1] ||
+         !dims_are(gradBias, 1, &gradOutput->dims[1]) ||
          gradBias->dt != input->dt))
         e = err(E_PARAM, "%s: biasSizes / gradBias are not [O]", call);
+    if (!e && (c->mask[0] || c->mask[1]) &&
+        !(ws = doubles((c->mask[0] ? c->nx : 0) + (c->mask[1] ? c->nw : 0),
+                       call)))
+        e = E_PARAM;
     if (e) {
         free(c);
         return e;
     }
-    if (c->mask[0]) {
+    if (c->mask[0])
         c->dx = *gradInput;
-        for (int i = 0; i < 4; i++)
-            if (__builtin_mul_overflow(nx, (uint64_t)input->dims[i], &nx))
-                nx = UINT64_MAX;
-        if (nx > UINT64_MAX / sizeof(double) / 2) {
-            free(c);
-            return err(E_PARAM, "%s: input too large", call);
-        }
-        ws = nx * sizeof(double);
-    }
     if (c->mask[1])
         c->dw = *gradWeight;
     if (c->mask[2])

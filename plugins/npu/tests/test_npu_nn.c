@@ -4,12 +4,14 @@
  * mode: a kernel the plugin refuses is an error, not a CPU fallback, so
  * every result below came from the plugin's aclnn call.
  *
- *   - linear (with and without a bias), conv2d, conv2d_grad, avg_pool2d
- *     (exclusive and inclusive divisors), avg_pool2d_grad and
- *     adaptive_avg_pool2d give results worked out by hand here;
- *   - configurations aclnn cannot express answer NOT_SUPPORTED: conv2d
- *     with padding that differs between top and bottom, avg_pool2d with
- *     asymmetric padding, and max_pool2d, which the plugin does not offer;
+ *   - linear (with and without a bias, 2-D and 3-D x), conv2d,
+ *     conv2d_grad, conv2d_transpose, avg_pool2d (exclusive and inclusive
+ *     divisors), avg_pool2d_grad and adaptive_avg_pool2d give results
+ *     worked out by hand here;
+ *   - configurations aclnn cannot express answer NOT_SUPPORTED: linear
+ *     over an N-D x that is no single GEMM, conv2d with padding that
+ *     differs between top and bottom, avg_pool2d with asymmetric
+ *     padding, and max_pool2d, which the plugin does not offer;
  *   - an aclnn failure injected into phase 1 (refusal: NOT_SUPPORTED) or
  *     phase 2 (DEVICE_ERROR) reaches the caller naming the aclnn call.
  */
@@ -212,6 +214,22 @@ static void test_conv2d_grad(void)
         keel_tensor_free(in[i]);
 }
 
+static void test_conv2d_transpose(void)
+{
+    static const float xv[4] = {1, 2, 3, 4};
+    int64_t s1122b[4] = {1, 1, 2, 2};
+    keel_tensor *x = npu(xv, 4, s1122b), *w = npu(wdiag, 4, s1122), *y = NULL;
+    keel_conv2d_params p = keel_conv2d_default_params();
+
+    /* x scattered through [[1, 0], [0, 1]]: x at (0, 0) plus x at (1, 1) */
+    CU_ASSERT_EQUAL_FATAL(keel_conv2d_transpose(x, w, NULL, &p, &y),
+                          KEEL_STATUS_OK);
+    expect(y, (const float[]){1, 2, 0, 3, 5, 2, 0, 3, 4}, 9);
+    keel_tensor_free(y);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+}
+
 /* ---- average pooling ---------------------------------------------------- */
 
 static keel_status avg(keel_tensor *x, int64_t k, int64_t s, const int64_t *pad,
@@ -329,6 +347,7 @@ int main(void)
     CU_add_test(suite, "conv2d: result; uneven padding refused; launch "
                 "failure named", test_conv2d);
     CU_add_test(suite, "conv2d_grad: dx, dweight, dbias; mask", test_conv2d_grad);
+    CU_add_test(suite, "conv2d_transpose", test_conv2d_transpose);
     CU_add_test(suite, "avg_pool2d: both divisors; asymmetric refused",
                 test_avg_pool2d);
     CU_add_test(suite, "avg_pool2d_grad", test_avg_pool2d_grad);
