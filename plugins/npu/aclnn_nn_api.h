@@ -1,7 +1,7 @@
 /*
  * The aclnn operators of the npu plugin's nn kernels (npu_kernels_nn.c):
- * linear, conv2d, conv2d_grad, avg_pool2d, avg_pool2d_grad and
- * adaptive_avg_pool2d. Declared
+ * linear, conv2d, conv2d_transpose and their gradients, avg_pool2d,
+ * adaptive_avg_pool2d and their gradients. Declared
  * here from public sources (docs/npu-plugin.md, "nn kernels", says which
  * declaration was checked against what); the plugin resolves each with
  * dlsym from libopapi.so's handle, and the stand-in (tests/acl_standin_nn.c)
@@ -66,6 +66,10 @@
     X(aclnnStatus, aclnnAdaptiveAvgPool2dGetWorkspaceSize,                  \
       (const aclTensor *self, const aclIntArray *outputSize, aclTensor *out, \
        uint64_t *workspaceSize, aclOpExecutor **executor))                  \
-    NPU_NN_PHASE2(X, aclnnAdaptiveAvgPool2d)
+    NPU_NN_PHASE2(X, aclnnAdaptiveAvgPool2d)                                \
+    X(aclnnStatus, aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize,          \
+      (const aclTensor *gradOutput, const aclTensor *self, aclTensor *out,  \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                  \
+    NPU_NN_PHASE2(X, aclnnAdaptiveAvgPool2dBackward)
 
 #endif /* KEEL_NPU_ACLNN_NN_API_H */

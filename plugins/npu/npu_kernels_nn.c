@@ -1,7 +1,7 @@
 /*
  * keel Ascend NPU plugin — aclnn kernels for linear, conv2d,
  * conv2d_transpose and their gradients, and average and adaptive average
- * pooling (see npu_internal.h; the shared launch path is in npu_kernels.c,
+ * pooling and their gradients (see npu_internal.h; the shared launch path is in npu_kernels.c,
  * the aclnn declarations in aclnn_nn_api.h).
  *
  * Every kernel maps keel's descriptors and attributes onto one aclnn call
@@ -48,10 +48,13 @@
  *                 divisors (exclusive: the window inside the input;
  *                 inclusive: the window clipped to the padded input) are
  *                 keel's.
- *   adaptive_avg_pool2d  (same dtypes) aclnnAdaptiveAvgPool2d with the
- *                 output size as outputSize; its windows [floor(i * H / oh),
- *                 ceil((i + 1) * H / oh)) are the catalog's (PyTorch's
- *                 adaptive pooling, which the aclnn op implements). Empty
+ *   adaptive_avg_pool2d, adaptive_avg_pool2d_grad  (same dtypes)
+ *                 aclnnAdaptiveAvgPool2d with the output size as
+ *                 outputSize, and aclnnAdaptiveAvgPool2dBackward (which
+ *                 reads the sizes off its operands); the windows
+ *                 [floor(i * H / oh), ceil((i + 1) * H / oh)) are the
+ *                 catalog's (PyTorch's adaptive pooling, which the aclnn
+ *                 op implements). Empty
  *                 inputs are refused.
  *
  * Not offered (NOT_FOUND, CPU fallback): max_pool2d and max_pool2d_grad.
@@ -60,8 +63,7 @@
  * in the right padding is dropped, while keel's max pooling lets NaN win
  * and gives such a window -inf and index -1; a NaN cannot be ruled out at
  * phase 1. keel's max_pool2d_grad carries no window attributes at all,
- * which aclnnMaxPool2dWithIndicesBackward needs. adaptive_avg_pool2d_grad
- * is not written.
+ * which aclnnMaxPool2dWithIndicesBackward needs.
  *
  * Each kernel is offered only when both halves of its own aclnn call
  * resolved from libopapi.so (a CANN without one op still has the others);
@@ -86,7 +88,7 @@ static struct {
 
 enum nn_kind { NN_LINEAR, NN_CONV2D, NN_CONV2D_GRAD, NN_CONV2D_T,
                NN_CONV2D_T_GRAD, NN_AVG_POOL, NN_AVG_POOL_GRAD,
-               NN_ADAPTIVE_AVG };
+               NN_ADAPTIVE_AVG, NN_ADAPTIVE_AVG_GRAD };
 
 struct nn_kdef {
     const char *name;
@@ -107,6 +109,7 @@ static struct nn_kdef nn_kdefs[] = {
     {"avg_pool2d", NN_AVG_POOL, -1},
     {"avg_pool2d_grad", NN_AVG_POOL_GRAD, -1},
     {"adaptive_avg_pool2d", NN_ADAPTIVE_AVG, -1},
+    {"adaptive_avg_pool2d_grad", NN_ADAPTIVE_AVG_GRAD, -1},
 };
 #define NN_NKDEFS (sizeof(nn_kdefs) / sizeof(nn_kdefs[0]))
 
@@ -131,6 +134,9 @@ static bool nn_ready(enum nn_kind k)
     case NN_ADAPTIVE_AVG:
         return nnf.aclnnAdaptiveAvgPool2dGetWorkspaceSize &&
                nnf.aclnnAdaptiveAvgPool2d;
+    case NN_ADAPTIVE_AVG_GRAD:
+        return nnf.aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize &&
+               nnf.aclnnAdaptiveAvgPool2dBackward;
     }
     return false;
 }
@@ -501,15 +507,17 @@ static keel_status plan_adaptive_avg(const struct nn_kdef *k,
                                      const keel_kernel_args *a,
                                      struct nn_call *c, struct nn_plan *p)
 {
+    bool grad = k->kind == NN_ADAPTIVE_AVG_GRAD;
     keel_kit_pool g;
     keel_kit_msg msg;
     keel_status st;
-    aclTensor *x, *o;
+    aclTensor *x, *o, *dy;
     aclIntArray *osz;
     aclnnStatus e;
 
     if ((st = keel_kit_pool_geometry(a, KEEL_KIT_POOL_ADAPTIVE, &a->inputs[0],
-                                     &a->outputs[0], &g, &msg)))
+                                     grad ? &a->inputs[1] : &a->outputs[0],
+                                     &g, &msg)))
         return npu_fail(st, "%s", msg.text);
     if (keel_kit_numel(&a->outputs[0]) == 0) {
         p->nothing = true;
@@ -519,6 +527,18 @@ static keel_status plan_adaptive_avg(const struct nn_kdef *k,
         return refuse(k->name, "an empty input is not sent to aclnn");
     x = nn_tensor(c, &a->inputs[0]);
     o = nn_tensor(c, &a->outputs[0]);
+    if (grad) {
+        /* dx from dout; the window sizes follow from the two shapes */
+        dy = nn_tensor(c, &a->inputs[1]);
+        if (c->st)
+            return c->st;
+        e = nnf.aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(dy, x, o,
+                                                               &p->ws, &p->ex);
+        p->fn = nnf.aclnnAdaptiveAvgPool2dBackward;
+        p->phase2 = "aclnnAdaptiveAvgPool2dBackward";
+        return npu_aclnn_check(e, false, a->device,
+                               "aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize");
+    }
     osz = nn_ints(c, g.oh, g.ow, 2);
     if (c->st)
         return c->st;
@@ -568,7 +588,8 @@ static keel_status run_nn(void *kernel_data, const keel_kernel_args *a)
     case NN_CONV2D_T: st = plan_conv2d(k, a, &c, &p); break;
     case NN_CONV2D_GRAD:
     case NN_CONV2D_T_GRAD: st = plan_conv2d_grad(k, a, &c, &p); break;
-    case NN_ADAPTIVE_AVG: st = plan_adaptive_avg(k, a, &c, &p); break;
+    case NN_ADAPTIVE_AVG:
+    case NN_ADAPTIVE_AVG_GRAD: st = plan_adaptive_avg(k, a, &c, &p); break;
     default: st = plan_avg_pool(k, a, &c, &p); break;
     }
     if (!st && !p.nothing)

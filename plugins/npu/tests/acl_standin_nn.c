@@ -3,9 +3,9 @@
  * computed on the host in double and stored through the output's dtype
  * (see acl_standin_internal.h for the shared parts): aclnnAddmm,
  * aclnnConvolution, aclnnConvolutionBackward, aclnnAvgPool2d,
- * aclnnAvgPool2dBackward and aclnnAdaptiveAvgPool2d, each with the
- * documented semantics and argument checks (operand shapes and dtypes
- * agree, the arrays have the lengths aclnn accepts). aclnnConvolution
+ * aclnnAvgPool2dBackward, aclnnAdaptiveAvgPool2d and its backward, each
+ * with the documented semantics and argument checks (operand shapes and
+ * dtypes agree, the arrays have the lengths aclnn accepts). aclnnConvolution
  * takes transposed = true as well (conv2d_transpose). aclnnAddmm and the
  * two convolutions ask for a workspace and keep their accumulators in it,
  * so a workspace that is too small or not device memory is caught.
@@ -787,4 +787,78 @@ API aclnnStatus aclnnAdaptiveAvgPool2d(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnAdaptiveAvgPool2d");
+}
+
+/* ---- aclnnAdaptiveAvgPool2dBackward ---------------------------------------- */
+
+/* q->x: self, q->y: gradOutput; q->dx below */
+struct apool_bwd {
+    struct aclTensor x, y, dx;
+};
+
+static void adaptive_bwd_host(void *priv, void *workspace)
+{
+    const struct apool_bwd *q = priv;
+    int64_t H = q->x.dims[2], W = q->x.dims[3];
+    int64_t OH = q->y.dims[2], OW = q->y.dims[3];
+
+    (void)workspace;
+    for (int64_t n = 0; n < q->x.dims[0]; n++)
+        for (int64_t ch = 0; ch < q->x.dims[1]; ch++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++) {
+                    double g = 0;
+                    for (int64_t i = 0; i < OH; i++) {
+                        int64_t h0 = i * H / OH,
+                                h1 = ((i + 1) * H + OH - 1) / OH;
+                        if (h < h0 || h >= h1)
+                            continue;
+                        for (int64_t j = 0; j < OW; j++) {
+                            int64_t w0 = j * W / OW,
+                                    w1 = ((j + 1) * W + OW - 1) / OW;
+                            if (w >= w0 && w < w1)
+                                g += get4(&q->y, n, ch, i, j) /
+                                     (double)((h1 - h0) * (w1 - w0));
+                        }
+                    }
+                    put4(&q->dx, n, ch, h, w, g);
+                }
+}
+
+API aclnnStatus aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(
+    const aclTensor *gradOutput, const aclTensor *self, aclTensor *out,
+    uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    static const char call[] = "aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize";
+    struct apool_bwd *q;
+
+    if (!gradOutput || !self || !out)
+        return err(E_NULL, "%s: a NULL argument", call);
+    if (self->ndim != 4 || gradOutput->ndim != 4 || !dt_float(self->dt) ||
+        gradOutput->dt != self->dt || out->dt != self->dt ||
+        !dims_are(out, 4, self->dims) ||
+        gradOutput->dims[0] != self->dims[0] ||
+        gradOutput->dims[1] != self->dims[1])
+        return err(E_PARAM, "%s: gradOutput [N, C, oh, ow], self and out "
+                   "[N, C, H, W] of one float dtype expected", call);
+    if (self->dims[2] > INT64_MAX / (gradOutput->dims[2] + 1) ||
+        self->dims[3] > INT64_MAX / (gradOutput->dims[3] + 1))
+        return err(E_PARAM, "%s: sizes too large", call);
+    q = calloc(1, sizeof(*q));
+    if (!q)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    q->x = *self;
+    q->y = *gradOutput;
+    q->dx = *out;
+    return standin_host_plan(call, 0, adaptive_bwd_host, drop_priv, q,
+                             workspaceSize, executor);
+}
+
+API aclnnStatus aclnnAdaptiveAvgPool2dBackward(void *workspace,
+                                               uint64_t workspaceSize,
+                                               aclOpExecutor *executor,
+                                               aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnAdaptiveAvgPool2dBackward");
 }

@@ -6,8 +6,8 @@
  *
  *   - linear (with and without a bias, 2-D and 3-D x), conv2d,
  *     conv2d_grad, conv2d_transpose, avg_pool2d (exclusive and inclusive
- *     divisors), avg_pool2d_grad and adaptive_avg_pool2d give results
- *     worked out by hand here;
+ *     divisors), avg_pool2d_grad, adaptive_avg_pool2d and its gradient give
+ *     results worked out by hand here;
  *   - configurations aclnn cannot express answer NOT_SUPPORTED: linear
  *     over an N-D x that is no single GEMM, conv2d with padding that
  *     differs between top and bottom, avg_pool2d with asymmetric
@@ -308,6 +308,18 @@ static void test_adaptive_avg_pool2d(void)
     expect(y, (const float[]){3.5f, 6.5f}, 2);
     keel_tensor_free(y);
     y = NULL;
+    /* the gradient: each dout element spread over its 6-element window */
+    {
+        static const float dv[2] = {6, 12};
+        int64_t sd[4] = {1, 1, 2, 1};
+        keel_tensor *in[2] = {x, npu(dv, 4, sd)}, *dx = NULL;
+        CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_ADAPTIVE_AVG_POOL2D_GRAD,
+                                          in, 2, attrs, 1, &dx, 1, &nout),
+                              KEEL_STATUS_OK);
+        expect(dx, (const float[]){1, 1, 1, 3, 3, 3, 2, 2, 2}, 9);
+        keel_tensor_free(dx);
+        keel_tensor_free(in[1]);
+    }
     /* phase 2 fails: named */
     fail_next("aclnnAdaptiveAvgPool2d", 507035);
     CU_ASSERT_EQUAL(keel_op_run(KEEL_OP_ADAPTIVE_AVG_POOL2D, &x, 1, attrs, 1,
@@ -351,7 +363,8 @@ int main(void)
     CU_add_test(suite, "avg_pool2d: both divisors; asymmetric refused",
                 test_avg_pool2d);
     CU_add_test(suite, "avg_pool2d_grad", test_avg_pool2d_grad);
-    CU_add_test(suite, "adaptive_avg_pool2d; launch failure named",
+    CU_add_test(suite, "adaptive_avg_pool2d and its gradient; launch "
+                "failure named",
                 test_adaptive_avg_pool2d);
     CU_add_test(suite, "max_pool2d not offered", test_max_pool_not_offered);
     CU_basic_set_mode(CU_BRM_VERBOSE);
