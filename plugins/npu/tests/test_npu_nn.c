@@ -5,9 +5,10 @@
  * every result below came from the plugin's aclnn call.
  *
  *   - linear (with and without a bias, 2-D and 3-D x), conv2d,
- *     conv2d_grad, conv2d_transpose, avg_pool2d (exclusive and inclusive
- *     divisors), avg_pool2d_grad, adaptive_avg_pool2d and its gradient give
- *     results worked out by hand here;
+ *     conv2d_grad, conv2d_transpose and its gradient, avg_pool2d
+ *     (exclusive and inclusive divisors), avg_pool2d_grad,
+ *     adaptive_avg_pool2d and its gradient give results worked out by
+ *     hand here;
  *   - configurations aclnn cannot express answer NOT_SUPPORTED: linear
  *     over an N-D x that is no single GEMM, conv2d with padding that
  *     differs between top and bottom, avg_pool2d with asymmetric
@@ -226,6 +227,26 @@ static void test_conv2d_transpose(void)
                           KEEL_STATUS_OK);
     expect(y, (const float[]){1, 2, 0, 3, 5, 2, 0, 3, 4}, 9);
     keel_tensor_free(y);
+
+    /* its gradient for dout [1, 1, 3, 3] = 1..9 */
+    {
+        keel_tensor *in[3] = {x, w, npu(x9, 4, s1133)};
+        keel_tensor *out[3] = {NULL, NULL, NULL};
+        int nout = 0;
+
+        CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_CONV2D_TRANSPOSE_GRAD, in, 3,
+                                          NULL, 0, out, 3, &nout),
+                              KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(nout, 3);
+        /* dx[i][j] = dout[i][j] + dout[i+1][j+1] */
+        expect(out[0], (const float[]){6, 8, 12, 14}, 4);
+        /* dweight[kh][kw] = sum of x[i][j] * dout[i+kh][j+kw] */
+        expect(out[1], (const float[]){37, 47, 67, 77}, 4);
+        expect(out[2], (const float[]){45}, 1);
+        for (int i = 0; i < 3; i++)
+            keel_tensor_free(out[i]);
+        keel_tensor_free(in[2]);
+    }
     keel_tensor_free(x);
     keel_tensor_free(w);
 }
@@ -359,7 +380,8 @@ int main(void)
     CU_add_test(suite, "conv2d: result; uneven padding refused; launch "
                 "failure named", test_conv2d);
     CU_add_test(suite, "conv2d_grad: dx, dweight, dbias; mask", test_conv2d_grad);
-    CU_add_test(suite, "conv2d_transpose", test_conv2d_transpose);
+    CU_add_test(suite, "conv2d_transpose and its gradient",
+                test_conv2d_transpose);
     CU_add_test(suite, "avg_pool2d: both divisors; asymmetric refused",
                 test_avg_pool2d);
     CU_add_test(suite, "avg_pool2d_grad", test_avg_pool2d_grad);
