@@ -1,28 +1,409 @@
 /*
- * keel Cambricon MLU plugin — CNNL kernels for layer_norm, batch_norm, cross_entropy and the optimizer updates
- * (see mlu_internal.h; the shared parts are in mlu_kernels.c).
+ * keel Cambricon MLU plugin — CNNL kernels for the optimizer updates
+ * sgd_update, momentum_update, adam_update and adamw_update (see
+ * mlu_internal.h; the shared parts are in mlu_kernels.c; the declarations
+ * this file adds are in cnnl_train_api.h).
  *
- * Not written yet: lookup offers nothing, so these ops take the CPU
- * fallback.
+ * CNNL's fused optimizer calls (cnnlGradientDescent, cnnlApplyMomentum,
+ * cnnlApplyAdam ...) take the learning rate and betas as device tensors
+ * and do not take keel's weight decay, Nesterov form or Paddle's epsilon
+ * scaled by sqrt(1 - beta2_pow): instead every update is COMPOSED from
+ * elementwise calls that give the catalog's formula step by step, each
+ * rounded to the parameter's dtype like the CPU plugin's float loops:
+ *
+ *   cnnlOpTensor ADD   c = alpha1 * a + alpha2 * b (beta 0)
+ *   cnnlOpTensor MUL   c = a * b
+ *   cnnlSqrt_v2        y = sqrt(x)
+ *   cnnlTransform      y = x + eps
+ *   cnnlDiv_v2         c = a / b
+ *
+ * grad is only read (the CPU plugin leaves it as it is too): g + wd * p
+ * goes to a temporary when wd is not 0. Temporaries (contiguous, param's
+ * shape and dtype) and the op-tensor / div workspace come from one block
+ * of the launch's workspace. param and the states are written in place
+ * (the output descriptor is the input's). float32 and float16; a grad of
+ * another dtype than param's is refused (NOT_SUPPORTED: cnnlOpTensor takes
+ * one dtype), and the core runs the CPU kernel.
+ *
+ * layer_norm, batch_norm and cross_entropy are not offered: they take the
+ * CPU fallback (docs/mlu-plugin.md, "Training ops").
  */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
 #include <keel/kit.h>
 
+#include "cnnl_train_api.h"
 #include "mlu_internal.h"
+
+#define NN (mlu.nn)
+
+static struct {
+#define TR_SLOT(ret, name, params) ret(*name) params;
+    MLU_CNNL_TRAIN_FUNCS(TR_SLOT)
+#undef TR_SLOT
+} TR;
+
+enum okind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW };
+
+static struct odef {
+    const char *name;
+    enum okind kind;
+    bool adam_calls; /* needs Sqrt, Transform and Div */
+    int id;          /* catalog id; -1: not offered */
+} odefs[] = {
+    {"sgd_update", OPT_SGD, false, -1},
+    {"momentum_update", OPT_MOMENTUM, false, -1},
+    {"adam_update", OPT_ADAM, true, -1},
+    {"adamw_update", OPT_ADAMW, true, -1},
+};
+#define NODEFS (sizeof(odefs) / sizeof(odefs[0]))
 
 void mlu_kernels_train_open(void *cnnl)
 {
-    (void)cnnl;
+    bool adam_ok = true;
+
+#define TR_GET(ret, name, params)           \
+    *(void **)&TR.name = dlsym(cnnl, #name); \
+    if (!TR.name) {                         \
+        adam_ok = false;                    \
+        mlu_note(KEEL_LOG_INFO,             \
+                 "mlu: libcnnl.so has no %s: adam_update and "  \
+                 "adamw_update take the CPU fallback", #name);  \
+    }
+    MLU_CNNL_TRAIN_FUNCS(TR_GET)
+#undef TR_GET
+    for (size_t i = 0; i < NODEFS; i++)
+        odefs[i].id = !odefs[i].adam_calls || adam_ok
+                          ? keel_kit_op_id(odefs[i].name)
+                          : -1;
 }
 
 void mlu_kernels_train_close(void)
 {
+    memset(&TR, 0, sizeof(TR));
+    for (size_t i = 0; i < NODEFS; i++)
+        odefs[i].id = -1;
+}
+
+/* ---- one update as a sequence of CNNL calls ------------------------------- */
+
+/*
+ * The sequence runs twice: first with exec false, asking every call's
+ * workspace size (the largest is kept), then, with the workspace and the
+ * temporaries placed, launching the calls in order on the queue.
+ */
+struct orun {
+    const keel_kernel_args *a;
+    cnnlHandle_t h;
+    bool exec;
+    keel_status st;
+    size_t ws_n;
+    void *ws;
+    cnnlOpTensorDescriptor_t add, mul;
+};
+
+static void r_op(struct orun *r, bool mul, float a1,
+                 cnnlTensorDescriptor_t da, const void *pa, float a2,
+                 cnnlTensorDescriptor_t db, const void *pb,
+                 cnnlTensorDescriptor_t dc, void *pc)
+{
+    float zero = 0.0f;
+    size_t n = 0;
+
+    if (r->st)
+        return;
+    if (!r->exec) {
+        r->st = mlu_nn_check(NN.cnnlGetOpTensorWorkspaceSize(r->h, da, db, dc,
+                                                             &n),
+                             r->a->device, "cnnlGetOpTensorWorkspaceSize");
+        if (n > r->ws_n)
+            r->ws_n = n;
+        return;
+    }
+    r->st = mlu_nn_check(NN.cnnlOpTensor(r->h, mul ? r->mul : r->add, &a1, da,
+                                         pa, &a2, db, pb, r->ws, r->ws_n,
+                                         &zero, dc, pc),
+                         r->a->device, "cnnlOpTensor");
+}
+
+static void r_sqrt(struct orun *r, cnnlTensorDescriptor_t dx, const void *x,
+                   cnnlTensorDescriptor_t dy, void *y)
+{
+    if (r->st || !r->exec)
+        return;
+    r->st = mlu_nn_check(TR.cnnlSqrt_v2(r->h, CNNL_COMPUTATION_HIGH_PRECISION,
+                                        dx, x, dy, y),
+                         r->a->device, "cnnlSqrt_v2");
+}
+
+/* y = x + add, in place (y is x). */
+static void r_plus(struct orun *r, cnnlTensorDescriptor_t dx, void *x,
+                   float add)
+{
+    float one = 1.0f;
+
+    if (r->st || !r->exec)
+        return;
+    r->st = mlu_nn_check(TR.cnnlTransform(r->h, &one, dx, x, &add, x),
+                         r->a->device, "cnnlTransform");
+}
+
+static void r_div(struct orun *r, cnnlTensorDescriptor_t da, const void *pa,
+                  cnnlTensorDescriptor_t db, const void *pb,
+                  cnnlTensorDescriptor_t dc, void *pc)
+{
+    size_t n = 0;
+
+    if (r->st)
+        return;
+    if (!r->exec) {
+        r->st = mlu_nn_check(TR.cnnlGetDivWorkspaceSize(r->h, da, db, dc, &n),
+                             r->a->device, "cnnlGetDivWorkspaceSize");
+        if (n > r->ws_n)
+            r->ws_n = n;
+        return;
+    }
+    r->st = mlu_nn_check(TR.cnnlDiv_v2(r->h, CNNL_COMPUTATION_HIGH_PRECISION,
+                                       da, pa, db, pb, r->ws, r->ws_n, dc, pc),
+                         r->a->device, "cnnlDiv_v2");
+}
+
+/* sqrt of a non-negative double by Newton's iteration from above: the
+ * plugin does not link libm for two scalars. */
+static double opt_sqrt(double x)
+{
+    double y;
+
+    if (!(x > 0) || isinf(x))
+        return x == 0 || isinf(x) ? x : NAN;
+    y = x > 1 ? x : 1;
+    for (int i = 0; i < 4096; i++) {
+        double z = 0.5 * (y + x / y);
+        if (z >= y)
+            break;
+        y = z;
+    }
+    return y;
+}
+
+/* The update's attributes, as the CPU plugin reads them. */
+struct oattr {
+    double lr, wd, mu, b1, b2, lr_t, eps_t, decay;
+    bool nesterov;
+};
+
+static void read_attrs(const keel_kernel_args *a, enum okind kind,
+                       struct oattr *o)
+{
+    double b1p, b2p;
+
+    o->lr = keel_kit_attr_f(a, "lr", 0);
+    o->wd = kind == OPT_ADAMW ? 0 : keel_kit_attr_f(a, "weight_decay", 0);
+    o->mu = keel_kit_attr_f(a, "mu", 0.9);
+    o->nesterov = keel_kit_attr_i(a, "use_nesterov", 0) != 0;
+    o->b1 = keel_kit_attr_f(a, "beta1", 0.9);
+    o->b2 = keel_kit_attr_f(a, "beta2", 0.999);
+    b1p = keel_kit_attr_f(a, "beta1_pow", o->b1);
+    b2p = keel_kit_attr_f(a, "beta2_pow", o->b2);
+    o->lr_t = o->lr * opt_sqrt(1 - b2p) / (1 - b1p);
+    o->eps_t = keel_kit_attr_f(a, "epsilon", 1e-8) * opt_sqrt(1 - b2p);
+    o->decay = kind == OPT_ADAMW ? o->lr * keel_kit_attr_f(a, "coeff", 0.01)
+                                 : 0;
+}
+
+/*
+ * The catalog's formula in CNNL calls (p param, g grad, s1 velocity or m,
+ * s2 v; t[0..2] temporaries described by dt):
+ *   gp = g, or t0 = g + wd p
+ *   sgd       p = p - lr gp
+ *   momentum  v = mu v + gp; p = p - lr v, or t1 = gp + mu v; p = p - lr t1
+ *   adam(w)   [adamw: p = p - decay p]; m = b1 m + (1-b1) gp;
+ *             t1 = gp gp; v = b2 v + (1-b2) t1; t1 = sqrt(v) + eps_t;
+ *             t2 = m / t1; p = p - lr_t t2
+ */
+static void sequence(struct orun *r, enum okind kind, const struct oattr *o,
+                     cnnlTensorDescriptor_t d[4], cnnlTensorDescriptor_t dt,
+                     void *t[3])
+{
+    const keel_kernel_args *a = r->a;
+    void *p = MLU_PTR(a->inputs[0].data);
+    void *s1 = a->num_inputs > 2 ? MLU_PTR(a->inputs[2].data) : NULL;
+    void *s2 = a->num_inputs > 3 ? MLU_PTR(a->inputs[3].data) : NULL;
+    cnnlTensorDescriptor_t dgp = d[1];
+    const void *gp = MLU_PTR(a->inputs[1].data);
+
+    if (o->wd != 0) {
+        r_op(r, false, 1.0f, d[1], gp, (float)o->wd, d[0], p, dt, t[0]);
+        dgp = dt;
+        gp = t[0];
+    }
+    switch (kind) {
+    case OPT_SGD:
+        r_op(r, false, 1.0f, d[0], p, (float)-o->lr, dgp, gp, d[0], p);
+        break;
+    case OPT_MOMENTUM:
+        r_op(r, false, (float)o->mu, d[2], s1, 1.0f, dgp, gp, d[2], s1);
+        if (o->nesterov) {
+            r_op(r, false, 1.0f, dgp, gp, (float)o->mu, d[2], s1, dt, t[1]);
+            r_op(r, false, 1.0f, d[0], p, (float)-o->lr, dt, t[1], d[0], p);
+        } else {
+            r_op(r, false, 1.0f, d[0], p, (float)-o->lr, d[2], s1, d[0], p);
+        }
+        break;
+    default:
+        if (kind == OPT_ADAMW)
+            r_op(r, false, 1.0f, d[0], p, (float)-o->decay, d[0], p, d[0], p);
+        r_op(r, false, (float)o->b1, d[2], s1, (float)(1 - o->b1), dgp, gp,
+             d[2], s1);
+        r_op(r, true, 1.0f, dgp, gp, 1.0f, dgp, gp, dt, t[1]);
+        r_op(r, false, (float)o->b2, d[3], s2, (float)(1 - o->b2), dt, t[1],
+             d[3], s2);
+        r_sqrt(r, d[3], s2, dt, t[1]);
+        r_plus(r, dt, t[1], (float)o->eps_t);
+        r_div(r, d[2], s1, dt, t[1], dt, t[2]);
+        r_op(r, false, 1.0f, d[0], p, (float)-o->lr_t, dt, t[2], d[0], p);
+        break;
+    }
+}
+
+#define OPT_ALIGN ((size_t)MLU_ALLOC_ALIGNMENT)
+
+static size_t align_up(size_t n)
+{
+    return (n + OPT_ALIGN - 1) / OPT_ALIGN * OPT_ALIGN;
+}
+
+static keel_status launch(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct odef *k = kernel_data;
+    cnnlTensorDescriptor_t d[4] = {NULL, NULL, NULL, NULL}, dt = NULL;
+    keel_tensor_desc tmp;
+    struct keel_stream_s *s;
+    struct oattr o;
+    struct orun r;
+    keel_kit_msg msg;
+    keel_status st;
+    cnnlHandle_t h;
+    void *t[3] = {NULL, NULL, NULL}, *ws = NULL;
+    bool ours = false;
+    int64_t n;
+    size_t esz, tb, ntemp, total;
+
+    if (!a)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                       k->name);
+    if ((st = keel_kit_check(k->id, a, &msg)))
+        return mlu_err(st, "%s", msg.text);
+    if ((st = mlu_enter(a->device, k->name)) ||
+        (st = mlu_queue_of(a->device, a->stream, k->name, &s)))
+        return st;
+    if (a->inputs[0].dtype != KEEL_F32 && a->inputs[0].dtype != KEEL_F16)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                       k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    /* cnnlOpTensor takes operands of one dtype: a grad of another dtype
+     * would need a cast first; the CPU kernel takes it instead. */
+    if (a->inputs[1].dtype != a->inputs[0].dtype)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a %s grad of a %s param is not passed to CNNL",
+                       k->name, keel_kit_dtype_name(a->inputs[1].dtype),
+                       keel_kit_dtype_name(a->inputs[0].dtype));
+    n = keel_kit_numel(&a->inputs[0]);
+    if (n == 0)
+        return KEEL_STATUS_OK;
+    read_attrs(a, k->kind, &o);
+    esz = a->inputs[0].dtype == KEEL_F32 ? 4 : 2;
+    if ((uint64_t)n > (SIZE_MAX - OPT_ALIGN) / 4 / esz)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: %" PRId64 " elements do not fit a workspace",
+                       k->name, n);
+    tb = align_up((size_t)n * esz);
+    ntemp = k->kind == OPT_ADAM || k->kind == OPT_ADAMW ? 3
+            : k->kind == OPT_MOMENTUM                  ? 2
+                                                       : 1;
+
+    /* the temporaries: param's shape, contiguous */
+    tmp = a->inputs[0];
+    tmp.data = 0;
+    for (int64_t i = tmp.ndim - 1, step = 1; i >= 0; i--) {
+        tmp.strides[i] = step;
+        step *= tmp.shape[i] > 0 ? tmp.shape[i] : 1;
+    }
+    for (int i = 0; i < a->num_inputs && i < 4 && !st; i++)
+        st = mlu_nn_describe(a->device, &a->inputs[i], &d[i]);
+    if (!st)
+        st = mlu_nn_describe(a->device, &tmp, &dt);
+    if (st)
+        goto out;
+    if ((st = mlu_nn_lock(a->device, s, &h)))
+        goto out;
+    memset(&r, 0, sizeof(r));
+    r.a = a;
+    r.h = h;
+    r.st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r.add), a->device,
+                        "cnnlCreateOpTensorDescriptor");
+    if (!r.st)
+        r.st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r.mul), a->device,
+                            "cnnlCreateOpTensorDescriptor");
+    if (!r.st)
+        r.st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
+                                r.add, CNNL_OP_TENSOR_ADD, CNNL_DTYPE_FLOAT,
+                                CNNL_NOT_PROPAGATE_NAN),
+                            a->device, "cnnlSetOpTensorDescriptor");
+    if (!r.st)
+        r.st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
+                                r.mul, CNNL_OP_TENSOR_MUL, CNNL_DTYPE_FLOAT,
+                                CNNL_NOT_PROPAGATE_NAN),
+                            a->device, "cnnlSetOpTensorDescriptor");
+    sequence(&r, k->kind, &o, d, dt, t); /* sizes only */
+    st = r.st;
+    if (!st && r.ws_n > SIZE_MAX - OPT_ALIGN - ntemp * tb)
+        st = mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                     "%s: a workspace of %zu bytes is too large", k->name,
+                     r.ws_n);
+    if (!st) {
+        total = align_up(r.ws_n) + ntemp * tb;
+        st = mlu_nn_workspace(a, k->name, total, &ws, &ours);
+    }
+    if (!st) {
+        char *base = ws;
+        r.ws = r.ws_n ? base : NULL;
+        for (size_t i = 0; i < ntemp; i++)
+            t[i] = base + align_up(r.ws_n) + i * tb;
+        r.exec = true;
+        sequence(&r, k->kind, &o, d, dt, t);
+        st = r.st;
+        st = mlu_nn_workspace_done(a, s, k->name, ws, ours, st);
+    }
+    if (r.add)
+        NN.cnnlDestroyOpTensorDescriptor(r.add);
+    if (r.mul)
+        NN.cnnlDestroyOpTensorDescriptor(r.mul);
+    mlu_nn_unlock(a->device);
+out:
+    for (int i = 0; i < 4; i++)
+        if (d[i])
+            NN.cnnlDestroyTensorDescriptor(d[i]);
+    if (dt)
+        NN.cnnlDestroyTensorDescriptor(dt);
+    return st;
 }
 
 keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
-                                  keel_kernel *kernel)
+                                     keel_kernel *kernel)
 {
-    (void)op_name;
-    (void)dtype;
-    (void)kernel;
+    if (dtype != KEEL_F32 && dtype != KEEL_F16)
+        return KEEL_STATUS_NOT_FOUND;
+    for (size_t i = 0; i < NODEFS; i++) {
+        if (odefs[i].id < 0 || strcmp(odefs[i].name, op_name))
+            continue;
+        kernel->fn = launch;
+        kernel->kernel_data = &odefs[i];
+        return KEEL_STATUS_OK;
+    }
     return KEEL_STATUS_NOT_FOUND;
 }
