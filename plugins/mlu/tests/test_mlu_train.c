@@ -1,0 +1,278 @@
+/*
+ * The mlu plugin's training kernels over the stand-in (meson test
+ * mlu-train-standin, plugins/mlu/tests/meson.build).
+ *
+ *   test_mlu_train standin   the optimizer updates on mlu:0 through the
+ *                            core in strict mode: one small update
+ *                            per op whose result was worked out by hand
+ *                            (values chosen so every step is exact in
+ *                            float32), a grad of another dtype refused
+ *                            with NOT_SUPPORTED, and injected CNNL failures
+ *                            mapped to keel statuses naming the call.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/ops.h>
+#include <keel/runtime.h>
+#include <keel/tensor.h>
+
+#include "cnrt_api.h"
+
+static void (*arm)(const char *name, int code);
+static keel_place mlu0;
+static const keel_plugin_api *api;
+
+static const keel_plugin_api *mlu_table(void)
+{
+    keel_plugin_info info;
+
+    for (int i = 0; i < keel_plugin_count(); i++)
+        if (keel_plugin_get_info(i, &info) == KEEL_STATUS_OK && info.name &&
+            !strcmp(info.name, "mlu"))
+            return keel_plugin_table(i);
+    return NULL;
+}
+
+static int standin_setup(void)
+{
+    const char *lib = getenv("KEEL_MLU_CNRT_LIBRARY");
+    void *h;
+
+    if (!lib || keel_place_parse("mlu:0", &mlu0) != KEEL_STATUS_OK ||
+        !(api = mlu_table()))
+        return -1;
+    if (!(h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)))
+        return -1;
+    *(void **)&arm = dlsym(h, "cnrt_standin_fail_next");
+    dlclose(h);
+    return arm ? 0 : -1;
+}
+
+static char last_msg[1024]; /* keel_last_error() of the last update */
+
+static void saw(const char *a, const char *b)
+{
+    const char *m = last_msg;
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    if (b)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+}
+
+/* ---- one update of 4 float32 elements ------------------------------------- */
+
+#define N 4
+
+struct upd {
+    const char *op;
+    int nin;
+    float in[4][N];  /* param, grad, states */
+    keel_attr attr[8];
+    int nattr;
+    keel_dtype grad_dt; /* 0: float32 */
+};
+
+static keel_attr fa(const char *name, double v)
+{
+    keel_attr a = {.name = name, .type = KEEL_ATTR_FLOAT};
+
+    a.v.f = v;
+    return a;
+}
+
+/* Runs u on mlu:0 through the core (strict mode: a refusal is an error,
+ * not a CPU fallback); the inputs come back in u->in. */
+static keel_status run_update(struct upd *u)
+{
+    const int64_t dims[1] = {N};
+    keel_tensor *t[4] = {NULL, NULL, NULL, NULL};
+    keel_op_id op;
+    keel_status st;
+    int nout = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_op_find(u->op, &op), KEEL_STATUS_OK);
+    for (int i = 0; i < u->nin; i++) {
+        keel_dtype dt = i == 1 && u->grad_dt ? u->grad_dt : KEEL_F32;
+        CU_ASSERT_EQUAL_FATAL(
+            keel_tensor_from_floats(u->in[i], 1, dims, dt, "mlu:0", &t[i]),
+            KEEL_STATUS_OK);
+    }
+    st = keel_op_run(op, t, u->nin, u->attr, u->nattr, NULL, 0, &nout);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", keel_last_error());
+    for (int i = 0; i < u->nin; i++) {
+        if (!u->grad_dt || i != 1)
+            CU_ASSERT_EQUAL(
+                keel_tensor_to_host(t[i], u->in[i], sizeof(u->in[i])),
+                KEEL_STATUS_OK);
+        keel_tensor_free(t[i]);
+    }
+    snprintf(last_msg, sizeof(last_msg), "%s", msg);
+    return st;
+}
+
+static void expect(const float *got, const float want[N])
+{
+    for (int i = 0; i < N; i++) {
+        if (got[i] != want[i])
+            printf("\n    [%d]: got %.9g, want %.9g", i, got[i], want[i]);
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    }
+}
+
+static const float p0[N] = {1.0f, 2.0f, -1.0f, 0.5f};
+
+static void t_sgd(void)
+{
+    /* g' = g + 0.5 p = {1, 0, 1.5, 0.25}; p - 0.5 g' */
+    static const float want[N] = {0.5f, 2.0f, -1.75f, 0.375f};
+    struct upd u = {.op = "sgd_update", .nin = 2, .nattr = 2};
+
+    memcpy(u.in[0], p0, sizeof(p0));
+    memcpy(u.in[1], (float[N]){0.5f, -1.0f, 2.0f, 0.0f}, sizeof(p0));
+    u.attr[0] = fa("lr", 0.5);
+    u.attr[1] = fa("weight_decay", 0.5);
+    CU_ASSERT_EQUAL_FATAL(run_update(&u), KEEL_STATUS_OK);
+    expect(u.in[0], want);
+    expect(u.in[1], (float[N]){0.5f, -1.0f, 2.0f, 0.0f}); /* grad kept */
+}
+
+static void t_momentum(void)
+{
+    /* v = 0.5 v + g = {1, -1, 1, 2}; p - 0.5 v */
+    static const float want_p[N] = {0.5f, 2.5f, -1.5f, -0.5f};
+    static const float want_v[N] = {1.0f, -1.0f, 1.0f, 2.0f};
+    /* Nesterov: p - 0.5 (g + 0.5 v) = p - 0.5 {1, -1.5, 2.5, 1} */
+    static const float want_pn[N] = {0.5f, 2.75f, -2.25f, 0.0f};
+    struct upd u = {.op = "momentum_update", .nin = 3, .nattr = 2};
+
+    memcpy(u.in[0], p0, sizeof(p0));
+    memcpy(u.in[1], (float[N]){0.5f, -1.0f, 2.0f, 0.0f}, sizeof(p0));
+    memcpy(u.in[2], (float[N]){1.0f, 0.0f, -2.0f, 4.0f}, sizeof(p0));
+    u.attr[0] = fa("lr", 0.5);
+    u.attr[1] = fa("mu", 0.5);
+    struct upd n = u;
+    CU_ASSERT_EQUAL_FATAL(run_update(&u), KEEL_STATUS_OK);
+    expect(u.in[0], want_p);
+    expect(u.in[2], want_v);
+
+    n.attr[2] = (keel_attr){.name = "use_nesterov", .type = KEEL_ATTR_BOOL};
+    n.attr[2].v.i = 1;
+    n.nattr = 3;
+    CU_ASSERT_EQUAL_FATAL(run_update(&n), KEEL_STATUS_OK);
+    expect(n.in[0], want_pn);
+    expect(n.in[2], want_v);
+}
+
+/* beta1 = beta1_pow = 0.5, beta2 = beta2_pow = 0.75, epsilon 0: lr_t = lr
+ * sqrt(0.25) / 0.5 = lr. From m = v = 0 and g = {2, -4, 1, 8}:
+ * m = 0.5 g = {1, -2, 0.5, 4}, v = 0.25 g^2 = {1, 4, 0.25, 16},
+ * m / sqrt(v) = {1, -1, 1, 1}. */
+static void adam_case(struct upd *u, const char *op)
+{
+    memset(u, 0, sizeof(*u));
+    u->op = op;
+    u->nin = 4;
+    memcpy(u->in[0], p0, sizeof(p0));
+    memcpy(u->in[1], (float[N]){2.0f, -4.0f, 1.0f, 8.0f}, sizeof(p0));
+    u->attr[0] = fa("lr", 0.25);
+    u->attr[1] = fa("beta1", 0.5);
+    u->attr[2] = fa("beta2", 0.75);
+    u->attr[3] = fa("epsilon", 0);
+    u->attr[4] = fa("beta1_pow", 0.5);
+    u->attr[5] = fa("beta2_pow", 0.75);
+    u->nattr = 6;
+}
+
+static void t_adam(void)
+{
+    static const float want_p[N] = {0.75f, 2.25f, -1.25f, 0.25f};
+    static const float want_m[N] = {1.0f, -2.0f, 0.5f, 4.0f};
+    static const float want_v[N] = {1.0f, 4.0f, 0.25f, 16.0f};
+    struct upd u;
+
+    adam_case(&u, "adam_update");
+    CU_ASSERT_EQUAL_FATAL(run_update(&u), KEEL_STATUS_OK);
+    expect(u.in[0], want_p);
+    expect(u.in[2], want_m);
+    expect(u.in[3], want_v);
+}
+
+static void t_adamw(void)
+{
+    /* p = p - 0.25 * 0.5 p = 0.875 p, then p - 0.25 {1, -1, 1, 1} */
+    static const float want_p[N] = {0.625f, 2.0f, -1.125f, 0.1875f};
+    struct upd u;
+
+    adam_case(&u, "adamw_update");
+    u.attr[u.nattr++] = fa("coeff", 0.5);
+    CU_ASSERT_EQUAL_FATAL(run_update(&u), KEEL_STATUS_OK);
+    expect(u.in[0], want_p);
+}
+
+static void t_refused(void)
+{
+    struct upd u = {.op = "sgd_update", .nin = 2, .nattr = 1,
+                    .grad_dt = KEEL_F16};
+
+    memcpy(u.in[0], p0, sizeof(p0));
+    u.attr[0] = fa("lr", 0.5);
+    CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_NOT_SUPPORTED);
+    saw("sgd_update", "float16 grad");
+    expect(u.in[0], p0); /* untouched */
+}
+
+static void t_failures(void)
+{
+    struct upd u;
+
+    adam_case(&u, "adam_update");
+    arm("cnnlDiv_v2", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlDiv_v2", "CNNL_STATUS_EXECUTION_FAILED");
+
+    adam_case(&u, "adam_update");
+    arm("cnnlSqrt_v2", CNNL_STATUS_BAD_PARAM);
+    CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_NOT_SUPPORTED);
+    saw("cnnlSqrt_v2", "CNNL_STATUS_BAD_PARAM");
+
+    adam_case(&u, "adam_update");
+    arm("cnnlGetDivWorkspaceSize", CNNL_STATUS_ALLOC_FAILED);
+    CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_OUT_OF_MEMORY);
+    saw("cnnlGetDivWorkspaceSize", "CNNL_STATUS_ALLOC_FAILED");
+    expect(u.in[0], p0); /* failed before any launch */
+}
+
+int main(int argc, char **argv)
+{
+    CU_pSuite s;
+    unsigned bad;
+
+    if (argc < 2 || strcmp(argv[1], "standin")) {
+        fprintf(stderr, "usage: %s standin\n", argv[0]);
+        return 2;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    s = CU_add_suite("mlu training kernels over the stand-in", standin_setup,
+                     NULL);
+    CU_add_test(s, "sgd_update by hand", t_sgd);
+    CU_add_test(s, "momentum_update by hand", t_momentum);
+    CU_add_test(s, "adam_update by hand", t_adam);
+    CU_add_test(s, "adamw_update by hand", t_adamw);
+    CU_add_test(s, "a grad of another dtype is refused", t_refused);
+    CU_add_test(s, "CNNL failures map to keel statuses", t_failures);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+          CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return bad ? 1 : 0;
+}
