@@ -22,12 +22,27 @@
  *   - cnnlTransform(handle, alpha, x_desc, x, beta, y) computing
  *     y = alpha * x + beta with y described by x_desc: a prototype quoted
  *     in Oneflow's cambricon scalar-math kernel and its use there (alpha 1,
- *     beta the scalar to add).
+ *     beta the scalar to add);
+ *   - cnnlGetLayerNormOpWorkspaceSize(handle, int axis, x_desc, size_t *),
+ *     cnnlLayerNormForward(handle, x_desc, x, int axis, wb_desc, weight,
+ *     bias, float eps, workspace, workspace_size, y_desc, y,
+ *     mean_rstd_desc, saved_mean, saved_rstd) (rstd = 1 / sqrt(var +
+ *     eps), keel's invstd), cnnlGetLayerNormBackwardWorkspaceSize(handle,
+ *     x_desc, int axis, size_t *) and cnnlLayerNormBackward_v2(handle,
+ *     x_desc, x, axis, diff_z_desc, diff_z, w_desc, weight,
+ *     mean_rstd_desc, saved_mean, saved_rstd, workspace, workspace_size,
+ *     diff_x_desc, diff_x, diff_weight, diff_bias): Cambricon's torch_mlu
+ *     (layer_norm internals), Oneflow's cambricon layer_norm kernels and
+ *     DeepLink's camb layer_norm; a NULL wb_desc with NULL weight and bias
+ *     (no affine) is how DeepLink calls the forward.
  *
  * NOT VERIFIED: that alpha and beta of cnnlTransform are read as float
  * for a half tensor (Oneflow passes them in the tensor's type for float
  * only); that cnnlOpTensor accepts an output that is one of its inputs
- * (the in-place updates below rely on it, as in-place framework ops do).
+ * (the in-place updates rely on it, as in-place framework ops do); that
+ * cnnlLayerNormForward takes a weight without a bias (not used: refused);
+ * the dtype CNNL wants for mean and rstd of a half x (float16 layer norm
+ * is not offered).
  */
 #ifndef KEEL_MLU_CNNL_TRAIN_API_H
 #define KEEL_MLU_CNNL_TRAIN_API_H
@@ -42,10 +57,10 @@ typedef enum {
 } cnnlComputationPreference_t;
 #endif
 
-/* X(return type, name, parameters). Each kernel names the ones it needs
- * (mlu_kernels_train.c); a library without one of them does not get that
- * kernel offered. */
-#define MLU_CNNL_TRAIN_FUNCS(X)                                               \
+/* X(return type, name, parameters), one list per group of kernels that
+ * needs it (mlu_kernels_train.c): a library without one entry point of a
+ * list does not get that list's kernels offered. */
+#define MLU_CNNL_ADAM_FUNCS(X)                                                \
     X(cnnlStatus_t, cnnlTransform,                                            \
       (cnnlHandle_t handle, const void *alpha,                                \
        const cnnlTensorDescriptor_t x_desc, const void *x, const void *beta,  \
@@ -63,5 +78,33 @@ typedef enum {
        const cnnlTensorDescriptor_t a_desc, const void *a,                    \
        const cnnlTensorDescriptor_t b_desc, const void *b, void *workspace,   \
        size_t workspace_size, const cnnlTensorDescriptor_t c_desc, void *c))
+
+#define MLU_CNNL_LN_FUNCS(X)                                                  \
+    X(cnnlStatus_t, cnnlGetLayerNormOpWorkspaceSize,                          \
+      (cnnlHandle_t handle, int axis, const cnnlTensorDescriptor_t x_desc,    \
+       size_t *size))                                                         \
+    X(cnnlStatus_t, cnnlLayerNormForward,                                     \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const void *x, int axis, const cnnlTensorDescriptor_t wb_desc,         \
+       const void *weight, const void *bias, float eps, void *workspace,      \
+       size_t workspace_size, const cnnlTensorDescriptor_t y_desc, void *y,   \
+       const cnnlTensorDescriptor_t mean_rstd_desc, void *saved_mean,         \
+       void *saved_rstd))
+
+#define MLU_CNNL_LNG_FUNCS(X)                                                 \
+    X(cnnlStatus_t, cnnlGetLayerNormBackwardWorkspaceSize,                    \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc, int axis,    \
+       size_t *size))                                                         \
+    X(cnnlStatus_t, cnnlLayerNormBackward_v2,                                 \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const void *x, int axis, const cnnlTensorDescriptor_t diff_z_desc,     \
+       const void *diff_z, const cnnlTensorDescriptor_t w_desc,               \
+       const void *weight, const cnnlTensorDescriptor_t mean_rstd_desc,       \
+       const void *saved_mean, const void *saved_rstd, void *workspace,       \
+       size_t workspace_size, const cnnlTensorDescriptor_t diff_x_desc,       \
+       void *diff_x, void *diff_weight, void *diff_bias))
+
+#define MLU_CNNL_TRAIN_FUNCS(X)                                               \
+    MLU_CNNL_ADAM_FUNCS(X) MLU_CNNL_LN_FUNCS(X) MLU_CNNL_LNG_FUNCS(X)
 
 #endif /* KEEL_MLU_CNNL_TRAIN_API_H */

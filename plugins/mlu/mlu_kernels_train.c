@@ -30,6 +30,7 @@
  */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,37 +49,52 @@ static struct {
 #undef TR_SLOT
 } TR;
 
-enum okind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW };
+enum okind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, LN_FWD, LN_BWD };
+
+/* The groups of entry points of cnnl_train_api.h a kernel needs. */
+enum { NEED_ADAM = 1, NEED_LN = 2, NEED_LNG = 4 };
 
 static struct odef {
     const char *name;
     enum okind kind;
-    bool adam_calls; /* needs Sqrt, Transform and Div */
+    unsigned need;   /* NEED_* */
+    uint32_t dtypes; /* KEEL_DTYPE_BIT set */
     int id;          /* catalog id; -1: not offered */
 } odefs[] = {
-    {"sgd_update", OPT_SGD, false, -1},
-    {"momentum_update", OPT_MOMENTUM, false, -1},
-    {"adam_update", OPT_ADAM, true, -1},
-    {"adamw_update", OPT_ADAMW, true, -1},
+    {"sgd_update", OPT_SGD, 0,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+    {"momentum_update", OPT_MOMENTUM, 0,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+    {"adam_update", OPT_ADAM, NEED_ADAM,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+    {"adamw_update", OPT_ADAMW, NEED_ADAM,
+     KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+    {"layer_norm", LN_FWD, NEED_LN, KEEL_DTYPE_BIT(KEEL_F32), -1},
+    {"layer_norm_grad", LN_BWD, NEED_LNG, KEEL_DTYPE_BIT(KEEL_F32), -1},
 };
 #define NODEFS (sizeof(odefs) / sizeof(odefs[0]))
 
 void mlu_kernels_train_open(void *cnnl)
 {
-    bool adam_ok = true;
+    unsigned have = NEED_ADAM | NEED_LN | NEED_LNG, group;
 
-#define TR_GET(ret, name, params)           \
-    *(void **)&TR.name = dlsym(cnnl, #name); \
-    if (!TR.name) {                         \
-        adam_ok = false;                    \
-        mlu_note(KEEL_LOG_INFO,             \
-                 "mlu: libcnnl.so has no %s: adam_update and "  \
-                 "adamw_update take the CPU fallback", #name);  \
+#define TR_GET(ret, name, params)                                          \
+    *(void **)&TR.name = dlsym(cnnl, #name);                               \
+    if (!TR.name) {                                                        \
+        have &= ~group;                                                    \
+        mlu_note(KEEL_LOG_INFO,                                            \
+                 "mlu: libcnnl.so has no %s: the kernels that need it "    \
+                 "take the CPU fallback", #name);                          \
     }
-    MLU_CNNL_TRAIN_FUNCS(TR_GET)
+    group = NEED_ADAM;
+    MLU_CNNL_ADAM_FUNCS(TR_GET)
+    group = NEED_LN;
+    MLU_CNNL_LN_FUNCS(TR_GET)
+    group = NEED_LNG;
+    MLU_CNNL_LNG_FUNCS(TR_GET)
 #undef TR_GET
     for (size_t i = 0; i < NODEFS; i++)
-        odefs[i].id = !odefs[i].adam_calls || adam_ok
+        odefs[i].id = (odefs[i].need & have) == odefs[i].need
                           ? keel_kit_op_id(odefs[i].name)
                           : -1;
 }
@@ -393,15 +409,179 @@ out:
     return st;
 }
 
+/* ---- layer_norm and layer_norm_grad ------------------------------------- */
+
+/*
+ * One cnnlLayerNormForward / cnnlLayerNormBackward_v2 over x seen as
+ * [outer, inner] with axis 1 (the rows keel normalises), scale and bias as
+ * [inner], the statistics as [outer]. CNNL's rstd is keel's invstd,
+ * 1 / sqrt(var + eps) with the biased variance, and the backward reads the
+ * saved statistics as keel's does, so the results are the catalog's.
+ * Refused (NOT_SUPPORTED, the CPU kernel runs): x, dy or a parameter that
+ * is a strided view (the 2-D view needs contiguous data), a parameter or
+ * statistic of another dtype than x's (float32 only), a scale without a
+ * bias in the forward (not verified that CNNL takes it), a grad without a
+ * scale (CNNL's backward reads a weight), empty rows.
+ */
+
+/* A contiguous CNNL descriptor of `ndim` dims (ndim 1 or 2). */
+static keel_status describe_dims(int32_t dev, keel_dtype dt, int ndim,
+                                 int64_t d0, int64_t d1,
+                                 cnnlTensorDescriptor_t *out)
+{
+    keel_tensor_desc t;
+
+    memset(&t, 0, sizeof(t));
+    t.dtype = dt;
+    t.ndim = ndim;
+    t.shape[0] = d0;
+    t.strides[0] = ndim == 2 ? d1 : 1;
+    if (ndim == 2) {
+        t.shape[1] = d1;
+        t.strides[1] = 1;
+    }
+    return mlu_nn_describe(dev, &t, out);
+}
+
+/* Input i (a < 0: absent, allowed) is contiguous and of x's dtype. */
+static keel_status ln_input_ok(const struct odef *k, const keel_kernel_args *a,
+                               int i, const char *what)
+{
+    if (i < 0)
+        return KEEL_STATUS_OK;
+    if (a->inputs[i].dtype != a->inputs[0].dtype)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a %s %s with a %s x is not passed to CNNL",
+                       k->name, keel_kit_dtype_name(a->inputs[i].dtype), what,
+                       keel_kit_dtype_name(a->inputs[0].dtype));
+    if (!keel_kit_contiguous(&a->inputs[i]))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a strided %s is not passed to CNNL (it is seen "
+                       "as a contiguous [rows, cols] tensor)",
+                       k->name, what);
+    return KEEL_STATUS_OK;
+}
+
+static keel_status ln_launch(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct odef *k = kernel_data;
+    cnnlTensorDescriptor_t dx = NULL, dp = NULL, dm = NULL;
+    struct keel_stream_s *s;
+    keel_kit_norm g;
+    keel_kit_msg msg;
+    keel_status st;
+    cnnlHandle_t h;
+    void *ws = NULL;
+    bool ours = false, fwd = k->kind == LN_FWD;
+    size_t n = 0;
+    int32_t dev;
+
+    if (!a)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                       k->name);
+    if ((st = keel_kit_check(k->id, a, &msg)) ||
+        (st = keel_kit_norm_geometry(k->id, a, &g, &msg)))
+        return mlu_err(st, "%s", msg.text);
+    dev = a->device;
+    if ((st = mlu_enter(dev, k->name)) ||
+        (st = mlu_queue_of(dev, a->stream, k->name, &s)))
+        return st;
+    if (a->inputs[0].dtype != KEEL_F32)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                       k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (g.outer == 0 || (!fwd && g.inner == 0))
+        return KEEL_STATUS_OK; /* no element to write */
+    if (g.inner == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: empty rows are not passed to CNNL", k->name);
+    if (g.outer > INT_MAX || g.inner > INT_MAX)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: %" PRId64 " rows of %" PRId64
+                       " do not fit a CNNL descriptor",
+                       k->name, g.outer, g.inner);
+    if (fwd && (g.scale >= 0) != (g.bias >= 0))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a scale without a bias (or a bias without a "
+                       "scale) is not passed to CNNL",
+                       k->name);
+    if (!fwd && g.scale < 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: without a scale: cnnlLayerNormBackward_v2 reads "
+                       "a weight",
+                       k->name);
+    if ((st = ln_input_ok(k, a, 0, "x")) ||
+        (st = ln_input_ok(k, a, g.scale, "scale")) ||
+        (st = ln_input_ok(k, a, fwd ? g.bias : -1, "bias")) ||
+        (st = ln_input_ok(k, a, fwd ? -1 : g.stat[0], "mean")) ||
+        (st = ln_input_ok(k, a, fwd ? -1 : g.stat[1], "invstd")) ||
+        (st = ln_input_ok(k, a, fwd ? -1 : g.dy, "dy")))
+        return st;
+    if (!fwd && (a->outputs[1].dtype != KEEL_F32 ||
+                 a->outputs[2].dtype != KEEL_F32))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: dscale and dbias of another dtype than x's",
+                       k->name);
+
+    if ((st = describe_dims(dev, KEEL_F32, 2, g.outer, g.inner, &dx)) ||
+        (st = describe_dims(dev, KEEL_F32, 1, g.inner, 0, &dp)) ||
+        (st = describe_dims(dev, KEEL_F32, 1, g.outer, 0, &dm)))
+        goto out;
+    if ((st = mlu_nn_lock(dev, s, &h)))
+        goto out;
+    st = fwd ? mlu_nn_check(TR.cnnlGetLayerNormOpWorkspaceSize(h, 1, dx, &n),
+                            dev, "cnnlGetLayerNormOpWorkspaceSize")
+             : mlu_nn_check(TR.cnnlGetLayerNormBackwardWorkspaceSize(h, dx, 1,
+                                                                    &n),
+                            dev, "cnnlGetLayerNormBackwardWorkspaceSize");
+    if (!st)
+        st = mlu_nn_workspace(a, k->name, n, &ws, &ours);
+    if (!st) {
+        if (fwd) {
+            bool affine = g.scale >= 0;
+            st = mlu_nn_check(
+                TR.cnnlLayerNormForward(
+                    h, dx, MLU_PTR(a->inputs[0].data), 1, affine ? dp : NULL,
+                    affine ? MLU_PTR(a->inputs[g.scale].data) : NULL,
+                    affine ? MLU_PTR(a->inputs[g.bias].data) : NULL,
+                    (float)keel_kit_attr_f(a, "epsilon", 1e-5), ws, n, dx,
+                    MLU_PTR(a->outputs[0].data), dm,
+                    MLU_PTR(a->outputs[1].data), MLU_PTR(a->outputs[2].data)),
+                dev, "cnnlLayerNormForward");
+        } else {
+            st = mlu_nn_check(
+                TR.cnnlLayerNormBackward_v2(
+                    h, dx, MLU_PTR(a->inputs[0].data), 1, dx,
+                    MLU_PTR(a->inputs[g.dy].data), dp,
+                    MLU_PTR(a->inputs[g.scale].data), dm,
+                    MLU_PTR(a->inputs[g.stat[0]].data),
+                    MLU_PTR(a->inputs[g.stat[1]].data), ws, n, dx,
+                    MLU_PTR(a->outputs[0].data), MLU_PTR(a->outputs[1].data),
+                    MLU_PTR(a->outputs[2].data)),
+                dev, "cnnlLayerNormBackward_v2");
+        }
+        st = mlu_nn_workspace_done(a, s, k->name, ws, ours, st);
+    }
+    mlu_nn_unlock(dev);
+out:
+    if (dx)
+        NN.cnnlDestroyTensorDescriptor(dx);
+    if (dp)
+        NN.cnnlDestroyTensorDescriptor(dp);
+    if (dm)
+        NN.cnnlDestroyTensorDescriptor(dm);
+    return st;
+}
+
 keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
                                      keel_kernel *kernel)
 {
-    if (dtype != KEEL_F32 && dtype != KEEL_F16)
-        return KEEL_STATUS_NOT_FOUND;
     for (size_t i = 0; i < NODEFS; i++) {
-        if (odefs[i].id < 0 || strcmp(odefs[i].name, op_name))
+        if (odefs[i].id < 0 || strcmp(odefs[i].name, op_name) ||
+            !(odefs[i].dtypes & KEEL_DTYPE_BIT(dtype)))
             continue;
-        kernel->fn = launch;
+        kernel->fn = odefs[i].kind == LN_FWD || odefs[i].kind == LN_BWD
+                         ? ln_launch
+                         : launch;
         kernel->kernel_data = &odefs[i];
         return KEEL_STATUS_OK;
     }

@@ -219,3 +219,276 @@ SI_API cnnlStatus_t cnnlDiv_v2(cnnlHandle_t handle,
     j->ws_n = workspace_size;
     return tr_launch(handle, j);
 }
+
+/* ---- layer norm ------------------------------------------------------------ */
+
+/*
+ * cnnlLayerNormForward / cnnlLayerNormBackward_v2 over the dims [axis,
+ * rank) of x: per row mean, biased variance, rstd = 1 / sqrt(var + eps),
+ * y = (x - mean) rstd w + b (no affine with a NULL w_desc); the backward,
+ * from the saved statistics, dx = rstd (g - mean(g) - xhat mean(g xhat))
+ * with g = dy w, dw = sum over rows of dy xhat, db = sum of dy. Each asks
+ * for TR_LN_WORKSPACE bytes.
+ */
+#define TR_LN_WORKSPACE 64
+
+struct ln_job {
+    bool bwd;
+    struct cnnlTensorStruct x, y, w, m, dy; /* y: y or dx */
+    bool affine;
+    size_t rows, cols;
+    const char *xp, *wp, *bp, *dyp;
+    char *yp, *mp, *rp, *dwp, *dbp; /* forward: mp/rp written; backward: read */
+    float eps;
+    char *ws;
+    size_t ws_n;
+};
+
+static double ln_get(const struct cnnlTensorStruct *t, const char *p, size_t k)
+{
+    return nn_load(t, p + nn_offset(t, k));
+}
+
+static void ln_put(const struct cnnlTensorStruct *t, char *p, size_t k,
+                   double v)
+{
+    nn_store(t, p + nn_offset(t, k), v);
+}
+
+static void ln_run(void *arg)
+{
+    struct ln_job *j = arg;
+    size_t R = j->rows, C = j->cols;
+
+    memset(j->ws, 0x3c, j->ws_n);
+    if (!j->bwd) {
+        for (size_t r = 0; r < R; r++) {
+            double mean = 0, var = 0, rstd;
+            for (size_t c = 0; c < C; c++)
+                mean += ln_get(&j->x, j->xp, r * C + c);
+            mean /= (double)C;
+            for (size_t c = 0; c < C; c++) {
+                double d = ln_get(&j->x, j->xp, r * C + c) - mean;
+                var += d * d;
+            }
+            var /= (double)C;
+            rstd = 1 / tr_sqrt(var + (double)j->eps);
+            for (size_t c = 0; c < C; c++) {
+                double v = (ln_get(&j->x, j->xp, r * C + c) - mean) * rstd;
+                if (j->affine)
+                    v = v * ln_get(&j->w, j->wp, c) + ln_get(&j->w, j->bp, c);
+                ln_put(&j->y, j->yp, r * C + c, v);
+            }
+            if (j->mp)
+                ln_put(&j->m, j->mp, r, mean);
+            if (j->rp)
+                ln_put(&j->m, j->rp, r, rstd);
+        }
+        return;
+    }
+    for (size_t c = 0; c < C; c++) {
+        ln_put(&j->w, j->dwp, c, 0);
+        ln_put(&j->w, j->dbp, c, 0);
+    }
+    /* the column sums in double, stored once */
+    double *dw = calloc(2 * C, sizeof(double));
+    if (!dw)
+        return;
+    for (size_t r = 0; r < R; r++) {
+        double mean = ln_get(&j->m, j->mp, r), rstd = ln_get(&j->m, j->rp, r);
+        double sg = 0, sgx = 0;
+        for (size_t c = 0; c < C; c++) {
+            double xh = (ln_get(&j->x, j->xp, r * C + c) - mean) * rstd;
+            double dy = ln_get(&j->dy, j->dyp, r * C + c);
+            double gg = dy * ln_get(&j->w, j->wp, c);
+            sg += gg;
+            sgx += gg * xh;
+            dw[c] += dy * xh;
+            dw[C + c] += dy;
+        }
+        for (size_t c = 0; c < C; c++) {
+            double xh = (ln_get(&j->x, j->xp, r * C + c) - mean) * rstd;
+            double gg = ln_get(&j->dy, j->dyp, r * C + c) *
+                        ln_get(&j->w, j->wp, c);
+            ln_put(&j->y, j->yp, r * C + c,
+                   rstd * (gg - sg / (double)C - xh * sgx / (double)C));
+        }
+    }
+    for (size_t c = 0; c < C; c++) {
+        ln_put(&j->w, j->dwp, c, dw[c]);
+        ln_put(&j->w, j->dbp, c, dw[C + c]);
+    }
+    free(dw);
+}
+
+/* rows and cols of x split at axis; false when the descriptors disagree:
+ * y like x, w (when given) the dims [axis, rank) of x, m rows elements,
+ * all of one float dtype. */
+static bool ln_shapes(const struct cnnlTensorStruct *x, int axis,
+                      const struct cnnlTensorStruct *y,
+                      const struct cnnlTensorStruct *w,
+                      const struct cnnlTensorStruct *m, size_t *rows,
+                      size_t *cols)
+{
+    size_t span, r = 1, c = 1;
+
+    if (!x || !x->set || !tr_float(x) || axis < 0 || axis >= x->rank ||
+        !tr_same(x, y) || !m || !m->set || m->dt != x->dt)
+        return false;
+    for (int i = 0; i < x->rank; i++)
+        *(i < axis ? &r : &c) *= (size_t)x->dims[i];
+    if (w && (!w->set || w->dt != x->dt || w->rank != x->rank - axis ||
+              memcmp(w->dims, x->dims + axis, (size_t)w->rank * sizeof(int))))
+        return false;
+    if (nn_numel(m, &span) != r)
+        return false;
+    *rows = r;
+    *cols = c;
+    return true;
+}
+
+SI_API cnnlStatus_t cnnlGetLayerNormOpWorkspaceSize(
+    cnnlHandle_t handle, int axis, const cnnlTensorDescriptor_t x_desc,
+    size_t *size)
+{
+    NN_ARMED("cnnlGetLayerNormOpWorkspaceSize");
+    if (!handle || !size || !x_desc || !x_desc->set || axis < 0 ||
+        axis >= x_desc->rank)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = TR_LN_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetLayerNormBackwardWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc, int axis,
+    size_t *size)
+{
+    NN_ARMED("cnnlGetLayerNormBackwardWorkspaceSize");
+    if (!handle || !size || !x_desc || !x_desc->set || axis < 0 ||
+        axis >= x_desc->rank)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = TR_LN_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+static cnnlStatus_t ln_launch(cnnlHandle_t h, struct ln_job *j)
+{
+    int dev = si_current();
+    size_t span, wspan = 0, mspan;
+    bool ok;
+
+    if (!h || !h->q || dev < 0 || si_queue_device(h->q) != dev) {
+        free(j);
+        return CNNL_STATUS_NOT_INITIALIZED;
+    }
+    nn_numel(&j->m, &mspan);
+    if (j->affine || j->bwd)
+        nn_numel(&j->w, &wspan);
+    ok = tr_mem(&j->x, j->xp, dev) && tr_mem(&j->y, j->yp, dev) &&
+         si_device_mem(j->ws, j->ws_n, dev);
+    if (j->affine || j->bwd)
+        ok = ok && si_device_mem(j->wp, wspan, dev);
+    if (j->affine)
+        ok = ok && si_device_mem(j->bp, wspan, dev);
+    if (j->mp)
+        ok = ok && si_device_mem(j->mp, mspan, dev);
+    if (j->rp)
+        ok = ok && si_device_mem(j->rp, mspan, dev);
+    if (j->bwd) {
+        nn_numel(&j->dy, &span);
+        ok = ok && tr_mem(&j->dy, j->dyp, dev) && j->mp && j->rp &&
+             si_device_mem(j->dwp, wspan, dev) &&
+             si_device_mem(j->dbp, wspan, dev);
+    }
+    if (!ok) {
+        free(j);
+        return CNNL_STATUS_BAD_PARAM;
+    }
+    return si_enqueue(h->q, ln_run, j) == cnrtSuccess
+               ? CNNL_STATUS_SUCCESS
+               : CNNL_STATUS_EXECUTION_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlLayerNormForward(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc, const void *x,
+    int axis, const cnnlTensorDescriptor_t wb_desc, const void *weight,
+    const void *bias, float eps, void *workspace, size_t workspace_size,
+    const cnnlTensorDescriptor_t y_desc, void *y,
+    const cnnlTensorDescriptor_t mean_rstd_desc, void *saved_mean,
+    void *saved_rstd)
+{
+    struct ln_job *j;
+    size_t rows, cols;
+
+    NN_ARMED("cnnlLayerNormForward");
+    if (!ln_shapes(x_desc, axis, y_desc, wb_desc, mean_rstd_desc, &rows,
+                   &cols) ||
+        (wb_desc && (!weight || !bias)) || (!wb_desc && (weight || bias)) ||
+        !(eps >= 0))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!workspace || workspace_size < TR_LN_WORKSPACE)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->x = *x_desc;
+    j->y = *y_desc;
+    j->m = *mean_rstd_desc;
+    j->affine = wb_desc != NULL;
+    if (wb_desc)
+        j->w = *wb_desc;
+    j->rows = rows;
+    j->cols = cols;
+    j->xp = x;
+    j->wp = weight;
+    j->bp = bias;
+    j->yp = y;
+    j->mp = saved_mean;
+    j->rp = saved_rstd;
+    j->eps = eps;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    return ln_launch(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlLayerNormBackward_v2(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc, const void *x,
+    int axis, const cnnlTensorDescriptor_t diff_z_desc, const void *diff_z,
+    const cnnlTensorDescriptor_t w_desc, const void *weight,
+    const cnnlTensorDescriptor_t mean_rstd_desc, const void *saved_mean,
+    const void *saved_rstd, void *workspace, size_t workspace_size,
+    const cnnlTensorDescriptor_t diff_x_desc, void *diff_x, void *diff_weight,
+    void *diff_bias)
+{
+    struct ln_job *j;
+    size_t rows, cols;
+
+    NN_ARMED("cnnlLayerNormBackward_v2");
+    if (!w_desc ||
+        !ln_shapes(x_desc, axis, diff_x_desc, w_desc, mean_rstd_desc, &rows,
+                   &cols) ||
+        !tr_same(x_desc, diff_z_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!workspace || workspace_size < TR_LN_WORKSPACE)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->bwd = true;
+    j->x = *x_desc;
+    j->y = *diff_x_desc;
+    j->dy = *diff_z_desc;
+    j->w = *w_desc;
+    j->m = *mean_rstd_desc;
+    j->rows = rows;
+    j->cols = cols;
+    j->xp = x;
+    j->dyp = diff_z;
+    j->wp = weight;
+    j->mp = (char *)(uintptr_t)saved_mean;
+    j->rp = (char *)(uintptr_t)saved_rstd;
+    j->yp = diff_x;
+    j->dwp = diff_weight;
+    j->dbp = diff_bias;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    return ln_launch(handle, j);
+}
