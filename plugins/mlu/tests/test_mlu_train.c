@@ -8,7 +8,8 @@
  *                            (values chosen so every step is exact in
  *                            float32), a grad of another dtype refused
  *                            with NOT_SUPPORTED, and injected CNNL failures
- *                            mapped to keel statuses naming the call.
+ *                            mapped to keel statuses naming the call;
+ *                            the same for layer_norm and layer_norm_grad.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -249,6 +250,141 @@ static void t_failures(void)
     expect(u.in[0], p0); /* failed before any launch */
 }
 
+/* ---- layer_norm and layer_norm_grad ----------------------------------------- */
+
+/* One float32 input: data and shape. */
+struct arg {
+    const float *v;
+    int ndim;
+    int64_t dims[2];
+};
+
+/* Runs op on mlu:0 with the inputs in, its outputs copied to out[o]
+ * (out_n[o] floats each). */
+static keel_status run_op(const char *name, const struct arg *in, int nin,
+                          const keel_attr *attr, int nattr, float **out,
+                          const size_t *out_n, int nout)
+{
+    keel_tensor *t[6] = {NULL}, *res[4] = {NULL};
+    keel_op_id op;
+    keel_status st = KEEL_STATUS_OK;
+    int got = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_op_find(name, &op), KEEL_STATUS_OK);
+    for (int i = 0; i < nin && !st; i++)
+        st = keel_tensor_from_floats(in[i].v, in[i].ndim, in[i].dims,
+                                     KEEL_F32, "mlu:0", &t[i]);
+    CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
+    st = keel_op_run(op, t, nin, attr, nattr, res, 4, &got);
+    snprintf(last_msg, sizeof(last_msg), "%s", keel_last_error());
+    if (st == KEEL_STATUS_OK) {
+        CU_ASSERT_EQUAL(got, nout);
+        for (int o = 0; o < nout && o < got; o++)
+            CU_ASSERT_EQUAL(keel_tensor_to_host(res[o], out[o],
+                                                out_n[o] * sizeof(float)),
+                            KEEL_STATUS_OK);
+    }
+    for (int o = 0; o < got; o++)
+        keel_tensor_free(res[o]);
+    for (int i = 0; i < nin; i++)
+        keel_tensor_free(t[i]);
+    return st;
+}
+
+static void expect_n(const float *got, const float *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (got[i] != want[i])
+            printf("\n    [%d]: got %.9g, want %.9g", i, got[i], want[i]);
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    }
+}
+
+/* Rows {0, 0, 4, 4} and {-1, -1, 3, 3}: means 2 and 1, variances 4, so
+ * with epsilon 0 invstd is 0.5 and xhat {-1, -1, 1, 1} in both rows. */
+static const float ln_x[8] = {0, 0, 4, 4, -1, -1, 3, 3};
+static const float ln_scale[4] = {2, 1, 0.5f, 1};
+static const float ln_bias[4] = {1, 0, -1, 0.5f};
+
+static void t_layer_norm(void)
+{
+    /* y = xhat scale + bias */
+    static const float want_y[8] = {-1, -1, -0.5f, 1.5f, -1, -1, -0.5f, 1.5f};
+    static const float want_mean[2] = {2, 1}, want_inv[2] = {0.5f, 0.5f};
+    const struct arg in[3] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
+                              {ln_bias, 1, {4}}};
+    keel_attr at[1] = {fa("epsilon", 0)};
+    float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
+    const size_t n[3] = {8, 2, 2};
+
+    CU_ASSERT_EQUAL_FATAL(run_op("layer_norm", in, 3, at, 1, out, n, 3),
+                          KEEL_STATUS_OK);
+    expect_n(y, want_y, 8);
+    expect_n(mean, want_mean, 2);
+    expect_n(inv, want_inv, 2);
+}
+
+static void t_layer_norm_grad(void)
+{
+    /* row 0: dy {1, 0, 2, 0}, g = dy scale = {2, 0, 1, 0}, mean(g) 0.75,
+     * mean(g xhat) -0.25: dx = 0.5 (g - 0.75 + 0.25 xhat);
+     * row 1: dy {0, 1, 0, 1}, g = {0, 1, 0, 1}, 0.5 and 0:
+     * dx = 0.5 (g - 0.5); dscale = sum dy xhat, dbias = sum dy */
+    static const float dy[8] = {1, 0, 2, 0, 0, 1, 0, 1};
+    static const float mean[2] = {2, 1}, inv[2] = {0.5f, 0.5f};
+    static const float want_dx[8] = {0.5f,   -0.5f, 0.25f,  -0.25f,
+                                     -0.25f, 0.25f, -0.25f, 0.25f};
+    static const float want_ds[4] = {-1, -1, 2, 1}, want_db[4] = {1, 1, 2, 1};
+    const struct arg in[5] = {{ln_x, 2, {2, 4}},
+                              {ln_scale, 1, {4}},
+                              {mean, 1, {2}},
+                              {inv, 1, {2}},
+                              {dy, 2, {2, 4}}};
+    float dx[8], ds[4], db[4], *out[3] = {dx, ds, db};
+    const size_t n[3] = {8, 4, 4};
+
+    CU_ASSERT_EQUAL_FATAL(
+        run_op("layer_norm_grad", in, 5, NULL, 0, out, n, 3), KEEL_STATUS_OK);
+    expect_n(dx, want_dx, 8);
+    expect_n(ds, want_ds, 4);
+    expect_n(db, want_db, 4);
+}
+
+static void t_layer_norm_refused(void)
+{
+    const struct arg in[2] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}}};
+    float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
+    const size_t n[3] = {8, 2, 2};
+
+    /* a scale without a bias: strict mode, so no CPU fallback hides it */
+    CU_ASSERT_EQUAL(run_op("layer_norm", in, 2, NULL, 0, out, n, 3),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    saw("layer_norm", "a scale without a bias");
+}
+
+static void t_layer_norm_failure(void)
+{
+    const struct arg in[3] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
+                              {ln_bias, 1, {4}}};
+    float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
+    const size_t n[3] = {8, 2, 2};
+
+    arm("cnnlLayerNormForward", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_op("layer_norm", in, 3, NULL, 0, out, n, 3),
+                    KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlLayerNormForward", "CNNL_STATUS_EXECUTION_FAILED");
+    arm("cnnlGetLayerNormBackwardWorkspaceSize", CNNL_STATUS_NOT_SUPPORTED);
+    const struct arg gin[5] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
+                               {(float[2]){2, 1}, 1, {2}},
+                               {(float[2]){0.5f, 0.5f}, 1, {2}},
+                               {ln_x, 2, {2, 4}}};
+    float dx[8], ds[4], db[4], *gout[3] = {dx, ds, db};
+    const size_t gn[3] = {8, 4, 4};
+    CU_ASSERT_EQUAL(run_op("layer_norm_grad", gin, 5, NULL, 0, gout, gn, 3),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    saw("cnnlGetLayerNormBackwardWorkspaceSize", "CNNL_STATUS_NOT_SUPPORTED");
+}
+
 int main(int argc, char **argv)
 {
     CU_pSuite s;
@@ -268,6 +404,10 @@ int main(int argc, char **argv)
     CU_add_test(s, "adamw_update by hand", t_adamw);
     CU_add_test(s, "a grad of another dtype is refused", t_refused);
     CU_add_test(s, "CNNL failures map to keel statuses", t_failures);
+    CU_add_test(s, "layer_norm by hand", t_layer_norm);
+    CU_add_test(s, "layer_norm_grad by hand", t_layer_norm_grad);
+    CU_add_test(s, "layer_norm: a lone scale is refused", t_layer_norm_refused);
+    CU_add_test(s, "layer_norm: CNNL failures", t_layer_norm_failure);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
