@@ -1,8 +1,9 @@
 /*
  * keel Cambricon MLU plugin — CNNL kernels for the optimizer updates
- * sgd_update, momentum_update, adam_update and adamw_update (see
- * mlu_internal.h; the shared parts are in mlu_kernels.c; the declarations
- * this file adds are in cnnl_train_api.h).
+ * (sgd_update, momentum_update, adam_update, adamw_update) and layer_norm /
+ * layer_norm_grad (see mlu_internal.h; the shared parts are in
+ * mlu_kernels.c; the declarations this file adds are in cnnl_train_api.h;
+ * docs/mlu-plugin.md, "Training ops on CNNL").
  *
  * CNNL's fused optimizer calls (cnnlGradientDescent, cnnlApplyMomentum,
  * cnnlApplyAdam ...) take the learning rate and betas as device tensors
@@ -25,8 +26,9 @@
  * another dtype than param's is refused (NOT_SUPPORTED: cnnlOpTensor takes
  * one dtype), and the core runs the CPU kernel.
  *
- * layer_norm, batch_norm and cross_entropy are not offered: they take the
- * CPU fallback (docs/mlu-plugin.md, "Training ops").
+ * layer_norm and its grad are one CNNL call each (see ln_launch).
+ * batch_norm and cross_entropy are not offered: they take the CPU
+ * fallback.
  */
 #include <dlfcn.h>
 #include <inttypes.h>
