@@ -42,12 +42,20 @@
  * (the in-place updates rely on it, as in-place framework ops do); that
  * cnnlLayerNormForward takes a weight without a bias (not used: refused);
  * the dtype CNNL wants for mean and rstd of a half x (float16 layer norm
- * is not offered).
+ * is not offered); which variance (biased or not) CNNL folds into its
+ * moving variance (the plugin gives it no moving statistics and updates
+ * keel's itself).
  */
 #ifndef KEEL_MLU_CNNL_TRAIN_API_H
 #define KEEL_MLU_CNNL_TRAIN_API_H
 
 #include "cnrt_api.h"
+
+typedef struct cnnlTransposeStruct *cnnlTransposeDescriptor_t;
+
+/* A value of cnnlTensorLayout_t past cnrt_api.h's ARRAY (the same core
+ * header: NCHW 0, NHWC 1, HWCN 2, NDHWC 3, ARRAY 4). */
+#define MLU_CNNL_LAYOUT_NHWC ((cnnlTensorLayout_t)1)
 
 #ifndef MLU_CNNL_HAVE_COMPUTATION_PREFERENCE
 #define MLU_CNNL_HAVE_COMPUTATION_PREFERENCE
@@ -104,7 +112,56 @@ typedef enum {
        size_t workspace_size, const cnnlTensorDescriptor_t diff_x_desc,       \
        void *diff_x, void *diff_weight, void *diff_bias))
 
+/* Channels-last views (batch norm): a transpose, and descriptors with a
+ * layout other than ARRAY. */
+#define MLU_CNNL_NHWC_FUNCS(X)                                                \
+    X(cnnlStatus_t, cnnlSetTensorDescriptor,                                  \
+      (cnnlTensorDescriptor_t desc, cnnlTensorLayout_t layout,                \
+       cnnlDataType_t dtype, int dimNb, const int dimSize[]))                 \
+    X(cnnlStatus_t, cnnlCreateTransposeDescriptor,                            \
+      (cnnlTransposeDescriptor_t *desc))                                      \
+    X(cnnlStatus_t, cnnlDestroyTransposeDescriptor,                           \
+      (cnnlTransposeDescriptor_t desc))                                       \
+    X(cnnlStatus_t, cnnlSetTransposeDescriptor,                               \
+      (cnnlTransposeDescriptor_t desc, const int dims, const int permute[]))  \
+    X(cnnlStatus_t, cnnlGetTransposeWorkspaceSize,                            \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const cnnlTransposeDescriptor_t desc, size_t *size))                   \
+    X(cnnlStatus_t, cnnlTranspose_v2,                                         \
+      (cnnlHandle_t handle, const cnnlTransposeDescriptor_t desc,             \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t y_desc, void *y, void *workspace,         \
+       size_t workspace_size))
+
+#define MLU_CNNL_BN_FUNCS(X)                                                  \
+    X(cnnlStatus_t, cnnlBatchNormForwardTraining,                             \
+      (cnnlHandle_t handle, const void *alpha, const void *beta,              \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t wbmv_desc, const void *weight,            \
+       const void *bias, void *moving_mean, void *moving_var, float eps,      \
+       float momentum, const cnnlTensorDescriptor_t y_desc, void *y,          \
+       void *saved_mean, void *saved_invstd))                                 \
+    X(cnnlStatus_t, cnnlBatchNormForwardInference,                            \
+      (cnnlHandle_t handle, const void *alpha, const void *beta,              \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t wbmv_desc, const void *weight,            \
+       const void *bias, const void *estimated_mean,                          \
+       const void *estimated_var, float eps,                                  \
+       const cnnlTensorDescriptor_t y_desc, void *y))
+
+#define MLU_CNNL_BNG_FUNCS(X)                                                 \
+    X(cnnlStatus_t, cnnlBatchNormBackward,                                    \
+      (cnnlHandle_t handle, const void *alpha_data_diff,                      \
+       const void *beta_data_diff, const void *alpha_param_diff,              \
+       const void *beta_param_diff, const cnnlTensorDescriptor_t x_desc,      \
+       const void *x, const cnnlTensorDescriptor_t diff_y_desc,               \
+       const void *diff_y, const cnnlTensorDescriptor_t wbmv_desc,            \
+       const void *weight, const void *saved_mean, const void *saved_invstd,  \
+       float eps, const cnnlTensorDescriptor_t diff_x_desc, void *diff_x,     \
+       void *diff_weight, void *diff_bias))
+
 #define MLU_CNNL_TRAIN_FUNCS(X)                                               \
-    MLU_CNNL_ADAM_FUNCS(X) MLU_CNNL_LN_FUNCS(X) MLU_CNNL_LNG_FUNCS(X)
+    MLU_CNNL_ADAM_FUNCS(X) MLU_CNNL_LN_FUNCS(X) MLU_CNNL_LNG_FUNCS(X)         \
+    MLU_CNNL_NHWC_FUNCS(X) MLU_CNNL_BN_FUNCS(X) MLU_CNNL_BNG_FUNCS(X)
 
 #endif /* KEEL_MLU_CNNL_TRAIN_API_H */

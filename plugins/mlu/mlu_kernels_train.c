@@ -51,10 +51,20 @@ static struct {
 #undef TR_SLOT
 } TR;
 
-enum okind { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, LN_FWD, LN_BWD };
+enum okind {
+    OPT_SGD,
+    OPT_MOMENTUM,
+    OPT_ADAM,
+    OPT_ADAMW,
+    LN_FWD,
+    LN_BWD,
+    BN_FWD,
+    BN_BWD
+};
 
 /* The groups of entry points of cnnl_train_api.h a kernel needs. */
-enum { NEED_ADAM = 1, NEED_LN = 2, NEED_LNG = 4 };
+enum { NEED_ADAM = 1, NEED_LN = 2, NEED_LNG = 4, NEED_NHWC = 8, NEED_BN = 16,
+       NEED_BNG = 32 };
 
 static struct odef {
     const char *name;
@@ -73,12 +83,18 @@ static struct odef {
      KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
     {"layer_norm", LN_FWD, NEED_LN, KEEL_DTYPE_BIT(KEEL_F32), -1},
     {"layer_norm_grad", LN_BWD, NEED_LNG, KEEL_DTYPE_BIT(KEEL_F32), -1},
+    {"batch_norm", BN_FWD, NEED_ADAM | NEED_NHWC | NEED_BN,
+     KEEL_DTYPE_BIT(KEEL_F32), -1},
+    {"batch_norm_grad", BN_BWD, NEED_NHWC | NEED_BNG,
+     KEEL_DTYPE_BIT(KEEL_F32), -1},
 };
 #define NODEFS (sizeof(odefs) / sizeof(odefs[0]))
 
 void mlu_kernels_train_open(void *cnnl)
 {
-    unsigned have = NEED_ADAM | NEED_LN | NEED_LNG, group;
+    unsigned have = NEED_ADAM | NEED_LN | NEED_LNG | NEED_NHWC | NEED_BN |
+                    NEED_BNG,
+             group;
 
 #define TR_GET(ret, name, params)                                          \
     *(void **)&TR.name = dlsym(cnnl, #name);                               \
@@ -94,6 +110,12 @@ void mlu_kernels_train_open(void *cnnl)
     MLU_CNNL_LN_FUNCS(TR_GET)
     group = NEED_LNG;
     MLU_CNNL_LNG_FUNCS(TR_GET)
+    group = NEED_NHWC;
+    MLU_CNNL_NHWC_FUNCS(TR_GET)
+    group = NEED_BN;
+    MLU_CNNL_BN_FUNCS(TR_GET)
+    group = NEED_BNG;
+    MLU_CNNL_BNG_FUNCS(TR_GET)
 #undef TR_GET
     for (size_t i = 0; i < NODEFS; i++)
         odefs[i].id = (odefs[i].need & have) == odefs[i].need
@@ -123,7 +145,42 @@ struct orun {
     size_t ws_n;
     void *ws;
     cnnlOpTensorDescriptor_t add, mul;
+    cnnlTransposeDescriptor_t trans; /* batch norm: [N, A, B] -> [N, B, A] */
 };
+
+/* The op-tensor descriptors every sequence uses (r->st says how it went). */
+static void orun_begin(struct orun *r, const keel_kernel_args *a,
+                       cnnlHandle_t h)
+{
+    memset(r, 0, sizeof(*r));
+    r->a = a;
+    r->h = h;
+    r->st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r->add), a->device,
+                         "cnnlCreateOpTensorDescriptor");
+    if (!r->st)
+        r->st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r->mul),
+                             a->device, "cnnlCreateOpTensorDescriptor");
+    if (!r->st)
+        r->st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
+                                 r->add, CNNL_OP_TENSOR_ADD, CNNL_DTYPE_FLOAT,
+                                 CNNL_NOT_PROPAGATE_NAN),
+                             a->device, "cnnlSetOpTensorDescriptor");
+    if (!r->st)
+        r->st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
+                                 r->mul, CNNL_OP_TENSOR_MUL, CNNL_DTYPE_FLOAT,
+                                 CNNL_NOT_PROPAGATE_NAN),
+                             a->device, "cnnlSetOpTensorDescriptor");
+}
+
+static void orun_end(struct orun *r)
+{
+    if (r->add)
+        NN.cnnlDestroyOpTensorDescriptor(r->add);
+    if (r->mul)
+        NN.cnnlDestroyOpTensorDescriptor(r->mul);
+    if (r->trans)
+        TR.cnnlDestroyTransposeDescriptor(r->trans);
+}
 
 static void r_op(struct orun *r, bool mul, float a1,
                  cnnlTensorDescriptor_t da, const void *pa, float a2,
@@ -169,6 +226,37 @@ static void r_plus(struct orun *r, cnnlTensorDescriptor_t dx, void *x,
         return;
     r->st = mlu_nn_check(TR.cnnlTransform(r->h, &one, dx, x, &add, x),
                          r->a->device, "cnnlTransform");
+}
+
+/* y = alpha x + beta (y described by dx). */
+static void r_affine(struct orun *r, float alpha, cnnlTensorDescriptor_t dx,
+                     const void *x, float beta, void *y)
+{
+    if (r->st || !r->exec)
+        return;
+    r->st = mlu_nn_check(TR.cnnlTransform(r->h, &alpha, dx, x, &beta, y),
+                         r->a->device, "cnnlTransform");
+}
+
+/* r->trans of x into y. */
+static void r_transpose(struct orun *r, cnnlTensorDescriptor_t dx,
+                        const void *x, cnnlTensorDescriptor_t dy, void *y)
+{
+    size_t n = 0;
+
+    if (r->st)
+        return;
+    if (!r->exec) {
+        r->st = mlu_nn_check(TR.cnnlGetTransposeWorkspaceSize(r->h, dx,
+                                                              r->trans, &n),
+                             r->a->device, "cnnlGetTransposeWorkspaceSize");
+        if (n > r->ws_n)
+            r->ws_n = n;
+        return;
+    }
+    r->st = mlu_nn_check(TR.cnnlTranspose_v2(r->h, r->trans, dx, x, dy, y,
+                                             r->ws, r->ws_n),
+                         r->a->device, "cnnlTranspose_v2");
 }
 
 static void r_div(struct orun *r, cnnlTensorDescriptor_t da, const void *pa,
@@ -359,24 +447,7 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         goto out;
     if ((st = mlu_nn_lock(a->device, s, &h)))
         goto out;
-    memset(&r, 0, sizeof(r));
-    r.a = a;
-    r.h = h;
-    r.st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r.add), a->device,
-                        "cnnlCreateOpTensorDescriptor");
-    if (!r.st)
-        r.st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r.mul), a->device,
-                            "cnnlCreateOpTensorDescriptor");
-    if (!r.st)
-        r.st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
-                                r.add, CNNL_OP_TENSOR_ADD, CNNL_DTYPE_FLOAT,
-                                CNNL_NOT_PROPAGATE_NAN),
-                            a->device, "cnnlSetOpTensorDescriptor");
-    if (!r.st)
-        r.st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
-                                r.mul, CNNL_OP_TENSOR_MUL, CNNL_DTYPE_FLOAT,
-                                CNNL_NOT_PROPAGATE_NAN),
-                            a->device, "cnnlSetOpTensorDescriptor");
+    orun_begin(&r, a, h);
     sequence(&r, k->kind, &o, d, dt, t); /* sizes only */
     st = r.st;
     if (!st && r.ws_n > SIZE_MAX - OPT_ALIGN - ntemp * tb)
@@ -397,10 +468,7 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         st = r.st;
         st = mlu_nn_workspace_done(a, s, k->name, ws, ours, st);
     }
-    if (r.add)
-        NN.cnnlDestroyOpTensorDescriptor(r.add);
-    if (r.mul)
-        NN.cnnlDestroyOpTensorDescriptor(r.mul);
+    orun_end(&r);
     mlu_nn_unlock(a->device);
 out:
     for (int i = 0; i < 4; i++)
@@ -574,6 +642,236 @@ out:
     return st;
 }
 
+/* ---- batch_norm and batch_norm_grad --------------------------------------- */
+
+/*
+ * CNNL's batch norm takes channels-last (NHWC) tensors: x [N, C, S...] is
+ * transposed as [N, C, S] -> [N, S, C] into the workspace, described as
+ * NHWC [N, S, 1, C], and the result transposed back.
+ *
+ * The running statistics are NOT left to CNNL: its update is
+ * (1 - momentum) running + momentum batch, and which variance it folds in
+ * (biased, as keel, or unbiased) was not found in public sources. So the
+ * training forward gets no moving statistics (NULL, as torch_mlu passes
+ * when there are none) and keel's update is composed after it from the
+ * saved statistics, with the biased variance recovered from CNNL's saved
+ * invstd = 1 / sqrt(var + eps):
+ *   running_mean = momentum running_mean + (1 - momentum) saved_mean
+ *   var = 1 / (saved_invstd saved_invstd) - eps
+ *   running_var = momentum running_var + (1 - momentum) var
+ * (rounding differs from the CPU kernel's double variance by a few float
+ * ulps). Inference uses cnnlBatchNormForwardInference and writes keel's
+ * saved outputs: the running mean and 1 / sqrt(running_var + eps).
+ * The grad is cnnlBatchNormBackward, training form only: with training 0
+ * keel's dx = scale invstd dy is refused (the CPU kernel runs).
+ * Also refused: strided x, dy or [C] tensors, a dtype other than float32
+ * for any of them, an empty batch (N * spatial 0), sizes past int.
+ */
+
+struct bnio {
+    cnnlTensorDescriptor_t d3, d3t, dn, dc;
+    void *xt, *yt, *dyt, *c[3]; /* workspace temporaries */
+    float momentum, eps;
+    bool training;
+};
+
+static void bn_sequence(struct orun *r, const struct odef *k,
+                        const struct bnio *b)
+{
+    const keel_kernel_args *a = r->a;
+    const void *x = MLU_PTR(a->inputs[0].data);
+    float m = b->momentum;
+
+    if (k->kind == BN_BWD) {
+        r_transpose(r, b->d3, x, b->d3t, b->xt);
+        r_transpose(r, b->d3, MLU_PTR(a->inputs[4].data), b->d3t, b->dyt);
+        if (r->exec && !r->st)
+            r->st = mlu_nn_check(
+                TR.cnnlBatchNormBackward(
+                    r->h, NULL, NULL, NULL, NULL, b->dn, b->xt, b->dn, b->dyt,
+                    b->dc, MLU_PTR(a->inputs[1].data),
+                    MLU_PTR(a->inputs[2].data), MLU_PTR(a->inputs[3].data),
+                    b->eps, b->dn, b->yt, MLU_PTR(a->outputs[1].data),
+                    MLU_PTR(a->outputs[2].data)),
+                a->device, "cnnlBatchNormBackward");
+        r_transpose(r, b->d3t, b->yt, b->d3, MLU_PTR(a->outputs[0].data));
+        return;
+    }
+    void *rm = MLU_PTR(a->inputs[3].data), *rv = MLU_PTR(a->inputs[4].data);
+    void *smean = MLU_PTR(a->outputs[1].data);
+    void *sinv = MLU_PTR(a->outputs[2].data);
+
+    r_transpose(r, b->d3, x, b->d3t, b->xt);
+    if (r->exec && !r->st) {
+        if (b->training)
+            r->st = mlu_nn_check(
+                TR.cnnlBatchNormForwardTraining(
+                    r->h, NULL, NULL, b->dn, b->xt, b->dc,
+                    MLU_PTR(a->inputs[1].data), MLU_PTR(a->inputs[2].data),
+                    NULL, NULL, b->eps, 1 - m, b->dn, b->yt, smean, sinv),
+                a->device, "cnnlBatchNormForwardTraining");
+        else
+            r->st = mlu_nn_check(
+                TR.cnnlBatchNormForwardInference(
+                    r->h, NULL, NULL, b->dn, b->xt, b->dc,
+                    MLU_PTR(a->inputs[1].data), MLU_PTR(a->inputs[2].data),
+                    rm, rv, b->eps, b->dn, b->yt),
+                a->device, "cnnlBatchNormForwardInference");
+    }
+    r_transpose(r, b->d3t, b->yt, b->d3, MLU_PTR(a->outputs[0].data));
+    if (b->training) {
+        r_op(r, false, m, b->dc, rm, 1 - m, b->dc, smean, b->dc, rm);
+        r_op(r, true, 1.0f, b->dc, sinv, 1.0f, b->dc, sinv, b->dc, b->c[0]);
+        r_affine(r, 0.0f, b->dc, b->c[0], 1.0f, b->c[1]); /* ones */
+        r_div(r, b->dc, b->c[1], b->dc, b->c[0], b->dc, b->c[2]);
+        r_affine(r, 1.0f, b->dc, b->c[2], -b->eps, b->c[2]);
+        r_op(r, false, m, b->dc, rv, 1 - m, b->dc, b->c[2], b->dc, rv);
+    } else {
+        r_affine(r, 1.0f, b->dc, rm, 0.0f, smean);
+        r_affine(r, 1.0f, b->dc, rv, b->eps, b->c[0]);
+        r_sqrt(r, b->dc, b->c[0], b->dc, b->c[1]);
+        r_affine(r, 0.0f, b->dc, b->c[1], 1.0f, b->c[2]); /* ones */
+        r_div(r, b->dc, b->c[2], b->dc, b->c[1], b->dc, sinv);
+    }
+}
+
+static keel_status bn_launch(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct odef *k = kernel_data;
+    struct bnio b;
+    struct keel_stream_s *s;
+    struct orun r;
+    keel_kit_norm g;
+    keel_kit_msg msg;
+    keel_status st;
+    cnnlHandle_t h;
+    void *ws = NULL;
+    bool ours = false, fwd = k->kind == BN_FWD;
+    int32_t dev;
+    size_t big, small, nbig;
+    static const int perm[3] = {0, 2, 1};
+
+    if (!a)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                       k->name);
+    if ((st = keel_kit_check(k->id, a, &msg)) ||
+        (st = keel_kit_norm_geometry(k->id, a, &g, &msg)))
+        return mlu_err(st, "%s", msg.text);
+    dev = a->device;
+    if ((st = mlu_enter(dev, k->name)) ||
+        (st = mlu_queue_of(dev, a->stream, k->name, &s)))
+        return st;
+    memset(&b, 0, sizeof(b));
+    b.training = keel_kit_attr_i(a, "training", 1) != 0;
+    b.momentum = (float)keel_kit_attr_f(a, "momentum", 0.9);
+    b.eps = (float)keel_kit_attr_f(a, "epsilon", 1e-5);
+    if (a->inputs[0].dtype != KEEL_F32)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                       k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (!fwd && !b.training)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: training 0 (global statistics) is not "
+                       "cnnlBatchNormBackward's formula",
+                       k->name);
+    if (g.c == 0)
+        return KEEL_STATUS_OK; /* no element to write */
+    if (g.n * g.spatial == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: an empty batch is not passed to CNNL", k->name);
+    if (keel_kit_numel(&a->inputs[0]) > INT_MAX)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: %" PRId64 " elements do not fit a CNNL descriptor",
+                       k->name, keel_kit_numel(&a->inputs[0]));
+    static const char *const names[5] = {"x", "scale", "bias", "running_mean",
+                                         "running_var"};
+    static const char *const gnames[5] = {"x", "scale", "saved_mean",
+                                          "saved_invstd", "dy"};
+    for (int i = 0; i < 5; i++)
+        if ((st = ln_input_ok(k, a, i, fwd ? names[i] : gnames[i])))
+            return st;
+    for (int i = 1; i < 3; i++)
+        if (a->outputs[i].dtype != KEEL_F32)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "%s: output %d of another dtype than x's", k->name,
+                           i);
+
+    big = align_up((size_t)keel_kit_numel(&a->inputs[0]) * 4);
+    small = align_up((size_t)g.c * 4);
+    nbig = fwd ? 2 : 3;
+    {
+        keel_tensor_desc t;
+        memset(&t, 0, sizeof(t));
+        t.dtype = KEEL_F32;
+        t.ndim = 3;
+        t.shape[0] = g.n;
+        t.shape[1] = g.c;
+        t.shape[2] = g.spatial;
+        t.strides[0] = g.c * g.spatial;
+        t.strides[1] = g.spatial;
+        t.strides[2] = 1;
+        st = mlu_nn_describe(dev, &t, &b.d3);
+        t.shape[1] = g.spatial;
+        t.shape[2] = g.c;
+        t.strides[1] = g.c;
+        if (!st)
+            st = mlu_nn_describe(dev, &t, &b.d3t);
+    }
+    if (!st)
+        st = describe_dims(dev, KEEL_F32, 1, g.c, 0, &b.dc);
+    if (!st) {
+        const int nhwc[4] = {(int)g.n, (int)g.spatial, 1, (int)g.c};
+        st = mlu_nn_check(NN.cnnlCreateTensorDescriptor(&b.dn), dev,
+                          "cnnlCreateTensorDescriptor");
+        if (!st)
+            st = mlu_nn_check(TR.cnnlSetTensorDescriptor(
+                                  b.dn, MLU_CNNL_LAYOUT_NHWC, CNNL_DTYPE_FLOAT,
+                                  4, nhwc),
+                              dev, "cnnlSetTensorDescriptor");
+    }
+    if (st)
+        goto out;
+    if ((st = mlu_nn_lock(dev, s, &h)))
+        goto out;
+    orun_begin(&r, a, h);
+    if (!r.st)
+        r.st = mlu_nn_check(TR.cnnlCreateTransposeDescriptor(&r.trans), dev,
+                            "cnnlCreateTransposeDescriptor");
+    if (!r.st)
+        r.st = mlu_nn_check(TR.cnnlSetTransposeDescriptor(r.trans, 3, perm),
+                            dev, "cnnlSetTransposeDescriptor");
+    bn_sequence(&r, k, &b); /* sizes only */
+    st = r.st;
+    if (!st) {
+        /* numel <= INT_MAX: no overflow below */
+        size_t total = align_up(r.ws_n) + nbig * big + 3 * small;
+        st = mlu_nn_workspace(a, k->name, total, &ws, &ours);
+    }
+    if (!st) {
+        char *p = (char *)ws + align_up(r.ws_n);
+        r.ws = r.ws_n ? ws : NULL;
+        b.xt = p;
+        b.yt = p + big;
+        b.dyt = nbig > 2 ? p + 2 * big : NULL;
+        for (int i = 0; i < 3; i++)
+            b.c[i] = p + nbig * big + (size_t)i * small;
+        r.exec = true;
+        bn_sequence(&r, k, &b);
+        st = mlu_nn_workspace_done(a, s, k->name, ws, ours, r.st);
+    }
+    orun_end(&r);
+    mlu_nn_unlock(dev);
+out:
+    if (b.d3)
+        NN.cnnlDestroyTensorDescriptor(b.d3);
+    if (b.d3t)
+        NN.cnnlDestroyTensorDescriptor(b.d3t);
+    if (b.dn)
+        NN.cnnlDestroyTensorDescriptor(b.dn);
+    if (b.dc)
+        NN.cnnlDestroyTensorDescriptor(b.dc);
+    return st;
+}
+
 keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
                                      keel_kernel *kernel)
 {
@@ -583,6 +881,8 @@ keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
             continue;
         kernel->fn = odefs[i].kind == LN_FWD || odefs[i].kind == LN_BWD
                          ? ln_launch
+                     : odefs[i].kind == BN_FWD || odefs[i].kind == BN_BWD
+                         ? bn_launch
                          : launch;
         kernel->kernel_data = &odefs[i];
         return KEEL_STATUS_OK;

@@ -19,6 +19,7 @@
  * element is 100 too large, which adam_update's result shows.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 
 #define TR_PROTO(ret, name, params) SI_API ret name params;
 MLU_CNNL_TRAIN_FUNCS(TR_PROTO)
+MLU_CNNL_FUNCS(TR_PROTO) /* cnnlSetTensorDescriptorEx, from cnnl_standin.c */
 #undef TR_PROTO
 
 #define TR_DIV_WORKSPACE 128
@@ -491,4 +493,421 @@ SI_API cnnlStatus_t cnnlLayerNormBackward_v2(
     j->ws = workspace;
     j->ws_n = workspace_size;
     return ln_launch(handle, j);
+}
+
+/* ---- channels-last descriptors and the transpose ---------------------------- */
+
+/*
+ * cnnlSetTensorDescriptor sets dims with contiguous strides and, for the
+ * batch-norm calls, remembers the layout it was given (the shared
+ * descriptor struct has no layout field): a small table keyed by the
+ * descriptor, trusted only while the descriptor still has the dims it
+ * was set with.
+ */
+#define TR_LAYOUTS 64
+
+static struct {
+    const void *desc;
+    cnnlTensorLayout_t layout;
+    int rank;
+    int dims[8];
+} tr_layouts[TR_LAYOUTS];
+static unsigned tr_layout_next;
+static pthread_mutex_t tr_layout_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool tr_is_nhwc(const struct cnnlTensorStruct *t)
+{
+    bool yes = false;
+
+    pthread_mutex_lock(&tr_layout_mu);
+    for (int i = 0; i < TR_LAYOUTS; i++)
+        if (tr_layouts[i].desc == t && tr_layouts[i].rank == t->rank &&
+            !memcmp(tr_layouts[i].dims, t->dims,
+                    (size_t)t->rank * sizeof(int)))
+            yes = tr_layouts[i].layout == MLU_CNNL_LAYOUT_NHWC;
+    pthread_mutex_unlock(&tr_layout_mu);
+    return yes;
+}
+
+SI_API cnnlStatus_t cnnlSetTensorDescriptor(cnnlTensorDescriptor_t desc,
+                                            cnnlTensorLayout_t layout,
+                                            cnnlDataType_t dtype, int dimNb,
+                                            const int dimSize[])
+{
+    int strides[8], step = 1, slot = -1;
+    cnnlStatus_t st;
+
+    if (!desc || dimNb < 1 || dimNb > 8 || !dimSize)
+        return CNNL_STATUS_BAD_PARAM;
+    if (layout == MLU_CNNL_LAYOUT_NHWC && dimNb != 4)
+        return CNNL_STATUS_BAD_PARAM;
+    if (layout != MLU_CNNL_LAYOUT_NHWC && layout != CNNL_LAYOUT_ARRAY)
+        return CNNL_STATUS_NOT_SUPPORTED;
+    for (int i = dimNb - 1; i >= 0; i--) {
+        if (dimSize[i] < 0)
+            return CNNL_STATUS_BAD_PARAM;
+        strides[i] = step;
+        step *= dimSize[i] > 0 ? dimSize[i] : 1;
+    }
+    st = cnnlSetTensorDescriptorEx(desc, CNNL_LAYOUT_ARRAY, dtype, dimNb,
+                                   dimSize, strides);
+    if (st)
+        return st;
+    pthread_mutex_lock(&tr_layout_mu);
+    for (int i = 0; i < TR_LAYOUTS; i++)
+        if (tr_layouts[i].desc == desc)
+            slot = i;
+    if (slot < 0)
+        slot = (int)(tr_layout_next++ % TR_LAYOUTS);
+    tr_layouts[slot].desc = desc;
+    tr_layouts[slot].layout = layout;
+    tr_layouts[slot].rank = dimNb;
+    memcpy(tr_layouts[slot].dims, dimSize, (size_t)dimNb * sizeof(int));
+    pthread_mutex_unlock(&tr_layout_mu);
+    return CNNL_STATUS_SUCCESS;
+}
+
+#define TR_TRANSPOSE_WORKSPACE 32
+
+struct cnnlTransposeStruct {
+    bool set;
+    int rank;
+    int perm[8];
+};
+
+SI_API cnnlStatus_t cnnlCreateTransposeDescriptor(cnnlTransposeDescriptor_t *d)
+{
+    if (!d)
+        return CNNL_STATUS_BAD_PARAM;
+    *d = calloc(1, sizeof(**d));
+    return *d ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlDestroyTransposeDescriptor(cnnlTransposeDescriptor_t d)
+{
+    if (!d)
+        return CNNL_STATUS_BAD_PARAM;
+    free(d);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetTransposeDescriptor(cnnlTransposeDescriptor_t desc,
+                                               const int dims,
+                                               const int permute[])
+{
+    unsigned seen = 0;
+
+    if (!desc || dims < 1 || dims > 8 || !permute)
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < dims; i++) {
+        if (permute[i] < 0 || permute[i] >= dims || (seen >> permute[i]) & 1)
+            return CNNL_STATUS_BAD_PARAM;
+        seen |= 1u << permute[i];
+        desc->perm[i] = permute[i];
+    }
+    desc->rank = dims;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetTransposeWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,
+    const cnnlTransposeDescriptor_t desc, size_t *size)
+{
+    NN_ARMED("cnnlGetTransposeWorkspaceSize");
+    if (!handle || !x_desc || !x_desc->set || !desc || !desc->set || !size ||
+        desc->rank != x_desc->rank)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = TR_TRANSPOSE_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+struct tp_job {
+    struct cnnlTensorStruct x, y;
+    int perm[8];
+    const char *xp;
+    char *yp, *ws;
+    size_t ws_n;
+};
+
+static void tp_run(void *arg)
+{
+    struct tp_job *j = arg;
+    size_t span, n = nn_numel(&j->y, &span), es = nn_dt_bytes(j->x.dt);
+
+    memset(j->ws, 0x77, j->ws_n);
+    for (size_t k = 0; k < n; k++) {
+        size_t rest = k, xoff = 0;
+        /* y's index i is x's index perm[i] */
+        for (int i = j->y.rank - 1; i >= 0; i--) {
+            size_t d = (size_t)j->y.dims[i], idx = rest % d;
+            rest /= d;
+            xoff += idx * (size_t)j->x.strides[j->perm[i]];
+        }
+        memcpy(j->yp + nn_offset(&j->y, k), j->xp + xoff * es, es);
+    }
+}
+
+SI_API cnnlStatus_t cnnlTranspose_v2(cnnlHandle_t handle,
+                                     const cnnlTransposeDescriptor_t desc,
+                                     const cnnlTensorDescriptor_t x_desc,
+                                     const void *x,
+                                     const cnnlTensorDescriptor_t y_desc,
+                                     void *y, void *workspace,
+                                     size_t workspace_size)
+{
+    struct tp_job *j;
+    int dev = si_current();
+
+    NN_ARMED("cnnlTranspose_v2");
+    if (!desc || !desc->set || !x_desc || !x_desc->set || !y_desc ||
+        !y_desc->set || x_desc->rank != desc->rank ||
+        y_desc->rank != desc->rank || x_desc->dt != y_desc->dt)
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < desc->rank; i++)
+        if (y_desc->dims[i] != x_desc->dims[desc->perm[i]])
+            return CNNL_STATUS_BAD_PARAM;
+    if (!workspace || workspace_size < TR_TRANSPOSE_WORKSPACE)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!handle || !handle->q || dev < 0 || si_queue_device(handle->q) != dev)
+        return CNNL_STATUS_NOT_INITIALIZED;
+    if (!tr_mem(x_desc, x, dev) || !tr_mem(y_desc, y, dev) ||
+        !si_device_mem(workspace, workspace_size, dev))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->x = *x_desc;
+    j->y = *y_desc;
+    memcpy(j->perm, desc->perm, sizeof(j->perm));
+    j->xp = x;
+    j->yp = y;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    return si_enqueue(handle->q, tp_run, j) == cnrtSuccess
+               ? CNNL_STATUS_SUCCESS
+               : CNNL_STATUS_EXECUTION_FAILED;
+}
+
+/* ---- batch norm (NHWC: the channel is the last dim) ------------------------- */
+
+/*
+ * Training: per channel the mean and biased variance over the other dims,
+ * saved_invstd = 1 / sqrt(var + eps), y = (x - mean) invstd w + b; moving
+ * statistics, when given, become (1 - momentum) moving + momentum batch
+ * with the UNBIASED variance (a guess at CNNL: not verified; the plugin
+ * passes none). Inference: y from the given mean and var. Backward, from
+ * the saved statistics: db = sum dy, dw = sum dy xhat, dx = w invstd (dy -
+ * db / M - xhat dw / M). alpha and beta must be NULL (no blending).
+ */
+struct bn_job {
+    int kind; /* 0 training, 1 inference, 2 backward */
+    struct cnnlTensorStruct x, y, dy, p;
+    const char *xp, *dyp, *wp, *bp, *mp, *vp;
+    char *yp, *mmp, *mvp, *smp, *sip, *dwp, *dbp;
+    float eps, momentum;
+};
+
+static void bn_run(void *arg)
+{
+    struct bn_job *j = arg;
+    size_t span, n = nn_numel(&j->x, &span);
+    size_t C = (size_t)j->x.dims[j->x.rank - 1], M = n / C;
+
+    for (size_t c = 0; c < C; c++) {
+        double mean = 0, var = 0, inv, w = ln_get(&j->p, j->wp, c);
+        if (j->kind == 1) {
+            mean = ln_get(&j->p, j->mp, c);
+            inv = 1 / tr_sqrt(ln_get(&j->p, j->vp, c) + (double)j->eps);
+        } else if (j->kind == 2) {
+            mean = ln_get(&j->p, j->mp, c);
+            inv = ln_get(&j->p, j->vp, c);
+        } else {
+            for (size_t m = 0; m < M; m++)
+                mean += ln_get(&j->x, j->xp, m * C + c);
+            mean /= (double)M;
+            for (size_t m = 0; m < M; m++) {
+                double d = ln_get(&j->x, j->xp, m * C + c) - mean;
+                var += d * d;
+            }
+            inv = 1 / tr_sqrt(var / (double)M + (double)j->eps);
+            if (j->smp)
+                ln_put(&j->p, j->smp, c, mean);
+            if (j->sip)
+                ln_put(&j->p, j->sip, c, inv);
+            if (j->mmp && j->mvp && M > 1) {
+                double f = j->momentum;
+                ln_put(&j->p, j->mmp, c,
+                       (1 - f) * ln_get(&j->p, j->mmp, c) + f * mean);
+                ln_put(&j->p, j->mvp, c,
+                       (1 - f) * ln_get(&j->p, j->mvp, c) +
+                           f * var / (double)(M - 1));
+            }
+        }
+        if (j->kind != 2) {
+            double bias = ln_get(&j->p, j->bp, c);
+            for (size_t m = 0; m < M; m++)
+                ln_put(&j->y, j->yp, m * C + c,
+                       (ln_get(&j->x, j->xp, m * C + c) - mean) * inv * w +
+                           bias);
+            continue;
+        }
+        double sdy = 0, sdyx = 0;
+        for (size_t m = 0; m < M; m++) {
+            double dy = ln_get(&j->dy, j->dyp, m * C + c);
+            sdy += dy;
+            sdyx += dy * (ln_get(&j->x, j->xp, m * C + c) - mean) * inv;
+        }
+        for (size_t m = 0; m < M; m++) {
+            double xh = (ln_get(&j->x, j->xp, m * C + c) - mean) * inv;
+            double dy = ln_get(&j->dy, j->dyp, m * C + c);
+            ln_put(&j->y, j->yp, m * C + c,
+                   w * inv *
+                       (dy - sdy / (double)M - xh * sdyx / (double)M));
+        }
+        ln_put(&j->p, j->dwp, c, sdyx);
+        ln_put(&j->p, j->dbp, c, sdy);
+    }
+}
+
+/* x (and y) NHWC of one float dtype, p [C] of that dtype. */
+static bool bn_descs(const struct cnnlTensorStruct *x,
+                     const struct cnnlTensorStruct *y,
+                     const struct cnnlTensorStruct *p)
+{
+    return x && x->set && tr_float(x) && tr_is_nhwc(x) && tr_same(x, y) &&
+           tr_is_nhwc(y) && p && p->set && p->dt == x->dt && p->rank == 1 &&
+           p->dims[0] == x->dims[3] && x->dims[3] > 0 &&
+           x->dims[0] * x->dims[1] * x->dims[2] > 0;
+}
+
+static cnnlStatus_t bn_launch(cnnlHandle_t h, struct bn_job *j)
+{
+    int dev = si_current();
+    size_t ps;
+    bool ok;
+
+    if (!h || !h->q || dev < 0 || si_queue_device(h->q) != dev) {
+        free(j);
+        return CNNL_STATUS_NOT_INITIALIZED;
+    }
+    nn_numel(&j->p, &ps);
+#define BN_MEM(ptr) (!(ptr) || si_device_mem((ptr), ps, dev))
+    ok = tr_mem(&j->x, j->xp, dev) && tr_mem(&j->y, j->yp, dev) &&
+         j->wp && BN_MEM(j->wp) && BN_MEM(j->mp) && BN_MEM(j->vp) &&
+         BN_MEM(j->mmp) && BN_MEM(j->mvp) && BN_MEM(j->smp) &&
+         BN_MEM(j->sip) && BN_MEM(j->dwp) && BN_MEM(j->dbp);
+    if (j->kind != 2)
+        ok = ok && j->bp && BN_MEM(j->bp);
+    if (j->kind == 1)
+        ok = ok && j->mp && j->vp;
+    if (j->kind == 2)
+        ok = ok && tr_mem(&j->dy, j->dyp, dev) && j->mp && j->vp && j->dwp &&
+             j->dbp;
+#undef BN_MEM
+    if (!ok) {
+        free(j);
+        return CNNL_STATUS_BAD_PARAM;
+    }
+    return si_enqueue(h->q, bn_run, j) == cnrtSuccess
+               ? CNNL_STATUS_SUCCESS
+               : CNNL_STATUS_EXECUTION_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlBatchNormForwardTraining(
+    cnnlHandle_t handle, const void *alpha, const void *beta,
+    const cnnlTensorDescriptor_t x_desc, const void *x,
+    const cnnlTensorDescriptor_t wbmv_desc, const void *weight,
+    const void *bias, void *moving_mean, void *moving_var, float eps,
+    float momentum, const cnnlTensorDescriptor_t y_desc, void *y,
+    void *saved_mean, void *saved_invstd)
+{
+    struct bn_job *j;
+
+    NN_ARMED("cnnlBatchNormForwardTraining");
+    if (alpha || beta || !bn_descs(x_desc, y_desc, wbmv_desc) ||
+        !(eps >= 0) || !(momentum >= 0 && momentum <= 1) ||
+        (!moving_mean) != (!moving_var))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = 0;
+    j->x = *x_desc;
+    j->y = *y_desc;
+    j->p = *wbmv_desc;
+    j->xp = x;
+    j->wp = weight;
+    j->bp = bias;
+    j->mmp = moving_mean;
+    j->mvp = moving_var;
+    j->yp = y;
+    j->smp = saved_mean;
+    j->sip = saved_invstd;
+    j->eps = eps;
+    j->momentum = momentum;
+    return bn_launch(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlBatchNormForwardInference(
+    cnnlHandle_t handle, const void *alpha, const void *beta,
+    const cnnlTensorDescriptor_t x_desc, const void *x,
+    const cnnlTensorDescriptor_t wbmv_desc, const void *weight,
+    const void *bias, const void *estimated_mean, const void *estimated_var,
+    float eps, const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    struct bn_job *j;
+
+    NN_ARMED("cnnlBatchNormForwardInference");
+    if (alpha || beta || !bn_descs(x_desc, y_desc, wbmv_desc) || !(eps >= 0))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = 1;
+    j->x = *x_desc;
+    j->y = *y_desc;
+    j->p = *wbmv_desc;
+    j->xp = x;
+    j->wp = weight;
+    j->bp = bias;
+    j->mp = estimated_mean;
+    j->vp = estimated_var;
+    j->yp = y;
+    j->eps = eps;
+    return bn_launch(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlBatchNormBackward(
+    cnnlHandle_t handle, const void *alpha_data_diff,
+    const void *beta_data_diff, const void *alpha_param_diff,
+    const void *beta_param_diff, const cnnlTensorDescriptor_t x_desc,
+    const void *x, const cnnlTensorDescriptor_t diff_y_desc,
+    const void *diff_y, const cnnlTensorDescriptor_t wbmv_desc,
+    const void *weight, const void *saved_mean, const void *saved_invstd,
+    float eps, const cnnlTensorDescriptor_t diff_x_desc, void *diff_x,
+    void *diff_weight, void *diff_bias)
+{
+    struct bn_job *j;
+
+    NN_ARMED("cnnlBatchNormBackward");
+    if (alpha_data_diff || beta_data_diff || alpha_param_diff ||
+        beta_param_diff || !bn_descs(x_desc, diff_x_desc, wbmv_desc) ||
+        !tr_same(x_desc, diff_y_desc) || !tr_is_nhwc(diff_y_desc) ||
+        !(eps >= 0))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = 2;
+    j->x = *x_desc;
+    j->y = *diff_x_desc;
+    j->dy = *diff_y_desc;
+    j->p = *wbmv_desc;
+    j->xp = x;
+    j->dyp = diff_y;
+    j->wp = weight;
+    j->mp = saved_mean;
+    j->vp = saved_invstd;
+    j->yp = diff_x;
+    j->dwp = diff_weight;
+    j->dbp = diff_bias;
+    j->eps = eps;
+    return bn_launch(handle, j);
 }
