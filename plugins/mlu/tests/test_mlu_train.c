@@ -9,7 +9,8 @@
  *                            float32), a grad of another dtype refused
  *                            with NOT_SUPPORTED, and injected CNNL failures
  *                            mapped to keel statuses naming the call;
- *                            the same for layer_norm and layer_norm_grad.
+ *                            the same for layer_norm, layer_norm_grad,
+ *                            batch_norm and batch_norm_grad.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -256,7 +257,8 @@ static void t_failures(void)
 struct arg {
     const float *v;
     int ndim;
-    int64_t dims[2];
+    int64_t dims[3];
+    float *back; /* not NULL: the input's data after the op lands here */
 };
 
 /* Runs op on mlu:0 with the inputs in, its outputs copied to out[o]
@@ -277,6 +279,13 @@ static keel_status run_op(const char *name, const struct arg *in, int nin,
     CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
     st = keel_op_run(op, t, nin, attr, nattr, res, 4, &got);
     snprintf(last_msg, sizeof(last_msg), "%s", keel_last_error());
+    for (int i = 0; i < nin; i++)
+        if (in[i].back)
+            CU_ASSERT_EQUAL(
+                keel_tensor_to_host(t[i], in[i].back,
+                                    (size_t)keel_tensor_numel(t[i]) *
+                                        sizeof(float)),
+                KEEL_STATUS_OK);
     if (st == KEEL_STATUS_OK) {
         CU_ASSERT_EQUAL(got, nout);
         for (int o = 0; o < nout && o < got; o++)
@@ -311,8 +320,8 @@ static void t_layer_norm(void)
     /* y = xhat scale + bias */
     static const float want_y[8] = {-1, -1, -0.5f, 1.5f, -1, -1, -0.5f, 1.5f};
     static const float want_mean[2] = {2, 1}, want_inv[2] = {0.5f, 0.5f};
-    const struct arg in[3] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
-                              {ln_bias, 1, {4}}};
+    const struct arg in[3] = {{ln_x, 2, {2, 4}, NULL}, {ln_scale, 1, {4}, NULL},
+                              {ln_bias, 1, {4}, NULL}};
     keel_attr at[1] = {fa("epsilon", 0)};
     float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
     const size_t n[3] = {8, 2, 2};
@@ -335,11 +344,11 @@ static void t_layer_norm_grad(void)
     static const float want_dx[8] = {0.5f,   -0.5f, 0.25f,  -0.25f,
                                      -0.25f, 0.25f, -0.25f, 0.25f};
     static const float want_ds[4] = {-1, -1, 2, 1}, want_db[4] = {1, 1, 2, 1};
-    const struct arg in[5] = {{ln_x, 2, {2, 4}},
-                              {ln_scale, 1, {4}},
-                              {mean, 1, {2}},
-                              {inv, 1, {2}},
-                              {dy, 2, {2, 4}}};
+    const struct arg in[5] = {{ln_x, 2, {2, 4}, NULL},
+                              {ln_scale, 1, {4}, NULL},
+                              {mean, 1, {2}, NULL},
+                              {inv, 1, {2}, NULL},
+                              {dy, 2, {2, 4}, NULL}};
     float dx[8], ds[4], db[4], *out[3] = {dx, ds, db};
     const size_t n[3] = {8, 4, 4};
 
@@ -352,7 +361,7 @@ static void t_layer_norm_grad(void)
 
 static void t_layer_norm_refused(void)
 {
-    const struct arg in[2] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}}};
+    const struct arg in[2] = {{ln_x, 2, {2, 4}, NULL}, {ln_scale, 1, {4}, NULL}};
     float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
     const size_t n[3] = {8, 2, 2};
 
@@ -364,8 +373,8 @@ static void t_layer_norm_refused(void)
 
 static void t_layer_norm_failure(void)
 {
-    const struct arg in[3] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
-                              {ln_bias, 1, {4}}};
+    const struct arg in[3] = {{ln_x, 2, {2, 4}, NULL}, {ln_scale, 1, {4}, NULL},
+                              {ln_bias, 1, {4}, NULL}};
     float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
     const size_t n[3] = {8, 2, 2};
 
@@ -374,15 +383,126 @@ static void t_layer_norm_failure(void)
                     KEEL_STATUS_DEVICE_ERROR);
     saw("cnnlLayerNormForward", "CNNL_STATUS_EXECUTION_FAILED");
     arm("cnnlGetLayerNormBackwardWorkspaceSize", CNNL_STATUS_NOT_SUPPORTED);
-    const struct arg gin[5] = {{ln_x, 2, {2, 4}}, {ln_scale, 1, {4}},
-                               {(float[2]){2, 1}, 1, {2}},
-                               {(float[2]){0.5f, 0.5f}, 1, {2}},
-                               {ln_x, 2, {2, 4}}};
+    const struct arg gin[5] = {{ln_x, 2, {2, 4}, NULL}, {ln_scale, 1, {4}, NULL},
+                               {(float[2]){2, 1}, 1, {2}, NULL},
+                               {(float[2]){0.5f, 0.5f}, 1, {2}, NULL},
+                               {ln_x, 2, {2, 4}, NULL}};
     float dx[8], ds[4], db[4], *gout[3] = {dx, ds, db};
     const size_t gn[3] = {8, 4, 4};
     CU_ASSERT_EQUAL(run_op("layer_norm_grad", gin, 5, NULL, 0, gout, gn, 3),
                     KEEL_STATUS_NOT_SUPPORTED);
     saw("cnnlGetLayerNormBackwardWorkspaceSize", "CNNL_STATUS_NOT_SUPPORTED");
+}
+
+/* ---- batch_norm and batch_norm_grad ----------------------------------------- */
+
+/* x [2, 2, 2]: channel 0 holds {0, 4, 4, 0} (mean 2, variance 4, invstd
+ * 0.5 with epsilon 0, xhat {-1, 1, 1, -1} in (n, s) order), channel 1
+ * {1, 1, 3, 3} (mean 2, variance 1, invstd 1, xhat {-1, -1, 1, 1}). */
+static const float bn_x[8] = {0, 4, 1, 1, 4, 0, 3, 3};
+static const float bn_scale[2] = {2, 0.5f}, bn_bias[2] = {1, -1};
+/* y = xhat scale + bias, laid out as x */
+static const float bn_y[8] = {-1, 3, -1.5f, -1.5f, 3, -1, -0.5f, -0.5f};
+
+static void t_batch_norm(void)
+{
+    /* running = 0.5 running + 0.5 batch (biased variance) */
+    static const float want_rm[2] = {1, 3}, want_rv[2] = {3, 1};
+    static const float want_mean[2] = {2, 2}, want_inv[2] = {0.5f, 1};
+    float rm[2] = {0, 4}, rv[2] = {2, 1}, rm_after[2], rv_after[2];
+    const struct arg in[5] = {{bn_x, 3, {2, 2, 2}, NULL},
+                              {bn_scale, 1, {2}, NULL},
+                              {bn_bias, 1, {2}, NULL},
+                              {rm, 1, {2}, rm_after},
+                              {rv, 1, {2}, rv_after}};
+    keel_attr at[3] = {fa("epsilon", 0), fa("momentum", 0.5),
+                       {.name = "training", .type = KEEL_ATTR_BOOL}};
+    float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
+    const size_t n[3] = {8, 2, 2};
+
+    at[2].v.i = 1;
+    CU_ASSERT_EQUAL_FATAL(run_op("batch_norm", in, 5, at, 3, out, n, 3),
+                          KEEL_STATUS_OK);
+    expect_n(y, bn_y, 8);
+    expect_n(mean, want_mean, 2);
+    expect_n(inv, want_inv, 2);
+    expect_n(rm_after, want_rm, 2);
+    expect_n(rv_after, want_rv, 2);
+}
+
+static void t_batch_norm_inference(void)
+{
+    /* the running statistics are the batch's: the same y; saved mean and
+     * invstd from them, the running ones untouched */
+    float rm[2] = {2, 2}, rv[2] = {4, 1}, rm_after[2], rv_after[2];
+    const struct arg in[5] = {{bn_x, 3, {2, 2, 2}, NULL},
+                              {bn_scale, 1, {2}, NULL},
+                              {bn_bias, 1, {2}, NULL},
+                              {rm, 1, {2}, rm_after},
+                              {rv, 1, {2}, rv_after}};
+    keel_attr at[2] = {fa("epsilon", 0),
+                       {.name = "training", .type = KEEL_ATTR_BOOL}};
+    float y[8], mean[2], inv[2], *out[3] = {y, mean, inv};
+    const size_t n[3] = {8, 2, 2};
+
+    at[1].v.i = 0;
+    CU_ASSERT_EQUAL_FATAL(run_op("batch_norm", in, 5, at, 2, out, n, 3),
+                          KEEL_STATUS_OK);
+    expect_n(y, bn_y, 8);
+    expect_n(mean, rm, 2);
+    expect_n(inv, (float[2]){0.5f, 1}, 2);
+    expect_n(rm_after, rm, 2);
+    expect_n(rv_after, rv, 2);
+}
+
+/* channel 0: dy {0, 2, 0, 0}, sum 2, sum dy xhat 2: dx = 2 * 0.5 (dy - 0.5
+ * - 0.5 xhat) = {0, 1, -1, 0}; channel 1: dy {0, 0, 2, 0}, 2 and 2:
+ * dx = 0.5 * 1 (dy - 0.5 - 0.5 xhat) = {0, 0, 0.5, -0.5} */
+static const float bn_dy[8] = {0, 2, 0, 0, 0, 0, 2, 0};
+
+static keel_status run_bn_grad(bool training, float dx[8], float ds[2],
+                               float db[2])
+{
+    const struct arg in[5] = {{bn_x, 3, {2, 2, 2}, NULL},
+                              {bn_scale, 1, {2}, NULL},
+                              {(float[2]){2, 2}, 1, {2}, NULL},
+                              {(float[2]){0.5f, 1}, 1, {2}, NULL},
+                              {bn_dy, 3, {2, 2, 2}, NULL}};
+    keel_attr at[2] = {fa("epsilon", 0),
+                       {.name = "training", .type = KEEL_ATTR_BOOL}};
+    float *out[3] = {dx, ds, db};
+    const size_t n[3] = {8, 2, 2};
+
+    at[1].v.i = training;
+    return run_op("batch_norm_grad", in, 5, at, 2, out, n, 3);
+}
+
+static void t_batch_norm_grad(void)
+{
+    static const float want_dx[8] = {0, 1, 0, 0, -1, 0, 0.5f, -0.5f};
+    static const float want_ds[2] = {2, 2}, want_db[2] = {2, 2};
+    float dx[8], ds[2], db[2];
+
+    CU_ASSERT_EQUAL_FATAL(run_bn_grad(true, dx, ds, db), KEEL_STATUS_OK);
+    expect_n(dx, want_dx, 8);
+    expect_n(ds, want_ds, 2);
+    expect_n(db, want_db, 2);
+}
+
+static void t_batch_norm_refused_and_failures(void)
+{
+    float dx[8], ds[2], db[2];
+
+    CU_ASSERT_EQUAL(run_bn_grad(false, dx, ds, db), KEEL_STATUS_NOT_SUPPORTED);
+    saw("batch_norm_grad", "training 0");
+
+    arm("cnnlTranspose_v2", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_bn_grad(true, dx, ds, db), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlTranspose_v2", "CNNL_STATUS_EXECUTION_FAILED");
+
+    arm("cnnlBatchNormBackward", CNNL_STATUS_ARCH_MISMATCH);
+    CU_ASSERT_EQUAL(run_bn_grad(true, dx, ds, db), KEEL_STATUS_NOT_SUPPORTED);
+    saw("cnnlBatchNormBackward", "CNNL_STATUS_ARCH_MISMATCH");
 }
 
 int main(int argc, char **argv)
@@ -408,6 +528,11 @@ int main(int argc, char **argv)
     CU_add_test(s, "layer_norm_grad by hand", t_layer_norm_grad);
     CU_add_test(s, "layer_norm: a lone scale is refused", t_layer_norm_refused);
     CU_add_test(s, "layer_norm: CNNL failures", t_layer_norm_failure);
+    CU_add_test(s, "batch_norm (training) by hand", t_batch_norm);
+    CU_add_test(s, "batch_norm (inference) by hand", t_batch_norm_inference);
+    CU_add_test(s, "batch_norm_grad by hand", t_batch_norm_grad);
+    CU_add_test(s, "batch_norm_grad: refusal and CNNL failures",
+                t_batch_norm_refused_and_failures);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
