@@ -1,7 +1,7 @@
 /*
  * keel Cambricon MLU plugin — CNNL kernels for the optimizer updates
- * (sgd_update, momentum_update, adam_update, adamw_update) and layer_norm /
- * layer_norm_grad (see mlu_internal.h; the shared parts are in
+ * (sgd_update, momentum_update, adam_update, adamw_update), layer_norm,
+ * batch_norm and their grads (see mlu_internal.h; the shared parts are in
  * mlu_kernels.c; the declarations this file adds are in cnnl_train_api.h;
  * docs/mlu-plugin.md, "Training ops on CNNL").
  *
@@ -26,9 +26,10 @@
  * another dtype than param's is refused (NOT_SUPPORTED: cnnlOpTensor takes
  * one dtype), and the core runs the CPU kernel.
  *
- * layer_norm and its grad are one CNNL call each (see ln_launch).
- * batch_norm and cross_entropy are not offered: they take the CPU
- * fallback.
+ * layer_norm and its grad are one CNNL call each (see ln_launch);
+ * batch_norm and its grad run on CNNL's NHWC batch norm with transposes,
+ * keel's running statistics composed after it (see bn_launch).
+ * cross_entropy is not offered: it takes the CPU fallback.
  */
 #include <dlfcn.h>
 #include <inttypes.h>
