@@ -142,6 +142,8 @@ struct orun {
     const keel_kernel_args *a;
     cnnlHandle_t h;
     bool exec;
+    bool dirty; /* a launched call has written one of the inputs */
+    const char *name;
     keel_status st;
     size_t ws_n;
     void *ws;
@@ -151,10 +153,11 @@ struct orun {
 
 /* The op-tensor descriptors every sequence uses (r->st says how it went). */
 static void orun_begin(struct orun *r, const keel_kernel_args *a,
-                       cnnlHandle_t h)
+                       const char *name, cnnlHandle_t h)
 {
     memset(r, 0, sizeof(*r));
     r->a = a;
+    r->name = name;
     r->h = h;
     r->st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&r->add), a->device,
                          "cnnlCreateOpTensorDescriptor");
@@ -183,6 +186,27 @@ static void orun_end(struct orun *r)
         TR.cnnlDestroyTransposeDescriptor(r->trans);
 }
 
+/*
+ * After each launched call: once a call has written param, a state or a
+ * running statistic in place, a later refusal must not become
+ * NOT_SUPPORTED, or the core's CPU fallback would apply the update a
+ * second time to partly updated inputs. It is DEVICE_ERROR instead.
+ */
+static void r_done(struct orun *r, const void *out, const char *call)
+{
+    if (r->st == KEEL_STATUS_NOT_SUPPORTED && r->dirty) {
+        r->st = mlu_err(KEEL_STATUS_DEVICE_ERROR,
+                        "%s on mlu:%d: %s refused a call after the update "
+                        "had begun writing the inputs in place; they are "
+                        "partly updated, so no CPU fallback can redo it",
+                        r->name, (int)r->a->device, call);
+        return;
+    }
+    for (int i = 0; !r->st && out && i < r->a->num_inputs; i++)
+        if (MLU_PTR(r->a->inputs[i].data) == out)
+            r->dirty = true;
+}
+
 static void r_op(struct orun *r, bool mul, float a1,
                  cnnlTensorDescriptor_t da, const void *pa, float a2,
                  cnnlTensorDescriptor_t db, const void *pb,
@@ -205,6 +229,7 @@ static void r_op(struct orun *r, bool mul, float a1,
                                          pa, &a2, db, pb, r->ws, r->ws_n,
                                          &zero, dc, pc),
                          r->a->device, "cnnlOpTensor");
+    r_done(r, pc, "cnnlOpTensor");
 }
 
 static void r_sqrt(struct orun *r, cnnlTensorDescriptor_t dx, const void *x,
@@ -215,6 +240,7 @@ static void r_sqrt(struct orun *r, cnnlTensorDescriptor_t dx, const void *x,
     r->st = mlu_nn_check(TR.cnnlSqrt_v2(r->h, CNNL_COMPUTATION_HIGH_PRECISION,
                                         dx, x, dy, y),
                          r->a->device, "cnnlSqrt_v2");
+    r_done(r, y, "cnnlSqrt_v2");
 }
 
 /* y = x + add, in place (y is x). */
@@ -227,6 +253,7 @@ static void r_plus(struct orun *r, cnnlTensorDescriptor_t dx, void *x,
         return;
     r->st = mlu_nn_check(TR.cnnlTransform(r->h, &one, dx, x, &add, x),
                          r->a->device, "cnnlTransform");
+    r_done(r, x, "cnnlTransform");
 }
 
 /* y = alpha x + beta (y described by dx). */
@@ -237,6 +264,7 @@ static void r_affine(struct orun *r, float alpha, cnnlTensorDescriptor_t dx,
         return;
     r->st = mlu_nn_check(TR.cnnlTransform(r->h, &alpha, dx, x, &beta, y),
                          r->a->device, "cnnlTransform");
+    r_done(r, y, "cnnlTransform");
 }
 
 /* r->trans of x into y. */
@@ -258,6 +286,7 @@ static void r_transpose(struct orun *r, cnnlTensorDescriptor_t dx,
     r->st = mlu_nn_check(TR.cnnlTranspose_v2(r->h, r->trans, dx, x, dy, y,
                                              r->ws, r->ws_n),
                          r->a->device, "cnnlTranspose_v2");
+    r_done(r, y, "cnnlTranspose_v2");
 }
 
 static void r_div(struct orun *r, cnnlTensorDescriptor_t da, const void *pa,
@@ -278,6 +307,7 @@ static void r_div(struct orun *r, cnnlTensorDescriptor_t da, const void *pa,
     r->st = mlu_nn_check(TR.cnnlDiv_v2(r->h, CNNL_COMPUTATION_HIGH_PRECISION,
                                        da, pa, db, pb, r->ws, r->ws_n, dc, pc),
                          r->a->device, "cnnlDiv_v2");
+    r_done(r, pc, "cnnlDiv_v2");
 }
 
 /* sqrt of a non-negative double by Newton's iteration from above: the
@@ -448,7 +478,7 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         goto out;
     if ((st = mlu_nn_lock(a->device, s, &h)))
         goto out;
-    orun_begin(&r, a, h);
+    orun_begin(&r, a, k->name, h);
     sequence(&r, k->kind, &o, d, dt, t); /* sizes only */
     st = r.st;
     if (!st && r.ws_n > SIZE_MAX - OPT_ALIGN - ntemp * tb)
@@ -833,7 +863,7 @@ static keel_status bn_launch(void *kernel_data, const keel_kernel_args *a)
         goto out;
     if ((st = mlu_nn_lock(dev, s, &h)))
         goto out;
-    orun_begin(&r, a, h);
+    orun_begin(&r, a, k->name, h);
     if (!r.st)
         r.st = mlu_nn_check(TR.cnnlCreateTransposeDescriptor(&r.trans), dev,
                             "cnnlCreateTransposeDescriptor");

@@ -239,10 +239,19 @@ static void t_failures(void)
     CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_DEVICE_ERROR);
     saw("cnnlDiv_v2", "CNNL_STATUS_EXECUTION_FAILED");
 
+    /* a refusal after m and v were written in place must not reach the
+     * CPU fallback, which would update them again */
     adam_case(&u, "adam_update");
     arm("cnnlSqrt_v2", CNNL_STATUS_BAD_PARAM);
+    CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlSqrt_v2", "partly updated");
+
+    /* before any write a refusal is NOT_SUPPORTED (the fallback may run) */
+    adam_case(&u, "adam_update");
+    arm("cnnlOpTensor", CNNL_STATUS_BAD_PARAM);
     CU_ASSERT_EQUAL(run_update(&u), KEEL_STATUS_NOT_SUPPORTED);
-    saw("cnnlSqrt_v2", "CNNL_STATUS_BAD_PARAM");
+    saw("cnnlOpTensor", "CNNL_STATUS_BAD_PARAM");
+    expect(u.in[0], p0);
 
     adam_case(&u, "adam_update");
     arm("cnnlGetDivWorkspaceSize", CNNL_STATUS_ALLOC_FAILED);
