@@ -1,13 +1,14 @@
 /*
  * The CNNL entry points mlu_kernels_train.c adds to those of cnrt_api.h
- * (optimizer updates composed from elementwise calls). Declared here so
+ * (optimizer updates composed from elementwise calls, layer norm, batch
+ * norm with its transposes). Declared here so
  * the plugin builds without Neuware; the plugin dlsym()s every function
  * below from libcnnl.so, and the stand-in (tests/cnnl_standin_train.c)
  * declares its exports from the same list, so a drifting signature does
  * not compile.
  *
  * WHERE EACH FACT WAS CHECKED (public sources only; docs/mlu-plugin.md,
- * "Training ops", says the same):
+ * "Training ops on CNNL", says the same):
  *   - cnnlComputationPreference_t: CNNL_COMPUTATION_FAST 0,
  *     CNNL_COMPUTATION_HIGH_PRECISION 1, in a copy of Neuware's cnnl core
  *     header (CNNL_CORE_H_, "Copyright (C) 2021 Cambricon") kept in a
@@ -34,7 +35,27 @@
  *     diff_x_desc, diff_x, diff_weight, diff_bias): Cambricon's torch_mlu
  *     (layer_norm internals), Oneflow's cambricon layer_norm kernels and
  *     DeepLink's camb layer_norm; a NULL wb_desc with NULL weight and bias
- *     (no affine) is how DeepLink calls the forward.
+ *     (no affine) is how DeepLink calls the forward;
+ *   - cnnlTensorLayout_t CNNL_LAYOUT_NHWC 1 and cnnlSetTensorDescriptor(
+ *     desc, layout, dtype, dimNb, dimSize[]): the core header copy above;
+ *   - cnnlCreate/DestroyTransposeDescriptor, cnnlSetTransposeDescriptor(
+ *     desc, dims, permute[]), cnnlGetTransposeWorkspaceSize(handle,
+ *     x_desc, trans_desc, size_t *), cnnlTranspose_v2(handle, trans_desc,
+ *     x_desc, x, y_desc, y, workspace, workspace_size): torch_mlu's
+ *     permute, DeepLink's camb transpose, Cambricon mlu-ops' CNNL helper;
+ *   - cnnlBatchNormForwardTraining(handle, alpha, beta, x_desc, x,
+ *     wbmv_desc, weight, bias, moving_mean, moving_var, eps, momentum,
+ *     y_desc, y, saved_mean, saved_invstd), cnnlBatchNormForwardInference(
+ *     handle, alpha, beta, x_desc, x, wbmv_desc, weight, bias, mean, var,
+ *     eps, y_desc, y) and cnnlBatchNormBackward(handle, alpha_data_diff,
+ *     beta_data_diff, alpha_param_diff, beta_param_diff, x_desc, x,
+ *     diff_y_desc, diff_y, wbmv_desc, weight, saved_mean, saved_invstd,
+ *     eps, diff_x_desc, diff_x, diff_weight, diff_bias), on NHWC x:
+ *     torch_mlu, PaddleCustomDevice's mlu_baseop.cc (whose comment gives
+ *     CNNL's running update as (1 - momentum) running + momentum batch)
+ *     and oneflow's Cambricon batch norm (NHWC descriptors, a transpose
+ *     each way); NULL moving_mean / moving_var when there are none, and
+ *     NULL alpha / beta, are how torch_mlu calls them.
  *
  * NOT VERIFIED: that alpha and beta of cnnlTransform are read as float
  * for a half tensor (Oneflow passes them in the tensor's type for float
@@ -44,7 +65,8 @@
  * the dtype CNNL wants for mean and rstd of a half x (float16 layer norm
  * is not offered); which variance (biased or not) CNNL folds into its
  * moving variance (the plugin gives it no moving statistics and updates
- * keel's itself).
+ * keel's itself); that NULL alpha / beta of the batch-norm calls mean no
+ * blending (all public callers pass NULL).
  */
 #ifndef KEEL_MLU_CNNL_TRAIN_API_H
 #define KEEL_MLU_CNNL_TRAIN_API_H
