@@ -316,8 +316,10 @@ static double opt_sqrt(double x)
 {
     double y;
 
-    if (!(x > 0) || isinf(x))
-        return x == 0 || isinf(x) ? x : NAN;
+    if (isnan(x) || x < 0)
+        return NAN;
+    if (x == 0 || isinf(x))
+        return x;
     y = x > 1 ? x : 1;
     for (int i = 0; i < 4096; i++) {
         double z = 0.5 * (y + x / y);

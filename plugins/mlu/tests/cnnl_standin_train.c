@@ -1,7 +1,8 @@
 /*
  * The stand-in's CNNL operators for the plugin's mlu_kernels_train.c,
  * computed on the host (shared parts: cnnl_standin.h, standin.h): the
- * elementwise calls the optimizer updates are composed of.
+ * elementwise calls the optimizer updates are composed of, layer norm,
+ * the transpose and NHWC batch norm (each described where it is defined).
  *
  *   cnnlTransform   y = alpha * x + beta (y has x's descriptor; alpha and
  *                   beta are floats)
@@ -52,8 +53,10 @@ static double tr_sqrt(double x)
 {
     double y;
 
-    if (!(x > 0) || isinf(x))
-        return x == 0 || isinf(x) ? x : NAN;
+    if (isnan(x) || x < 0)
+        return NAN;
+    if (x == 0 || isinf(x))
+        return x;
     y = x > 1 ? x : 1;
     for (int i = 0; i < 4096; i++) {
         double z = 0.5 * (y + x / y);
