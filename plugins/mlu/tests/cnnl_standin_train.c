@@ -780,7 +780,7 @@ static bool bn_descs(const struct cnnlTensorStruct *x,
     return x && x->set && tr_float(x) && tr_is_nhwc(x) && tr_same(x, y) &&
            tr_is_nhwc(y) && p && p->set && p->dt == x->dt && p->rank == 1 &&
            p->dims[0] == x->dims[3] && x->dims[3] > 0 &&
-           x->dims[0] * x->dims[1] * x->dims[2] > 0;
+           x->dims[0] > 0 && x->dims[1] > 0 && x->dims[2] > 0;
 }
 
 static cnnlStatus_t bn_launch(cnnlHandle_t h, struct bn_job *j)
