@@ -16,8 +16,11 @@
  * pointer device memory of the current device spanning its view. The
  * work runs on the queue's worker and fills the workspace first.
  *
- * Planted fault (CNRT_STANDIN_FAULT=div_wrong): cnnlDiv_v2's first
- * element is 100 too large, which adam_update's result shows.
+ * Planted faults (CNRT_STANDIN_FAULT): div_wrong makes cnnlDiv_v2's first
+ * element 100 too large, which adam_update's result shows;
+ * bn_invstd_wrong doubles the training batch norm's saved invstd of
+ * channel 0 (y is right), which the saved output and the running variance
+ * the plugin derives from it show.
  */
 #include <math.h>
 #include <pthread.h>
@@ -736,7 +739,8 @@ static void bn_run(void *arg)
             if (j->smp)
                 ln_put(&j->p, j->smp, c, mean);
             if (j->sip)
-                ln_put(&j->p, j->sip, c, inv);
+                ln_put(&j->p, j->sip, c,
+                       c == 0 && si_fault("bn_invstd_wrong") ? 2 * inv : inv);
             if (j->mmp && j->mvp && M > 1) {
                 double f = j->momentum;
                 ln_put(&j->p, j->mmp, c,
