@@ -59,8 +59,9 @@
  *
  * NOT VERIFIED: that alpha and beta of cnnlTransform are read as float
  * for a half tensor (Oneflow passes them in the tensor's type for float
- * only); that cnnlOpTensor accepts an output that is one of its inputs
- * (the in-place updates rely on it, as in-place framework ops do); that
+ * only); that cnnlOpTensor and cnnlTransform accept an output that is
+ * one of their inputs (the in-place updates rely on it, as in-place
+ * framework ops do); that
  * cnnlLayerNormForward takes a weight without a bias (not used: refused);
  * the dtype CNNL wants for mean and rstd of a half x (float16 layer norm
  * is not offered); which variance (biased or not) CNNL folds into its
