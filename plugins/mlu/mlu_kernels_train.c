@@ -10,7 +10,8 @@
  * and do not take keel's weight decay, Nesterov form or Paddle's epsilon
  * scaled by sqrt(1 - beta2_pow): instead every update is COMPOSED from
  * elementwise calls that give the catalog's formula step by step, each
- * rounded to the parameter's dtype like the CPU plugin's float loops:
+ * rounded to the parameter's dtype (in float32 like the CPU plugin's
+ * loops; in float16 coarser, as the CPU plugin keeps float between steps):
  *
  *   cnnlOpTensor ADD   c = alpha1 * a + alpha2 * b (beta 0)
  *   cnnlOpTensor MUL   c = a * b
