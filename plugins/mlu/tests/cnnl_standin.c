@@ -228,6 +228,7 @@ struct nn_job {
     char *cp;
     char *ws;
     size_t ws_n;
+    double alpha1, alpha2, beta; /* op tensor: c = a1 a op a2 b + beta c */
 };
 
 static void nn_run(void *arg)
@@ -243,6 +244,12 @@ static void nn_run(void *arg)
             v = x > 0 ? x : 0;
         else {
             double y = nn_load(&j->b, j->bp + nn_offset(&j->b, k));
+            if (j->alpha1 != 1 || j->alpha2 != 1 || j->beta != 0) {
+                /* scaled: CNNL's c = alpha1 a op alpha2 b + beta c; c is
+                 * read only when beta is not 0 */
+                x *= j->alpha1;
+                y *= j->alpha2;
+            }
             if (j->c.dt == CNNL_DTYPE_INT32)
                 v = j->kind == NN_ADD
                         ? (double)(int32_t)((uint32_t)(int32_t)x +
@@ -253,6 +260,8 @@ static void nn_run(void *arg)
                 v = j->kind == NN_ADD ? x + y : x * y;
             if (k == 0 && j->kind == NN_ADD && si_fault("add_wrong"))
                 v += 1;
+            if (j->beta != 0)
+                v += j->beta * nn_load(&j->c, j->cp + nn_offset(&j->c, k));
         }
         nn_store(&j->c, j->cp + nn_offset(&j->c, k), v);
     }
@@ -308,6 +317,19 @@ SI_API cnnlStatus_t cnnlGetOpTensorWorkspaceSize(
     return CNNL_STATUS_SUCCESS;
 }
 
+/* An op-tensor scaling factor: int for int32 operands, else float. */
+static double nn_scalar(const struct cnnlTensorStruct *c, const void *p)
+{
+    if (c->dt == CNNL_DTYPE_INT32) {
+        int i;
+        memcpy(&i, p, sizeof(i));
+        return i;
+    }
+    float f;
+    memcpy(&f, p, sizeof(f));
+    return f;
+}
+
 SI_API cnnlStatus_t cnnlOpTensor(
     cnnlHandle_t handle, const cnnlOpTensorDescriptor_t op, const void *alpha1,
     const cnnlTensorDescriptor_t a, const void *a_ptr, const void *alpha2,
@@ -326,6 +348,9 @@ SI_API cnnlStatus_t cnnlOpTensor(
     if (!(j = calloc(1, sizeof(*j))))
         return CNNL_STATUS_ALLOC_FAILED;
     j->kind = op->op == CNNL_OP_TENSOR_ADD ? NN_ADD : NN_MUL;
+    j->alpha1 = nn_scalar(c, alpha1);
+    j->alpha2 = nn_scalar(c, alpha2);
+    j->beta = nn_scalar(c, beta);
     j->a = *a;
     j->b = *b;
     j->c = *c;
