@@ -344,6 +344,24 @@ static void t_lifecycle(void)
     CU_ASSERT_EQUAL(n, 2);
     sum_checked(m);
     CU_ASSERT_TRUE(cncl_calls() > calls); /* it did run on CNCL */
+    /* a refusal inside a group: group_end runs none of the group (rank
+     * 0's queued all_reduce would otherwise wait for rank 1 and put the
+     * ranks' call orders out of step, which the next sum would show) */
+    {
+        keel_dptr p = 0;
+        CU_ASSERT_EQUAL_FATAL(api->memory->alloc(0, 16, &p), KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL(col->group_start(), KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL(col->all_reduce(m[0], NULL, p, p, 4, KEEL_F32,
+                                        KEEL_REDUCE_SUM),
+                        KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL(col->all_reduce(m[1], NULL, p, p, 4, KEEL_F32,
+                                        KEEL_REDUCE_SUM),
+                        KEEL_STATUS_INVALID_ARGUMENT); /* mlu:0's memory */
+        CU_ASSERT_EQUAL(col->group_end(), KEEL_STATUS_INVALID_ARGUMENT);
+        saw("none of the group's calls were run", NULL);
+        api->memory->free(0, p);
+    }
+    sum_checked(m);
     for (int r = 0; r < 2; r++)
         CU_ASSERT_EQUAL(col->comm_destroy(m[r]), KEEL_STATUS_OK);
     CU_ASSERT_EQUAL(live_comms(), before);
