@@ -8,7 +8,8 @@
  *   mlu_memory.c      cnrtMalloc / cnrtHostMalloc, copies, memsets, info
  *   mlu_queue.c       keel streams as CNRT queues, events as notifiers
  *   mlu_kernels.c     add, multiply, relu on CNNL (libcnnl.so)
- *   mlu_collective.c  the collective group on the kit's in-process engine
+ *   mlu_collective.c  the collective group on CNCL (libcncl.so), or on the
+ *                     kit's in-process engine without it
  *
  * CNRT keeps a current device per host thread (cnrtSetDevice); the keel ABI
  * names the device in every call. mlu_bind() sets it at the start of every
@@ -204,6 +205,7 @@ keel_status mlu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
 
 extern const keel_collective_ops mlu_coll_ops;
 void mlu_collective_finalize(void);
+void mlu_collective_unload(void); /* dlclose libcncl.so (unload) */
 
 #define MLU_PTR(p) ((void *)(uintptr_t)(p))
 

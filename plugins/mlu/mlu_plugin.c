@@ -587,6 +587,7 @@ __attribute__((destructor)) static void mlu_unload(void)
         return;
     mlu_finalize();
     mlu_kernels_close();
+    mlu_collective_unload();
     dlclose(mlu.rt.lib);
     memset(&mlu.rt, 0, sizeof(mlu.rt));
 }
