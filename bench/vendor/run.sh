@@ -9,7 +9,7 @@
 #
 # Meant for a machine with the vendor's SDK and driver installed (CANN:
 # libascendcl.so, libopapi.so, libhccl.so; Neuware: libcnrt.so,
-# libcnnl.so) on the library path, and keel's build dependencies. The
+# libcnnl.so, libcncl.so) on the library path, and keel's build dependencies. The
 # plugins load the SDK at run time, so the build itself needs no SDK.
 # Writes into OUT_DIR: run.log, devices.txt, fallbacks.txt, conform.json,
 # conform.xml, conform.log, bench-<plugin>.json, bench-cpu.json, mnist.log.
