@@ -1,28 +1,549 @@
 /*
- * keel Cambricon MLU plugin — CNNL kernels for softmax, log_softmax, matmul, linear, cast, conv2d and conv2d_grad, the pooling ops
- * (see mlu_internal.h; the shared parts are in mlu_kernels.c).
+ * keel Cambricon MLU plugin — CNNL kernels for softmax, log_softmax,
+ * matmul, linear and cast (see mlu_internal.h; the shared parts, handle,
+ * descriptors and workspace, are in mlu_kernels.c; the CNNL declarations
+ * and what was verified of them in cnnl_nn_api.h).
  *
- * Not written yet: lookup offers nothing, so these ops take the CPU
- * fallback.
+ *   softmax, log_softmax  cnnlSoftmaxForward_v2 on a 3-D view of a
+ *                         contiguous x: [outer, 1, n] in LOW_DIMENSION
+ *                         mode when the axis is innermost, else
+ *                         [outer, n, inner] in MEDIUM_DIMENSION mode;
+ *                         ACCURATE (max subtracted) or LOG algorithm.
+ *                         A strided x or output is refused.
+ *   matmul                2-D: cnnlMatMul; batched: cnnlBatchMatMulBCast
+ *                         with its workspace. keel hands transposes over
+ *                         as swapped strides: a row-major operand is
+ *                         passed as it is, a column-major one as its
+ *                         row-major transpose with the transpose flag set;
+ *                         a batch dim of stride 0 is described as size 1
+ *                         (CNNL's broadcast). Anything else, and K = 0,
+ *                         is refused.
+ *   linear                x collapsed to [M, in] and weight as a matmul
+ *                         operand (cnnlMatMul); the bias is first
+ *                         broadcast into the output with cnnlExpand and
+ *                         then accumulated (beta 1).
+ *   cast                  cnnlCastDataType for float32 <-> float16 and
+ *                         int32 -> float32 / float16 only. Float to
+ *                         integer is refused: keel truncates and CNNL's
+ *                         rounding there is not documented in what was
+ *                         read; a cast to the same dtype, to bool, int64
+ *                         or any dtype CNNL has no verified name for is
+ *                         refused too.
+ *
+ * float32 and float16 (cast: the sources float32, float16, int32). Every
+ * refusal is NOT_SUPPORTED, which the core answers with its CPU fallback.
+ * Each kernel is offered only when its own entry points resolved.
  */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+
 #include <keel/kit.h>
 
+#include "cnnl_nn_api.h"
 #include "mlu_internal.h"
+
+#define NN (mlu.nn)
+
+static struct {
+#define NN_SLOT(ret, name, params) ret(*name) params;
+    MLU_CNNL_NN_FUNCS(NN_SLOT)
+#undef NN_SLOT
+} F;
+
+enum nop { OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL, OP_LINEAR, OP_CAST };
+
+#define FLOATS (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
+
+static struct ndef {
+    const char *name;
+    enum nop op;
+    uint32_t dtypes;
+    int id;  /* catalog id, -1 until open */
+    bool ok; /* its entry points resolved */
+} ndefs[] = {
+    {"softmax", OP_SOFTMAX, FLOATS, -1, false},
+    {"log_softmax", OP_LOG_SOFTMAX, FLOATS, -1, false},
+    {"matmul", OP_MATMUL, FLOATS, -1, false},
+    {"linear", OP_LINEAR, FLOATS, -1, false},
+    {"cast", OP_CAST, FLOATS | KEEL_DTYPE_BIT(KEEL_I32), -1, false},
+};
+#define NNDEFS (sizeof(ndefs) / sizeof(ndefs[0]))
 
 void mlu_kernels_nn_open(void *cnnl)
 {
-    (void)cnnl;
+    memset(&F, 0, sizeof(F));
+    if (!cnnl)
+        return;
+#define NN_GET(ret, name, params) *(void **)&F.name = dlsym(cnnl, #name);
+    MLU_CNNL_NN_FUNCS(NN_GET)
+#undef NN_GET
+    for (size_t i = 0; i < NNDEFS; i++) {
+        struct ndef *k = &ndefs[i];
+        switch (k->op) {
+        case OP_SOFTMAX:
+        case OP_LOG_SOFTMAX:
+            k->ok = F.cnnlSoftmaxForward_v2 != NULL;
+            break;
+        case OP_MATMUL: /* batched needs the BCast pair (checked there) */
+            k->ok = F.cnnlMatMul != NULL;
+            break;
+        case OP_LINEAR:
+            k->ok = F.cnnlMatMul && F.cnnlExpand;
+            break;
+        case OP_CAST:
+            k->ok = F.cnnlCastDataType != NULL;
+            break;
+        }
+        k->id = keel_kit_op_id(k->name);
+        if (!k->ok)
+            mlu_note(KEEL_LOG_INFO,
+                     "mlu: libcnnl.so lacks an entry point of %s: it takes "
+                     "the CPU fallback",
+                     k->name);
+    }
 }
 
 void mlu_kernels_nn_close(void)
 {
+    memset(&F, 0, sizeof(F));
+    for (size_t i = 0; i < NNDEFS; i++) {
+        ndefs[i].ok = false;
+        ndefs[i].id = -1;
+    }
+}
+
+/* ---- descriptors --------------------------------------------------------- */
+
+/* A CNNL_LAYOUT_ARRAY descriptor with these dims and element strides. */
+static keel_status describe(int32_t dev, keel_dtype dt, int rank,
+                            const int64_t *dims, const int64_t *strides,
+                            cnnlTensorDescriptor_t *out)
+{
+    int d[KEEL_MAX_DIMS], s[KEEL_MAX_DIMS];
+    keel_status st;
+
+    *out = NULL;
+    if (rank < 1 || rank > KEEL_MAX_DIMS)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "mlu kernels: rank %d does not fit a CNNL descriptor",
+                       rank);
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || dims[i] > INT_MAX || strides[i] < 0 ||
+            strides[i] > INT_MAX)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "mlu kernels: dim %d (size %" PRId64
+                           ", stride %" PRId64
+                           ") does not fit a CNNL descriptor",
+                           i, dims[i], strides[i]);
+        d[i] = (int)dims[i];
+        s[i] = (int)strides[i];
+    }
+    if ((st = mlu_nn_check(NN.cnnlCreateTensorDescriptor(out), dev,
+                           "cnnlCreateTensorDescriptor")))
+        return st;
+    st = mlu_nn_check(NN.cnnlSetTensorDescriptorEx(*out, CNNL_LAYOUT_ARRAY,
+                                                   mlu_nn_dtype(dt), rank, d,
+                                                   s),
+                      dev, "cnnlSetTensorDescriptorEx");
+    if (st) {
+        NN.cnnlDestroyTensorDescriptor(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Row-major strides of dims (empty dims counted as 1). */
+static void row_major(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i] > 0 ? dims[i] : 1;
+    }
+}
+
+/* ---- softmax, log_softmax ------------------------------------------------ */
+
+static keel_status softmax(const struct ndef *k, const keel_kernel_args *a,
+                           cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *y = &a->outputs[0];
+    int64_t axis = keel_kit_attr_i(a, "axis", -1), dims[3], strides[3];
+    int64_t outer = 1, n = 1, inner = 1;
+    cnnlTensorDescriptor_t xd = NULL, yd = NULL;
+    cnnlSoftmaxMode_t mode;
+    float one = 1.0f, zero = 0.0f;
+    keel_status st;
+
+    /* CNNL sees a 3-D contiguous view; a strided x would need a copy. */
+    if (!keel_kit_contiguous(x) || !keel_kit_contiguous(y))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a strided x is not passed to CNNL", k->name);
+    if (x->ndim > 0) {
+        if (axis < 0)
+            axis += x->ndim;
+        if (axis < 0 || axis >= x->ndim)
+            return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: axis %" PRId64 " is out of range for rank %d",
+                           k->name, keel_kit_attr_i(a, "axis", -1),
+                           (int)x->ndim);
+        outer = keel_kit_prod(x->shape, 0, (int)axis);
+        n = x->shape[axis];
+        inner = keel_kit_prod(x->shape, (int)axis + 1, x->ndim);
+    }
+    if (inner == 1) {
+        mode = CNNL_SOFTMAX_MODE_LOW_DIMENSION;
+        dims[0] = outer, dims[1] = 1, dims[2] = n;
+    } else {
+        mode = CNNL_SOFTMAX_MODE_MEDIUM_DIMENSION;
+        dims[0] = outer, dims[1] = n, dims[2] = inner;
+    }
+    row_major(3, dims, strides);
+    st = describe(a->device, x->dtype, 3, dims, strides, &xd);
+    if (!st)
+        st = describe(a->device, y->dtype, 3, dims, strides, &yd);
+    if (!st)
+        st = mlu_nn_check(
+            F.cnnlSoftmaxForward_v2(
+                h, k->op == OP_LOG_SOFTMAX ? CNNL_SOFTMAX_LOG
+                                           : CNNL_SOFTMAX_ACCURATE,
+                mode, CNNL_COMPUTATION_HIGH_PRECISION, &one, xd,
+                MLU_PTR(x->data), &zero, yd, MLU_PTR(y->data)),
+            a->device, "cnnlSoftmaxForward_v2");
+    if (xd)
+        NN.cnnlDestroyTensorDescriptor(xd);
+    if (yd)
+        NN.cnnlDestroyTensorDescriptor(yd);
+    return st;
+}
+
+/* ---- matmul, linear ------------------------------------------------------ */
+
+/*
+ * How one matrix operand reaches CNNL. The matrix is rows x cols with row
+ * stride rs and column stride cs (in elements): row-major (cs 1, rs cols)
+ * goes as it is; column-major (rs 1, cs rows) goes as its cols x rows
+ * transpose, which is row-major, with the transpose flag set. A stride
+ * along a dim of size 1 does not matter. False for any other layout.
+ */
+static bool mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                       bool *trans, int64_t dims[2])
+{
+    bool row = (cols == 1 || cs == 1) && (rows == 1 || rs == cols);
+    bool col = (rows == 1 || rs == 1) && (cols == 1 || cs == rows);
+
+    *trans = !row && col;
+    dims[0] = *trans ? cols : rows;
+    dims[1] = *trans ? rows : cols;
+    return row || col;
+}
+
+/*
+ * A batched operand [B..., rows, cols]: the batch dims of stride 0 become
+ * size 1 (broadcast), the others must be row-major over the stored
+ * matrices. dims/strides receive the descriptor (rank = d->ndim).
+ */
+static bool batch_layout(const keel_tensor_desc *d, bool *trans,
+                         int64_t *dims, int64_t *strides)
+{
+    int r = d->ndim;
+    int64_t m[2];
+
+    if (!mat_layout(d->shape[r - 2], d->shape[r - 1], d->strides[r - 2],
+                    d->strides[r - 1], trans, m))
+        return false;
+    dims[r - 2] = m[0];
+    dims[r - 1] = m[1];
+    for (int i = 0; i < r - 2; i++)
+        dims[i] = d->strides[i] == 0 ? 1 : d->shape[i];
+    row_major(r, dims, strides);
+    for (int i = 0; i < r - 2; i++)
+        if (dims[i] > 1 && d->strides[i] != strides[i])
+            return false;
+    return true;
+}
+
+static keel_status matmul(const struct ndef *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s, cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *y = &a->inputs[1];
+    const keel_tensor_desc *o = &a->outputs[0];
+    int r = x->ndim;
+    int64_t M, K, N, xd_[KEEL_MAX_DIMS], xs[KEEL_MAX_DIMS];
+    int64_t yd_[KEEL_MAX_DIMS], ys[KEEL_MAX_DIMS];
+    int64_t od_[KEEL_MAX_DIMS], os[KEEL_MAX_DIMS];
+    cnnlTensorDescriptor_t td[3] = {NULL, NULL, NULL};
+    bool tx, ty;
+    keel_status st;
+
+    if (r < 2 || y->ndim != r)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x has rank %d and y rank %d (want both >= 2, "
+                       "resolved by the shape rule)",
+                       k->name, (int)x->ndim, (int)y->ndim);
+    M = x->shape[r - 2];
+    K = x->shape[r - 1];
+    N = y->shape[r - 1];
+    if (y->shape[r - 2] != K)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x is [.., %" PRId64 ", %" PRId64
+                       "] but y is [.., %" PRId64 ", %" PRId64 "]",
+                       k->name, M, K, y->shape[r - 2], N);
+    /* What CNNL makes of K = 0 (beta * c, or nothing) is not documented. */
+    if (K == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: K = 0 is not passed to CNNL", k->name);
+    if (!batch_layout(x, &tx, xd_, xs) || !batch_layout(y, &ty, yd_, ys))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: an operand is neither row- nor column-major "
+                       "(or its batch dims are not packed)",
+                       k->name);
+    for (int i = 0; i < r - 2; i++)
+        od_[i] = x->shape[i];
+    od_[r - 2] = M;
+    od_[r - 1] = N;
+    row_major(r, od_, os);
+    if (r > 2 && (!F.cnnlBatchMatMulBCast ||
+                  !F.cnnlGetBatchMatMulBCastWorkspaceSize))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: libcnnl.so has no cnnlBatchMatMulBCast: batched "
+                       "matmul takes the CPU fallback",
+                       k->name);
+    st = describe(a->device, x->dtype, r, xd_, xs, &td[0]);
+    if (!st)
+        st = describe(a->device, y->dtype, r, yd_, ys, &td[1]);
+    if (!st)
+        st = describe(a->device, o->dtype, r, od_, os, &td[2]);
+    if (!st && r == 2) {
+        float one = 1.0f, zero = 0.0f;
+        st = mlu_nn_check(F.cnnlMatMul(h, tx, ty, &one, td[0],
+                                       MLU_PTR(x->data), td[1],
+                                       MLU_PTR(y->data), &zero, td[2],
+                                       MLU_PTR(o->data)),
+                          a->device, "cnnlMatMul");
+    } else if (!st) {
+        size_t ws = 0;
+        void *wsp = NULL;
+        bool ours = false;
+
+        st = mlu_nn_check(F.cnnlGetBatchMatMulBCastWorkspaceSize(
+                              h, td[0], td[1], td[2], &ws),
+                          a->device, "cnnlGetBatchMatMulBCastWorkspaceSize");
+        if (!st)
+            st = mlu_nn_workspace(a, k->name, ws, &wsp, &ours);
+        if (!st)
+            st = mlu_nn_check(
+                F.cnnlBatchMatMulBCast(h, tx, ty, td[0], MLU_PTR(x->data),
+                                       td[1], MLU_PTR(y->data), wsp, ws,
+                                       td[2], MLU_PTR(o->data)),
+                a->device, "cnnlBatchMatMulBCast");
+        st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+    }
+    for (int i = 0; i < 3; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
+/*
+ * x [..., in] as one [M, in] matrix: the leading dims of size > 1 must
+ * nest (each stride the next one's times its size); the innermost of them
+ * gives the row stride. False when they do not.
+ */
+static bool collapse_rows(const keel_tensor_desc *x, int64_t *M,
+                          int64_t *rs)
+{
+    int last = -1;
+
+    *M = 1;
+    *rs = 0;
+    for (int i = 0; i < x->ndim - 1; i++) {
+        if (x->shape[i] == 1)
+            continue;
+        if (last >= 0 && x->strides[last] != x->strides[i] * x->shape[i])
+            return false;
+        last = i;
+        *M *= x->shape[i];
+    }
+    if (last >= 0)
+        *rs = x->strides[last];
+    return true;
+}
+
+static keel_status linear(const struct ndef *k, const keel_kernel_args *a,
+                          cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1];
+    const keel_tensor_desc *b = a->num_inputs > 2 ? &a->inputs[2] : NULL;
+    const keel_tensor_desc *o = &a->outputs[0];
+    int64_t M, rs, in, out, xm[2], wm[2], om[2], st2[2], bs[2], bd[2];
+    cnnlTensorDescriptor_t td[4] = {NULL, NULL, NULL, NULL};
+    float one = 1.0f, beta = 0.0f;
+    bool tx, tw;
+    keel_status st;
+
+    if (x->ndim < 1 || w->ndim != 2 || (b && b->ndim != 1))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: want x [..., in], weight [in, out], bias [out]",
+                       k->name);
+    in = x->shape[x->ndim - 1];
+    out = w->shape[1];
+    if (w->shape[0] != in || (b && b->shape[0] != out))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x, weight and bias do not agree", k->name);
+    if (in == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: in = 0 is not passed to CNNL", k->name);
+    if (!collapse_rows(x, &M, &rs) ||
+        !mat_layout(M, in, rs, x->strides[x->ndim - 1], &tx, xm) ||
+        !mat_layout(in, out, w->strides[0], w->strides[1], &tw, wm))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: x or weight is neither row- nor column-major",
+                       k->name);
+    om[0] = M;
+    om[1] = out;
+    row_major(2, xm, st2);
+    st = describe(a->device, x->dtype, 2, xm, st2, &td[0]);
+    row_major(2, wm, st2);
+    if (!st)
+        st = describe(a->device, w->dtype, 2, wm, st2, &td[1]);
+    row_major(2, om, st2);
+    if (!st)
+        st = describe(a->device, o->dtype, 2, om, st2, &td[2]);
+    if (!st && b) {
+        /* bias as [1, out] broadcast over the rows of the output */
+        bd[0] = 1;
+        bd[1] = out;
+        bs[0] = out;
+        bs[1] = b->strides[0];
+        st = describe(a->device, b->dtype, 2, bd, bs, &td[3]);
+        if (!st)
+            st = mlu_nn_check(F.cnnlExpand(h, td[3], MLU_PTR(b->data),
+                                           td[2], MLU_PTR(o->data)),
+                              a->device, "cnnlExpand");
+        beta = 1.0f;
+    }
+    if (!st)
+        st = mlu_nn_check(F.cnnlMatMul(h, tx, tw, &one, td[0],
+                                       MLU_PTR(x->data), td[1],
+                                       MLU_PTR(w->data), &beta, td[2],
+                                       MLU_PTR(o->data)),
+                          a->device, "cnnlMatMul");
+    for (int i = 0; i < 4; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
+/* ---- cast ---------------------------------------------------------------- */
+
+static bool cast_type(keel_dtype from, keel_dtype to, cnnlCastDataType_t *c)
+{
+    if (from == KEEL_F32 && to == KEEL_F16)
+        *c = CNNL_CAST_FLOAT_TO_HALF;
+    else if (from == KEEL_F16 && to == KEEL_F32)
+        *c = CNNL_CAST_HALF_TO_FLOAT;
+    else if (from == KEEL_I32 && to == KEEL_F32)
+        *c = CNNL_CAST_INT32_TO_FLOAT;
+    else if (from == KEEL_I32 && to == KEEL_F16)
+        *c = CNNL_CAST_INT32_TO_HALF;
+    else
+        return false;
+    return true;
+}
+
+static keel_status cast(const struct ndef *k, const keel_kernel_args *a,
+                        cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *y = &a->outputs[0];
+    cnnlTensorDescriptor_t xd = NULL, yd = NULL;
+    cnnlCastDataType_t c;
+    keel_status st;
+
+    if (!cast_type(x->dtype, y->dtype, &c))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: %s to %s is not passed to CNNL", k->name,
+                       keel_kit_dtype_name(x->dtype),
+                       keel_kit_dtype_name(y->dtype));
+    st = mlu_nn_describe(a->device, x, &xd);
+    if (!st)
+        st = mlu_nn_describe(a->device, y, &yd);
+    if (!st)
+        st = mlu_nn_check(F.cnnlCastDataType(h, xd, MLU_PTR(x->data), c, yd,
+                                             MLU_PTR(y->data)),
+                          a->device, "cnnlCastDataType");
+    if (xd)
+        NN.cnnlDestroyTensorDescriptor(xd);
+    if (yd)
+        NN.cnnlDestroyTensorDescriptor(yd);
+    return st;
+}
+
+/* ---- launch and lookup --------------------------------------------------- */
+
+static keel_status launch(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct ndef *k = kernel_data;
+    struct keel_stream_s *s;
+    cnnlHandle_t h;
+    keel_kit_msg msg;
+    keel_status st;
+
+    if (!a)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                       k->name);
+    if ((st = keel_kit_check(k->id, a, &msg)))
+        return mlu_err(st, "%s: %s", k->name, msg.text);
+    if ((st = mlu_enter(a->device, k->name)) ||
+        (st = mlu_queue_of(a->device, a->stream, k->name, &s)))
+        return st;
+    if (!(k->dtypes & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not handled",
+                       k->name, keel_kit_dtype_name(a->inputs[0].dtype));
+    if (k->op != OP_CAST) {
+        for (int i = 0; i < a->num_inputs; i++)
+            if (a->inputs[i].dtype != a->outputs[0].dtype)
+                return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                               "%s: mixed dtypes are not passed to CNNL",
+                               k->name);
+    }
+    if (keel_kit_numel(&a->outputs[0]) == 0)
+        return KEEL_STATUS_OK;
+    if ((st = mlu_nn_lock(a->device, s, &h)))
+        return st;
+    switch (k->op) {
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX:
+        st = softmax(k, a, h);
+        break;
+    case OP_MATMUL:
+        st = matmul(k, a, s, h);
+        break;
+    case OP_LINEAR:
+        st = linear(k, a, h);
+        break;
+    case OP_CAST:
+        st = cast(k, a, h);
+        break;
+    }
+    mlu_nn_unlock(a->device);
+    return st;
 }
 
 keel_status mlu_kernels_nn_lookup(const char *op_name, keel_dtype dtype,
                                   keel_kernel *kernel)
 {
-    (void)op_name;
-    (void)dtype;
-    (void)kernel;
+    for (size_t i = 0; i < NNDEFS; i++) {
+        if (!ndefs[i].ok || ndefs[i].id < 0 ||
+            strcmp(ndefs[i].name, op_name) ||
+            !(ndefs[i].dtypes & KEEL_DTYPE_BIT(dtype)))
+            continue;
+        kernel->fn = launch;
+        kernel->kernel_data = &ndefs[i];
+        return KEEL_STATUS_OK;
+    }
     return KEEL_STATUS_NOT_FOUND;
 }

@@ -1,9 +1,471 @@
 /*
  * The stand-in's CNNL operators for the plugin's mlu_kernels_nn.c,
- * computed on the host (shared parts: cnnl_standin.h, standin.h).
+ * computed on the host (shared parts: cnnl_standin.h, standin.h). Test
+ * code only.
  *
- * Not written yet.
+ *   cnnlSoftmaxForward_v2   a 3-D descriptor; LOW_DIMENSION normalises
+ *                           along dim 2, MEDIUM_DIMENSION along dim 1,
+ *                           HIGH_DIMENSION along dim 0; ACCURATE / FAST
+ *                           give e^(x - m) / sum, LOG x - m - ln sum;
+ *                           y = alpha * that + beta * y (NULL: 1 and 0).
+ *   cnnlMatMul              2-D a, b, c: c = alpha * op(a) op(b) + beta * c
+ *                           (float alpha and beta).
+ *   cnnlBatchMatMulBCast    a, b, c of one rank >= 3: a batch dim of size 1
+ *                           broadcasts; asks for a 512-byte workspace and
+ *                           checks it is given.
+ *   cnnlExpand              input dims 1 or the output's (same rank).
+ *   cnnlCastDataType        FLOAT<->HALF, INT32->FLOAT/HALF, the dtypes of
+ *                           the descriptors matching the cast.
+ *
+ * Every call checks its descriptors (set, dims consistent, dtypes equal
+ * where CNNL wants that) and that each pointer is device memory of the
+ * current device spanning its descriptor; the work runs on the queue's
+ * worker, accumulating in double. CNRT_STANDIN_FAULT=softmax_wrong makes
+ * the first element of every softmax 0.25 too large.
  */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnnl_nn_api.h"
 #include "cnnl_standin.h"
 
-typedef int cnnl_standin_nn_empty; /* ISO C wants a declaration */
+#define NN_PROTO(ret, name, params) SI_API ret name params;
+MLU_CNNL_NN_FUNCS(NN_PROTO)
+#undef NN_PROTO
+
+#define BMM_WORKSPACE 512
+
+enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST };
+
+struct job {
+    enum job_kind kind;
+    struct cnnlTensorStruct a, b, c;
+    const char *ap, *bp;
+    char *cp;
+    char *ws;
+    size_t ws_n;
+    bool ta, tb, log;
+    int axis; /* softmax: the dim normalised */
+    double alpha, beta;
+};
+
+static double at(const struct cnnlTensorStruct *t, const char *p,
+                 const int *idx)
+{
+    size_t off = 0;
+
+    for (int i = 0; i < t->rank; i++)
+        off += (size_t)idx[i] * (size_t)t->strides[i];
+    return nn_load(t, p + off * nn_dt_bytes(t->dt));
+}
+
+static void put(const struct cnnlTensorStruct *t, char *p, const int *idx,
+                double v)
+{
+    size_t off = 0;
+
+    for (int i = 0; i < t->rank; i++)
+        off += (size_t)idx[i] * (size_t)t->strides[i];
+    nn_store(t, p + off * nn_dt_bytes(t->dt), v);
+}
+
+static void run_softmax(struct job *j)
+{
+    int d0 = j->a.dims[0], d1 = j->a.dims[1], d2 = j->a.dims[2];
+    int n = j->a.dims[j->axis], idx[3];
+    int o1 = j->axis == 0 ? d1 : d0, o2 = j->axis == 2 ? d1 : d2;
+    bool first = true;
+
+    (void)d0;
+    for (int p = 0; p < o1; p++) {
+        for (int q = 0; q < o2; q++) {
+            double m = -INFINITY, sum = 0;
+#define SM_IDX(t)                                            \
+    do {                                                     \
+        if (j->axis == 0)                                    \
+            idx[0] = (t), idx[1] = p, idx[2] = q;            \
+        else if (j->axis == 1)                               \
+            idx[0] = p, idx[1] = (t), idx[2] = q;            \
+        else                                                 \
+            idx[0] = p, idx[1] = q, idx[2] = (t);            \
+    } while (0)
+            for (int t = 0; t < n; t++) {
+                SM_IDX(t);
+                double v = at(&j->a, j->ap, idx);
+                if (v > m || isnan(v))
+                    m = isnan(m) ? m : v;
+            }
+            for (int t = 0; t < n; t++) {
+                SM_IDX(t);
+                sum += exp(at(&j->a, j->ap, idx) - m);
+            }
+            for (int t = 0; t < n; t++) {
+                SM_IDX(t);
+                double x = at(&j->a, j->ap, idx);
+                double v = j->log ? x - m - log(sum) : exp(x - m) / sum;
+                if (first && si_fault("softmax_wrong"))
+                    v += 0.25;
+                first = false;
+                v *= j->alpha;
+                if (j->beta != 0)
+                    v += j->beta * at(&j->c, j->cp, idx);
+                put(&j->c, j->cp, idx, v);
+            }
+#undef SM_IDX
+        }
+    }
+}
+
+/* One matrix product c[cb] = alpha * op(a[ab]) op(b[bb]) + beta * c; the
+ * batch offsets in elements. */
+static void gemm(struct job *j, size_t ab, size_t bb, size_t cb)
+{
+    int r = j->c.rank, M = j->c.dims[r - 2], N = j->c.dims[r - 1];
+    int K = j->ta ? j->a.dims[r - 2] : j->a.dims[r - 1];
+    size_t ea = nn_dt_bytes(j->a.dt), eb = nn_dt_bytes(j->b.dt);
+    size_t ec = nn_dt_bytes(j->c.dt);
+
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) {
+                int ar = j->ta ? k : m, ac = j->ta ? m : k;
+                int br = j->tb ? n : k, bc = j->tb ? k : n;
+                size_t ao = ab + (size_t)ar * (size_t)j->a.strides[r - 2] +
+                            (size_t)ac * (size_t)j->a.strides[r - 1];
+                size_t bo = bb + (size_t)br * (size_t)j->b.strides[r - 2] +
+                            (size_t)bc * (size_t)j->b.strides[r - 1];
+                acc += nn_load(&j->a, j->ap + ao * ea) *
+                       nn_load(&j->b, j->bp + bo * eb);
+            }
+            size_t co = cb + (size_t)m * (size_t)j->c.strides[r - 2] +
+                        (size_t)n * (size_t)j->c.strides[r - 1];
+            double v = j->alpha * acc;
+            if (j->beta != 0)
+                v += j->beta * nn_load(&j->c, j->cp + co * ec);
+            nn_store(&j->c, j->cp + co * ec, v);
+        }
+    }
+}
+
+static void run_bmm(struct job *j)
+{
+    int r = j->c.rank, idx[8] = {0};
+    size_t batches = 1;
+
+    for (int i = 0; i < r - 2; i++)
+        batches *= (size_t)j->c.dims[i];
+    for (size_t t = 0; t < batches; t++) {
+        size_t k = t, ab = 0, bb = 0, cb = 0;
+        for (int i = r - 3; i >= 0; i--) {
+            idx[i] = (int)(k % (size_t)j->c.dims[i]);
+            k /= (size_t)j->c.dims[i];
+            if (j->a.dims[i] > 1)
+                ab += (size_t)idx[i] * (size_t)j->a.strides[i];
+            if (j->b.dims[i] > 1)
+                bb += (size_t)idx[i] * (size_t)j->b.strides[i];
+            cb += (size_t)idx[i] * (size_t)j->c.strides[i];
+        }
+        gemm(j, ab, bb, cb);
+    }
+}
+
+static void run_expand(struct job *j)
+{
+    size_t span, n = nn_numel(&j->c, &span);
+    int idx[8], src[8];
+
+    for (size_t k = 0; k < n; k++) {
+        size_t q = k;
+        for (int i = j->c.rank - 1; i >= 0; i--) {
+            idx[i] = (int)(q % (size_t)j->c.dims[i]);
+            q /= (size_t)j->c.dims[i];
+            src[i] = j->a.dims[i] == 1 ? 0 : idx[i];
+        }
+        put(&j->c, j->cp, idx, at(&j->a, j->ap, src));
+    }
+}
+
+static void run_cast(struct job *j)
+{
+    size_t span, n = nn_numel(&j->c, &span);
+
+    for (size_t k = 0; k < n; k++)
+        nn_store(&j->c, j->cp + nn_offset(&j->c, k),
+                 nn_load(&j->a, j->ap + nn_offset(&j->a, k)));
+}
+
+static void job_run(void *arg)
+{
+    struct job *j = arg;
+
+    if (j->ws)
+        memset(j->ws, 0xa5, j->ws_n);
+    switch (j->kind) {
+    case J_SOFTMAX: run_softmax(j); break;
+    case J_MATMUL:
+    case J_BMM: run_bmm(j); break;
+    case J_EXPAND: run_expand(j); break;
+    case J_CAST: run_cast(j); break;
+    }
+}
+
+/* The checks every launch makes, then the job goes on the handle's queue
+ * (freed there; freed here on a refusal). */
+static cnnlStatus_t submit(cnnlHandle_t h, struct job *j)
+{
+    int dev = si_current();
+    size_t span;
+
+    if (!h || !h->q || dev < 0 || si_queue_device(h->q) != dev) {
+        free(j);
+        return CNNL_STATUS_NOT_INITIALIZED;
+    }
+    nn_numel(&j->a, &span);
+    if (!si_device_mem(j->ap, span, dev))
+        goto bad;
+    if (j->kind == J_MATMUL || j->kind == J_BMM) {
+        nn_numel(&j->b, &span);
+        if (!si_device_mem(j->bp, span, dev))
+            goto bad;
+    }
+    nn_numel(&j->c, &span);
+    if (!si_device_mem(j->cp, span, dev))
+        goto bad;
+    if (j->ws && !si_device_mem(j->ws, j->ws_n, dev))
+        goto bad;
+    return si_enqueue(h->q, job_run, j) == cnrtSuccess
+               ? CNNL_STATUS_SUCCESS
+               : CNNL_STATUS_EXECUTION_FAILED;
+bad:
+    free(j);
+    return CNNL_STATUS_BAD_PARAM;
+}
+
+static bool is_float(cnnlDataType_t dt)
+{
+    return dt == CNNL_DTYPE_FLOAT || dt == CNNL_DTYPE_HALF;
+}
+
+static struct job *job_new(enum job_kind kind)
+{
+    struct job *j = calloc(1, sizeof(*j));
+
+    if (j) {
+        j->kind = kind;
+        j->alpha = 1;
+    }
+    return j;
+}
+
+/* ---- softmax ------------------------------------------------------------- */
+
+SI_API cnnlStatus_t cnnlSoftmaxForward_v2(
+    cnnlHandle_t handle, cnnlSoftmaxAlgorithm_t algorithm,
+    cnnlSoftmaxMode_t mode, cnnlComputationPreference_t prefer,
+    const void *alpha, const cnnlTensorDescriptor_t x_desc, const void *x,
+    const void *beta, const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    struct job *j;
+    int axis;
+
+    NN_ARMED("cnnlSoftmaxForward_v2");
+    if (!x_desc || !y_desc || !x_desc->set || !y_desc->set ||
+        x_desc->rank != 3 || y_desc->rank != 3 || x_desc->dt != y_desc->dt ||
+        !is_float(x_desc->dt) ||
+        memcmp(x_desc->dims, y_desc->dims, 3 * sizeof(int)))
+        return CNNL_STATUS_BAD_PARAM;
+    if (prefer != CNNL_COMPUTATION_FAST &&
+        prefer != CNNL_COMPUTATION_HIGH_PRECISION)
+        return CNNL_STATUS_BAD_PARAM;
+    switch (mode) {
+    case CNNL_SOFTMAX_MODE_HIGH_DIMENSION: axis = 0; break;
+    case CNNL_SOFTMAX_MODE_MEDIUM_DIMENSION: axis = 1; break;
+    case CNNL_SOFTMAX_MODE_LOW_DIMENSION: axis = 2; break;
+    default: return CNNL_STATUS_BAD_PARAM;
+    }
+    if (algorithm != CNNL_SOFTMAX_FAST && algorithm != CNNL_SOFTMAX_ACCURATE &&
+        algorithm != CNNL_SOFTMAX_LOG)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_SOFTMAX)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *x_desc;
+    j->c = *y_desc;
+    j->ap = x;
+    j->cp = y;
+    j->axis = axis;
+    j->log = algorithm == CNNL_SOFTMAX_LOG;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+/* a, b, c of one rank with op(a) [.., M, K], op(b) [.., K, N], c [.., M,
+ * N]; batch dims of a and b 1 or c's. */
+static bool mm_dims(const struct cnnlTensorStruct *a,
+                    const struct cnnlTensorStruct *b,
+                    const struct cnnlTensorStruct *c, bool ta, bool tb)
+{
+    int r = c->rank;
+
+    if (!a->set || !b->set || !c->set || a->rank != r || b->rank != r ||
+        a->dt != b->dt || a->dt != c->dt || !is_float(a->dt))
+        return false;
+    int M = ta ? a->dims[r - 1] : a->dims[r - 2];
+    int K = ta ? a->dims[r - 2] : a->dims[r - 1];
+    int Kb = tb ? b->dims[r - 1] : b->dims[r - 2];
+    int N = tb ? b->dims[r - 2] : b->dims[r - 1];
+    if (K != Kb || M != c->dims[r - 2] || N != c->dims[r - 1])
+        return false;
+    for (int i = 0; i < r - 2; i++)
+        if ((a->dims[i] != 1 && a->dims[i] != c->dims[i]) ||
+            (b->dims[i] != 1 && b->dims[i] != c->dims[i]))
+            return false;
+    return true;
+}
+
+SI_API cnnlStatus_t cnnlMatMul(cnnlHandle_t handle, const bool is_trans_a,
+                               const bool is_trans_b, const void *alpha,
+                               const cnnlTensorDescriptor_t a_desc,
+                               const void *a,
+                               const cnnlTensorDescriptor_t b_desc,
+                               const void *b, const void *beta,
+                               const cnnlTensorDescriptor_t c_desc, void *c)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlMatMul");
+    if (!a_desc || !b_desc || !c_desc || !alpha || !beta ||
+        c_desc->rank != 2 || !mm_dims(a_desc, b_desc, c_desc, is_trans_a,
+                                      is_trans_b))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_MATMUL)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *a_desc;
+    j->b = *b_desc;
+    j->c = *c_desc;
+    j->ap = a;
+    j->bp = b;
+    j->cp = c;
+    j->ta = is_trans_a;
+    j->tb = is_trans_b;
+    j->alpha = *(const float *)alpha;
+    j->beta = *(const float *)beta;
+    return submit(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlGetBatchMatMulBCastWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t a_desc,
+    const cnnlTensorDescriptor_t b_desc, const cnnlTensorDescriptor_t c_desc,
+    size_t *size)
+{
+    NN_ARMED("cnnlGetBatchMatMulBCastWorkspaceSize");
+    if (!handle || !a_desc || !b_desc || !c_desc || !size || !a_desc->set ||
+        !b_desc->set || !c_desc->set)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = BMM_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlBatchMatMulBCast(
+    cnnlHandle_t handle, const bool is_trans_a, const bool is_trans_b,
+    const cnnlTensorDescriptor_t a_desc, const void *a,
+    const cnnlTensorDescriptor_t b_desc, const void *b, void *workspace,
+    size_t workspace_size, const cnnlTensorDescriptor_t c_desc, void *c)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlBatchMatMulBCast");
+    if (!a_desc || !b_desc || !c_desc || c_desc->rank < 3 ||
+        !mm_dims(a_desc, b_desc, c_desc, is_trans_a, is_trans_b))
+        return CNNL_STATUS_BAD_PARAM;
+    if (workspace_size < BMM_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_BMM)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *a_desc;
+    j->b = *b_desc;
+    j->c = *c_desc;
+    j->ap = a;
+    j->bp = b;
+    j->cp = c;
+    j->ta = is_trans_a;
+    j->tb = is_trans_b;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    return submit(handle, j);
+}
+
+/* ---- expand, cast -------------------------------------------------------- */
+
+SI_API cnnlStatus_t cnnlExpand(cnnlHandle_t handle,
+                               const cnnlTensorDescriptor_t input_desc,
+                               const void *input,
+                               const cnnlTensorDescriptor_t output_desc,
+                               void *output)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlExpand");
+    if (!input_desc || !output_desc || !input_desc->set ||
+        !output_desc->set || input_desc->rank != output_desc->rank ||
+        input_desc->dt != output_desc->dt)
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < input_desc->rank; i++)
+        if (input_desc->dims[i] != 1 &&
+            input_desc->dims[i] != output_desc->dims[i])
+            return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_EXPAND)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *input_desc;
+    j->c = *output_desc;
+    j->ap = input;
+    j->cp = output;
+    return submit(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlCastDataType(cnnlHandle_t handle,
+                                     const cnnlTensorDescriptor_t input_desc,
+                                     const void *input,
+                                     const cnnlCastDataType_t cast_type,
+                                     const cnnlTensorDescriptor_t output_desc,
+                                     void *output)
+{
+    cnnlDataType_t from, to;
+    struct job *j;
+
+    NN_ARMED("cnnlCastDataType");
+    switch (cast_type) {
+    case CNNL_CAST_FLOAT_TO_HALF:
+        from = CNNL_DTYPE_FLOAT, to = CNNL_DTYPE_HALF;
+        break;
+    case CNNL_CAST_HALF_TO_FLOAT:
+        from = CNNL_DTYPE_HALF, to = CNNL_DTYPE_FLOAT;
+        break;
+    case CNNL_CAST_INT32_TO_FLOAT:
+        from = CNNL_DTYPE_INT32, to = CNNL_DTYPE_FLOAT;
+        break;
+    case CNNL_CAST_INT32_TO_HALF:
+        from = CNNL_DTYPE_INT32, to = CNNL_DTYPE_HALF;
+        break;
+    default:
+        return CNNL_STATUS_BAD_PARAM;
+    }
+    if (!input_desc || !output_desc || !input_desc->set ||
+        !output_desc->set || input_desc->dt != from ||
+        output_desc->dt != to || input_desc->rank != output_desc->rank ||
+        memcmp(input_desc->dims, output_desc->dims,
+               (size_t)input_desc->rank * sizeof(int)))
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_CAST)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *input_desc;
+    j->c = *output_desc;
+    j->ap = input;
+    j->cp = output;
+    return submit(handle, j);
+}

@@ -1,0 +1,119 @@
+/*
+ * The CNNL operators mlu_kernels_nn.c calls (softmax, log_softmax, matmul,
+ * linear, cast), declared here so that the plugin builds without Neuware.
+ * The shared CNNL types (handle, tensor descriptor, status, dtype) are in
+ * cnrt_api.h; the stand-in (tests/cnnl_standin_nn.c) declares its exports
+ * from the list below, so a signature that drifts stops compiling there.
+ *
+ * WHERE EACH FACT WAS CHECKED (public sources only)
+ *
+ *   - cnnlComputationPreference_t: CNNL_COMPUTATION_FAST 0,
+ *     CNNL_COMPUTATION_HIGH_PRECISION 1, against the copy of Neuware's
+ *     cnnl core header (CNNL_CORE_H_) that cnrt_api.h cites;
+ *   - the argument order of cnnlSoftmaxForward_v2(handle, algorithm, mode,
+ *     prefer, alpha, x_desc, x, beta, y_desc, y): PaddlePaddle/
+ *     PaddleCustomDevice backends/mlu (mlu_baseop.cc, impl/
+ *     softmax_kernel_impl.h), oneflow's MLU log_softmax kernel, DIOPI's
+ *     Cambricon softmax, and a copy of Cambricon's API documentation; and
+ *     its 3-D view: CNNL_SOFTMAX_MODE_LOW_DIMENSION on [d1, 1, d2]
+ *     normalises along the last dim, MEDIUM_DIMENSION on [d1, d2, d3]
+ *     along the middle one, HIGH_DIMENSION along the first (the same
+ *     callers pick the mode from the axis that way); CNNL_SOFTMAX_LOG is
+ *     the algorithm those callers use for log_softmax;
+ *   - cnnlMatMul(handle, is_trans_a, is_trans_b, alpha, a_desc, a, b_desc,
+ *     b, beta, c_desc, c) with float alpha and beta: PaddleCustomDevice
+ *     mlu_baseop.cc (MLUCnnl::Matmul) and DIOPI's Cambricon linear, which
+ *     also shows the bias written first with cnnlExpand(handle, in_desc,
+ *     in, out_desc, out) and then accumulated with beta 1;
+ *   - cnnlGetBatchMatMulBCastWorkspaceSize(handle, a_desc, b_desc, c_desc,
+ *     size_t *) and cnnlBatchMatMulBCast(handle, is_trans_a, is_trans_b,
+ *     a_desc, a, b_desc, b, workspace, workspace_size, c_desc, c):
+ *     PaddleCustomDevice mlu_baseop.cc (MLUCnnl::BatchMatmul), torch_mlu's
+ *     bmm and Cambricon mlu-ops' wrapper of it;
+ *   - cnnlCastDataType(handle, input_desc, input, cast_type, output_desc,
+ *     output) and the names CNNL_CAST_FLOAT_TO_HALF, CNNL_CAST_HALF_TO_FLOAT,
+ *     CNNL_CAST_INT32_TO_FLOAT, CNNL_CAST_INT32_TO_HALF (type
+ *     cnnlCastDataType_t): PaddleCustomDevice's cast table, torch_mlu's
+ *     cast_map and DIOPI's Cambricon cast table.
+ *
+ * NOT VERIFIED (no public header with these enums was found): the values
+ * of cnnlSoftmaxAlgorithm_t (FAST 0, ACCURATE 1, LOG 2 taken, cuDNN's
+ * order), cnnlSoftmaxMode_t (HIGH_DIMENSION 0, MEDIUM_DIMENSION 1,
+ * LOW_DIMENSION 2 taken) and every cnnlCastDataType_t value below (the
+ * public callers use the names only; the one value seen, in a comment,
+ * CNNL_CAST_HALF_TO_FLOAT_INF 129, shows the enum is not numbered
+ * 0, 1, 2, ..., so the numbers here are placeholders). Also not verified:
+ * whether cnnlMatMul with K = 0 writes beta * c (the plugin refuses K = 0),
+ * how CNNL's float-to-integer casts round (the plugin takes none), and
+ * that cnnlBatchMatMulBCast reads a batch dim of size 1 as broadcast.
+ */
+#ifndef KEEL_MLU_CNNL_NN_API_H
+#define KEEL_MLU_CNNL_NN_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cnrt_api.h"
+
+/* Values NOT verified (see above). */
+typedef enum {
+    CNNL_SOFTMAX_FAST = 0,
+    CNNL_SOFTMAX_ACCURATE = 1,
+    CNNL_SOFTMAX_LOG = 2,
+} cnnlSoftmaxAlgorithm_t;
+
+typedef enum {
+    CNNL_SOFTMAX_MODE_HIGH_DIMENSION = 0,
+    CNNL_SOFTMAX_MODE_MEDIUM_DIMENSION = 1,
+    CNNL_SOFTMAX_MODE_LOW_DIMENSION = 2,
+} cnnlSoftmaxMode_t;
+
+/* Verified against the core header. */
+typedef enum {
+    CNNL_COMPUTATION_FAST = 0,
+    CNNL_COMPUTATION_HIGH_PRECISION = 1,
+} cnnlComputationPreference_t;
+
+/* Names verified, values NOT (placeholders; see above). */
+typedef enum {
+    CNNL_CAST_FLOAT_TO_HALF = 1,
+    CNNL_CAST_HALF_TO_FLOAT = 2,
+    CNNL_CAST_INT32_TO_FLOAT = 3,
+    CNNL_CAST_INT32_TO_HALF = 4,
+} cnnlCastDataType_t;
+
+/*
+ * X(return type, name, parameters). Each kernel needs only its own entries
+ * (mlu_kernels_nn.c says which): a library without one still offers the
+ * others.
+ */
+#define MLU_CNNL_NN_FUNCS(X)                                                  \
+    X(cnnlStatus_t, cnnlSoftmaxForward_v2,                                    \
+      (cnnlHandle_t handle, cnnlSoftmaxAlgorithm_t algorithm,                 \
+       cnnlSoftmaxMode_t mode, cnnlComputationPreference_t prefer,            \
+       const void *alpha, const cnnlTensorDescriptor_t x_desc, const void *x, \
+       const void *beta, const cnnlTensorDescriptor_t y_desc, void *y))       \
+    X(cnnlStatus_t, cnnlMatMul,                                               \
+      (cnnlHandle_t handle, const bool is_trans_a, const bool is_trans_b,     \
+       const void *alpha, const cnnlTensorDescriptor_t a_desc, const void *a, \
+       const cnnlTensorDescriptor_t b_desc, const void *b, const void *beta,  \
+       const cnnlTensorDescriptor_t c_desc, void *c))                         \
+    X(cnnlStatus_t, cnnlGetBatchMatMulBCastWorkspaceSize,                     \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t a_desc,              \
+       const cnnlTensorDescriptor_t b_desc,                                   \
+       const cnnlTensorDescriptor_t c_desc, size_t *size))                    \
+    X(cnnlStatus_t, cnnlBatchMatMulBCast,                                     \
+      (cnnlHandle_t handle, const bool is_trans_a, const bool is_trans_b,     \
+       const cnnlTensorDescriptor_t a_desc, const void *a,                    \
+       const cnnlTensorDescriptor_t b_desc, const void *b, void *workspace,   \
+       size_t workspace_size, const cnnlTensorDescriptor_t c_desc, void *c))  \
+    X(cnnlStatus_t, cnnlExpand,                                               \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t input_desc,          \
+       const void *input, const cnnlTensorDescriptor_t output_desc,           \
+       void *output))                                                         \
+    X(cnnlStatus_t, cnnlCastDataType,                                         \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t input_desc,          \
+       const void *input, const cnnlCastDataType_t cast_type,                 \
+       const cnnlTensorDescriptor_t output_desc, void *output))
+
+#endif /* KEEL_MLU_CNNL_NN_API_H */
