@@ -1,0 +1,345 @@
+/*
+ * The mlu plugin's CNNL softmax, log_softmax, matmul, linear and cast over
+ * the stand-in Neuware (meson test mlu-nn-standin, strict mode: a kernel
+ * that is not used is an error, not a CPU fallback). Each op computes one
+ * small case whose result is worked out here by hand; a strided softmax is
+ * refused with NOT_SUPPORTED; CNNL failures injected into one call come
+ * back as the mapped keel status naming the CNNL function.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/device_api.h>
+#include <keel/ops.h>
+#include <keel/runtime.h>
+#include <keel/tensor.h>
+
+#include "cnrt_api.h"
+
+static void (*arm)(const char *name, int code);
+static keel_place mlu0;
+
+static int setup(void)
+{
+    const char *lib = getenv("KEEL_MLU_CNRT_LIBRARY");
+    void *h;
+
+    if (!lib || keel_place_parse("mlu:0", &mlu0) != KEEL_STATUS_OK)
+        return -1;
+    if (!(h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)))
+        return -1;
+    *(void **)&arm = dlsym(h, "cnrt_standin_fail_next");
+    dlclose(h);
+    return arm ? 0 : -1;
+}
+
+static const keel_plugin_api *mlu_table(void)
+{
+    keel_plugin_info info;
+
+    for (int i = 0; i < keel_plugin_count(); i++)
+        if (keel_plugin_get_info(i, &info) == KEEL_STATUS_OK && info.name &&
+            !strcmp(info.name, "mlu"))
+            return keel_plugin_table(i);
+    return NULL;
+}
+
+static void saw(const char *a, const char *b)
+{
+    const char *m = keel_last_error();
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    if (b)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+}
+
+static keel_tensor *dev_floats(const float *v, int nd, const int64_t *dims,
+                               keel_dtype dt)
+{
+    keel_tensor *t = NULL;
+
+    CU_ASSERT_EQUAL(keel_tensor_from_floats(v, nd, dims, dt, "mlu:0", &t),
+                    KEEL_STATUS_OK);
+    return t;
+}
+
+static bool near(float got, double want, double tol)
+{
+    return fabs((double)got - want) <= tol;
+}
+
+/* softmax of [1, 2, 3] is [1, e, e^2] / (1 + e + e^2); log_softmax is
+ * x - 3 - ln(1 + e^-1 + e^-2). Along axis 0 of [[0, 1], [0, 1]] each
+ * column is [0.5, 0.5] (the MEDIUM_DIMENSION view). */
+static void t_softmax(void)
+{
+    static const float x[3] = {1, 2, 3}, sq[4] = {0, 1, 0, 1};
+    const int64_t d3[1] = {3}, d22[2] = {2, 2};
+    double e = exp(1.0), s = 1 + e + e * e;
+    double lse = log(1 + exp(-1.0) + exp(-2.0));
+    const double want[3] = {1 / s, e / s, e * e / s};
+    keel_tensor *t = dev_floats(x, 1, d3, KEEL_F32), *r = NULL;
+    keel_tensor *q = dev_floats(sq, 2, d22, KEEL_F32);
+    float got[4];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_EQUAL_FATAL(keel_softmax(t, -1, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, 3 * sizeof(float)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT(near(got[i], want[i], 1e-6));
+    keel_tensor_free(r);
+    r = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_log_softmax(t, 0, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, 3 * sizeof(float)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT(near(got[i], x[i] - 3 - lse, 1e-6));
+    keel_tensor_free(r);
+    r = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_softmax(q, 0, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, 4 * sizeof(float)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(got[i], 0.5f);
+    keel_tensor_free(r);
+    keel_tensor_free(q);
+    keel_tensor_free(t);
+}
+
+/* [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]]; with
+ * transpose_y the product with [[5, 7], [6, 8]] stored is the same; the
+ * batched [2, 1, 2] @ [2, 2, 1] is [[[1*5 + 2*7]], [[3*6 + 4*8]]]. */
+static void t_matmul(void)
+{
+    static const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    static const float bt[4] = {5, 7, 6, 8};
+    const int64_t d22[2] = {2, 2}, d212[3] = {2, 1, 2}, d221[3] = {2, 2, 1};
+    static const float bb[4] = {5, 7, 6, 8};
+    keel_tensor *x = dev_floats(a, 2, d22, KEEL_F32);
+    keel_tensor *y = dev_floats(b, 2, d22, KEEL_F32);
+    keel_tensor *yt = dev_floats(bt, 2, d22, KEEL_F32);
+    keel_tensor *xb = dev_floats(a, 3, d212, KEEL_F32);
+    keel_tensor *yb = dev_floats(bb, 3, d221, KEEL_F32);
+    keel_tensor *r = NULL;
+    float got[4];
+
+    CU_ASSERT_EQUAL_FATAL(keel_matmul(x, y, false, false, &r),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 19 && got[1] == 22 && got[2] == 43 && got[3] == 50);
+    keel_tensor_free(r);
+    r = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_matmul(x, yt, false, true, &r),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 19 && got[1] == 22 && got[2] == 43 && got[3] == 50);
+    keel_tensor_free(r);
+    r = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_matmul(xb, yb, false, false, &r),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, 2 * sizeof(float)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 19 && got[1] == 50);
+    keel_tensor_free(r);
+    keel_tensor_free(yb);
+    keel_tensor_free(xb);
+    keel_tensor_free(yt);
+    keel_tensor_free(y);
+    keel_tensor_free(x);
+}
+
+/* [[1, 2], [3, 4]] @ [[1, 0, 1], [0, 1, 1]] + [10, 20, 30] =
+ * [[11, 22, 33], [13, 24, 37]]. */
+static void t_linear(void)
+{
+    static const float a[4] = {1, 2, 3, 4}, w[6] = {1, 0, 1, 0, 1, 1};
+    static const float bias[3] = {10, 20, 30};
+    static const float want[6] = {11, 22, 33, 13, 24, 37};
+    const int64_t d22[2] = {2, 2}, d23[2] = {2, 3}, d3[1] = {3};
+    keel_tensor *x = dev_floats(a, 2, d22, KEEL_F32);
+    keel_tensor *wt = dev_floats(w, 2, d23, KEEL_F32);
+    keel_tensor *b = dev_floats(bias, 1, d3, KEEL_F32);
+    keel_tensor *r = NULL;
+    float got[6];
+
+    CU_ASSERT_EQUAL_FATAL(keel_linear(x, wt, b, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    keel_tensor_free(r);
+    keel_tensor_free(b);
+    keel_tensor_free(wt);
+    keel_tensor_free(x);
+}
+
+/* float32 -> float16: 1.5 and -2 are exact, 65504 is float16's largest,
+ * 1 + 2^-11 is a tie that rounds to even (1.0). Read back as float32
+ * through a second cast (float16 -> float32). */
+static void t_cast(void)
+{
+    static const float v[4] = {1.5f, -2.0f, 65504.0f, 1.00048828125f};
+    static const float want[4] = {1.5f, -2.0f, 65504.0f, 1.0f};
+    const int64_t d4[1] = {4};
+    keel_tensor *x = dev_floats(v, 1, d4, KEEL_F32), *h = NULL, *r = NULL;
+    float got[4];
+
+    CU_ASSERT_EQUAL_FATAL(keel_cast(x, KEEL_F16, &h), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_cast(h, KEEL_F32, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    keel_tensor_free(r);
+    keel_tensor_free(h);
+    keel_tensor_free(x);
+}
+
+/* A launch of the plugin's softmax kernel itself on a 2x2 x read with
+ * strides {1, 2} (a transpose): refused with NOT_SUPPORTED, so the core
+ * would fall back; and a float32 -> int32 cast is refused the same way. */
+static void t_refused(void)
+{
+    const keel_plugin_api *api = mlu_table();
+    keel_tensor_desc td[2];
+    keel_attr at = {0};
+    keel_kernel_args a;
+    keel_kernel k;
+    keel_dptr d[2] = {0};
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "softmax", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    memset(td, 0, sizeof(td));
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(mlu0, 16, &d[i]),
+                              KEEL_STATUS_OK);
+        td[i] = (keel_tensor_desc){.data = d[i], .dtype = KEEL_F32, .ndim = 2};
+        td[i].shape[0] = td[i].shape[1] = 2;
+        td[i].strides[0] = 2;
+        td[i].strides[1] = 1;
+    }
+    td[0].strides[0] = 1;
+    td[0].strides[1] = 2;
+    memset(&a, 0, sizeof(a));
+    a.struct_size = (uint32_t)KEEL_KERNEL_ARGS_MIN_SIZE;
+    a.inputs = &td[0];
+    a.num_inputs = 1;
+    a.outputs = &td[1];
+    a.num_outputs = 1;
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_NOT_SUPPORTED);
+    /* float32 -> int32: keel truncates, CNNL's rounding is unknown */
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "cast", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    td[0].strides[0] = 2;
+    td[0].strides[1] = 1;
+    td[1].dtype = KEEL_I32;
+    at.name = "dtype";
+    at.type = KEEL_ATTR_DTYPE;
+    at.v.i = KEEL_I32;
+    a.attrs = &at;
+    a.num_attrs = 1;
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_NOT_SUPPORTED);
+    for (int i = 0; i < 2; i++)
+        keel_mem_free(mlu0, d[i]);
+    /* through the core in strict mode the refusal is the call's error */
+    {
+        static const float v[2] = {1.5f, -2.5f};
+        const int64_t d2[1] = {2};
+        keel_tensor *x = dev_floats(v, 1, d2, KEEL_F32), *r = NULL;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+        CU_ASSERT_EQUAL(keel_cast(x, KEEL_I32, &r),
+                        KEEL_STATUS_NOT_SUPPORTED);
+        saw("cast", "float32 to int32");
+        CU_ASSERT_PTR_NULL(r);
+        keel_tensor_free(x);
+    }
+}
+
+/* Failures injected into one CNNL call: the keel status CNNL's maps to,
+ * and the function's name and the status's in the message. */
+static void t_failures(void)
+{
+    static const float v[4] = {1, 2, 3, 4};
+    const int64_t d22[2] = {2, 2}, d122[3] = {1, 2, 2};
+    keel_tensor *x = dev_floats(v, 2, d22, KEEL_F32), *r = NULL;
+    keel_tensor *xb = dev_floats(v, 3, d122, KEEL_F32);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(xb);
+    arm("cnnlSoftmaxForward_v2", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(keel_softmax(x, -1, &r), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlSoftmaxForward_v2", "CNNL_STATUS_EXECUTION_FAILED");
+    CU_ASSERT_PTR_NULL(r);
+    arm("cnnlMatMul", CNNL_STATUS_ALLOC_FAILED);
+    CU_ASSERT_EQUAL(keel_matmul(x, x, false, false, &r),
+                    KEEL_STATUS_OUT_OF_MEMORY);
+    saw("cnnlMatMul", "CNNL_STATUS_ALLOC_FAILED");
+    arm("cnnlGetBatchMatMulBCastWorkspaceSize", CNNL_STATUS_INTERNAL_ERROR);
+    CU_ASSERT_EQUAL(keel_matmul(xb, xb, false, false, &r),
+                    KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlGetBatchMatMulBCastWorkspaceSize", "CNNL_STATUS_INTERNAL_ERROR");
+    arm("cnnlCastDataType", CNNL_STATUS_BAD_PARAM);
+    CU_ASSERT_EQUAL(keel_cast(x, KEEL_F16, &r), KEEL_STATUS_NOT_SUPPORTED);
+    saw("cnnlCastDataType", "CNNL_STATUS_BAD_PARAM");
+    /* once only: the next call works */
+    CU_ASSERT_EQUAL(keel_softmax(x, -1, &r), KEEL_STATUS_OK);
+    keel_tensor_free(r);
+    keel_tensor_free(xb);
+    keel_tensor_free(x);
+}
+
+/* The batched matmul's workspace is a block of the core's caching
+ * allocator: x, y, the output and the workspace, all given back. */
+static void t_workspace(void)
+{
+    static const float v[4] = {1, 2, 3, 4};
+    const int64_t d122[3] = {1, 2, 2};
+    keel_tensor *x = dev_floats(v, 3, d122, KEEL_F32), *r = NULL;
+    keel_memory_stats s0, s1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    CU_ASSERT_EQUAL(keel_memory_stats_get("mlu:0", &s0), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_matmul(x, x, false, false, &r),
+                          KEEL_STATUS_OK);
+    keel_tensor_free(r);
+    CU_ASSERT_EQUAL(keel_memory_stats_get("mlu:0", &s1), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(s1.alloc_count - s0.alloc_count, 2);
+    CU_ASSERT_EQUAL(s1.allocated, s0.allocated);
+    keel_tensor_free(x);
+}
+
+int main(void)
+{
+    CU_pSuite s;
+    unsigned bad;
+
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    s = CU_add_suite("mlu nn kernels over the stand-in Neuware", setup, NULL);
+    CU_add_test(s, "softmax and log_softmax", t_softmax);
+    CU_add_test(s, "matmul, transposed and batched", t_matmul);
+    CU_add_test(s, "linear with bias", t_linear);
+    CU_add_test(s, "cast float32 <-> float16", t_cast);
+    CU_add_test(s, "refused configurations", t_refused);
+    CU_add_test(s, "injected CNNL failures", t_failures);
+    CU_add_test(s, "batched matmul workspace", t_workspace);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+          CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return bad ? 1 : 0;
+}
