@@ -82,6 +82,19 @@ typedef enum {
     CNNL_CAST_INT32_TO_HALF = 4,
 } cnnlCastDataType_t;
 
+/* ---- conv2d ---- */
+
+/* cnnlTensorLayout_t's NHWC (1), verified against the core header. */
+#define MLU_CNNL_LAYOUT_NHWC ((cnnlTensorLayout_t)1)
+
+typedef struct cnnlConvolutionStruct *cnnlConvolutionDescriptor_t;
+typedef struct cnnlTransposeStruct *cnnlTransposeDescriptor_t;
+
+/* Value NOT verified; the algorithm CNNL picks for it is passed back to
+ * CNNL unread, so no value of cnnlConvolutionForwardAlgo_t is needed. */
+typedef enum { CNNL_CONVOLUTION_FWD_FASTEST = 0 } cnnlConvolutionFwdPreference_t;
+typedef enum { MLU_CNNL_CONV_FWD_ALGO_ANY = 0 } cnnlConvolutionForwardAlgo_t;
+
 /*
  * X(return type, name, parameters). Each kernel needs only its own entries
  * (mlu_kernels_nn.c says which): a library without one still offers the
@@ -114,6 +127,53 @@ typedef enum {
     X(cnnlStatus_t, cnnlCastDataType,                                         \
       (cnnlHandle_t handle, const cnnlTensorDescriptor_t input_desc,          \
        const void *input, const cnnlCastDataType_t cast_type,                 \
-       const cnnlTensorDescriptor_t output_desc, void *output))
+       const cnnlTensorDescriptor_t output_desc, void *output))             \
+    X(cnnlStatus_t, cnnlSetTensorDescriptor,                                  \
+      (cnnlTensorDescriptor_t desc, cnnlTensorLayout_t layout,                \
+       cnnlDataType_t dtype, int dimNb, const int dimSize[]))                 \
+    X(cnnlStatus_t, cnnlCreateTransposeDescriptor,                            \
+      (cnnlTransposeDescriptor_t *desc))                                      \
+    X(cnnlStatus_t, cnnlDestroyTransposeDescriptor,                           \
+      (cnnlTransposeDescriptor_t desc))                                       \
+    X(cnnlStatus_t, cnnlSetTransposeDescriptor,                               \
+      (cnnlTransposeDescriptor_t desc, const int dims, const int permute[]))  \
+    X(cnnlStatus_t, cnnlGetTransposeWorkspaceSize,                            \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const cnnlTransposeDescriptor_t desc, size_t *size))                   \
+    X(cnnlStatus_t, cnnlTranspose_v2,                                         \
+      (cnnlHandle_t handle, const cnnlTransposeDescriptor_t desc,             \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t y_desc, void *y, void *workspace,         \
+       size_t workspace_size))                                                \
+    X(cnnlStatus_t, cnnlCreateConvolutionDescriptor,                          \
+      (cnnlConvolutionDescriptor_t *desc))                                    \
+    X(cnnlStatus_t, cnnlDestroyConvolutionDescriptor,                         \
+      (cnnlConvolutionDescriptor_t desc))                                     \
+    X(cnnlStatus_t, cnnlSetConvolutionDescriptor,                             \
+      (cnnlConvolutionDescriptor_t desc, int dimNb, const int pad[],          \
+       const int stride[], const int dilation[], int group_count,             \
+       cnnlDataType_t compute_type))                                          \
+    X(cnnlStatus_t, cnnlGetConvolutionForwardAlgorithm,                       \
+      (cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,      \
+       const cnnlTensorDescriptor_t x_desc,                                   \
+       const cnnlTensorDescriptor_t w_desc,                                   \
+       const cnnlTensorDescriptor_t y_desc,                                   \
+       const cnnlConvolutionFwdPreference_t preference,                       \
+       cnnlConvolutionForwardAlgo_t *algo))                                   \
+    X(cnnlStatus_t, cnnlGetConvolutionForwardWorkspaceSize,                   \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const cnnlTensorDescriptor_t w_desc,                                   \
+       const cnnlTensorDescriptor_t y_desc,                                   \
+       const cnnlTensorDescriptor_t bias_desc,                                \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlConvolutionForwardAlgo_t algo, size_t *size))                \
+    X(cnnlStatus_t, cnnlConvolutionForward,                                   \
+      (cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,      \
+       cnnlConvolutionForwardAlgo_t algo, const void *alpha,                  \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t w_desc, const void *w,                    \
+       const cnnlTensorDescriptor_t bias_desc, const void *bias,              \
+       void *workspace, size_t workspace_size, const void *beta,              \
+       const cnnlTensorDescriptor_t y_desc, void *y))
 
 #endif /* KEEL_MLU_CNNL_NN_API_H */

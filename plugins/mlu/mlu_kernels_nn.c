@@ -52,7 +52,14 @@ static struct {
 #undef NN_SLOT
 } F;
 
-enum nop { OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL, OP_LINEAR, OP_CAST };
+enum nop {
+    OP_SOFTMAX,
+    OP_LOG_SOFTMAX,
+    OP_MATMUL,
+    OP_LINEAR,
+    OP_CAST,
+    OP_CONV2D
+};
 
 #define FLOATS (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
 
@@ -68,6 +75,7 @@ static struct ndef {
     {"matmul", OP_MATMUL, FLOATS, -1, false},
     {"linear", OP_LINEAR, FLOATS, -1, false},
     {"cast", OP_CAST, FLOATS | KEEL_DTYPE_BIT(KEEL_I32), -1, false},
+    {"conv2d", OP_CONV2D, FLOATS, -1, false},
 };
 #define NNDEFS (sizeof(ndefs) / sizeof(ndefs[0]))
 
@@ -94,6 +102,19 @@ void mlu_kernels_nn_open(void *cnnl)
             break;
         case OP_CAST:
             k->ok = F.cnnlCastDataType != NULL;
+            break;
+        case OP_CONV2D:
+            k->ok = F.cnnlSetTensorDescriptor &&
+                    F.cnnlCreateTransposeDescriptor &&
+                    F.cnnlDestroyTransposeDescriptor &&
+                    F.cnnlSetTransposeDescriptor &&
+                    F.cnnlGetTransposeWorkspaceSize && F.cnnlTranspose_v2 &&
+                    F.cnnlCreateConvolutionDescriptor &&
+                    F.cnnlDestroyConvolutionDescriptor &&
+                    F.cnnlSetConvolutionDescriptor &&
+                    F.cnnlGetConvolutionForwardAlgorithm &&
+                    F.cnnlGetConvolutionForwardWorkspaceSize &&
+                    F.cnnlConvolutionForward && F.cnnlExpand;
             break;
         }
         k->id = keel_kit_op_id(k->name);
@@ -482,6 +503,362 @@ static keel_status cast(const struct ndef *k, const keel_kernel_args *a,
     return st;
 }
 
+/* ---- conv2d -------------------------------------------------------------- */
+
+/*
+ * CNNL's convolutions take NHWC (that is how every public caller read
+ * feeds them), keel's are NCHW: x and weight are transposed into the
+ * workspace (cnnlTranspose_v2, [N,C,H,W] -> [N,H,W,C] and [O,C/g,kh,kw]
+ * -> [O,kh,kw,C/g]), the convolution writes an NHWC result there too, and
+ * a last transpose brings it to keel's output. The bias is not handed to
+ * the convolution (what shape CNNL wants for it was not found): it is
+ * broadcast with cnnlExpand and added by cnnlOpTensor to the transposed
+ * result. x, weight and bias must be contiguous.
+ */
+
+/* The geometry as keel's conv2d rule resolves it (core/src/dispatch/
+ * shape_conv.c): stride, dilation (h, w); pad (top, bottom, left, right). */
+struct conv_geo {
+    int64_t stride[2], dil[2], pad[4], groups, out[2];
+};
+
+static bool pair_of(const keel_kernel_args *a, const char *name,
+                    int64_t out[2])
+{
+    int64_t n = 0;
+    const int64_t *v = keel_kit_attr_ints(a, name, &n);
+
+    if (n == 0) {
+        out[0] = out[1] = 1;
+        return true;
+    }
+    if (n != 1 && n != 2)
+        return false;
+    out[0] = v[0];
+    out[1] = v[n - 1];
+    return out[0] >= 1 && out[1] >= 1 && out[0] <= INT_MAX &&
+           out[1] <= INT_MAX;
+}
+
+static keel_status conv_geometry(const char *name, const keel_kernel_args *a,
+                                 struct conv_geo *g)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1];
+    const char *algo = keel_kit_attr_s(a, "padding_algorithm", "EXPLICIT");
+    int64_t n = 0, in[2] = {x->shape[2], x->shape[3]};
+    int64_t k[2] = {w->shape[2], w->shape[3]};
+    const int64_t *p = keel_kit_attr_ints(a, "padding", &n);
+
+    g->groups = keel_kit_attr_i(a, "groups", 1);
+    if (!pair_of(a, "stride", g->stride) || !pair_of(a, "dilation", g->dil))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: stride and dilation need 1 or 2 values >= 1",
+                       name);
+    if (!strcmp(algo, "VALID")) {
+        memset(g->pad, 0, sizeof(g->pad));
+    } else if (!strcmp(algo, "SAME")) {
+        for (int i = 0; i < 2; i++) {
+            int64_t o = in[i] / g->stride[i] + (in[i] % g->stride[i] != 0);
+            int64_t t = (o - 1) * g->stride[i] + (k[i] - 1) * g->dil[i] + 1 -
+                        in[i];
+            if (t < 0)
+                t = 0;
+            g->pad[2 * i] = t / 2;
+            g->pad[2 * i + 1] = t - t / 2;
+        }
+    } else if (!strcmp(algo, "EXPLICIT") && (n == 0 || n == 1)) {
+        for (int i = 0; i < 4; i++)
+            g->pad[i] = n ? p[0] : 0;
+    } else if (!strcmp(algo, "EXPLICIT") && n == 2) {
+        g->pad[0] = g->pad[1] = p[0];
+        g->pad[2] = g->pad[3] = p[1];
+    } else if (!strcmp(algo, "EXPLICIT") && n == 4) {
+        memcpy(g->pad, p, sizeof(g->pad));
+    } else {
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: padding_algorithm '%s' with %" PRId64
+                       " padding values",
+                       name, algo, n);
+    }
+    for (int i = 0; i < 4; i++)
+        if (g->pad[i] < 0 || g->pad[i] > INT_MAX / 4)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "%s: padding %" PRId64 " does not fit CNNL", name,
+                           g->pad[i]);
+    if (g->groups < 1 || g->groups > INT_MAX)
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: groups %" PRId64,
+                       name, g->groups);
+    for (int i = 0; i < 2; i++) {
+        int64_t ek = (k[i] - 1) * g->dil[i] + 1;
+        int64_t span = in[i] + g->pad[2 * i] + g->pad[2 * i + 1];
+        if (k[i] < 1 || span < ek)
+            return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: the dilated kernel does not fit dim %d", name,
+                           i + 2);
+        g->out[i] = (span - ek) / g->stride[i] + 1;
+    }
+    return KEEL_STATUS_OK;
+}
+
+#define WS_ALIGN 64u
+
+/* Append n bytes to a workspace layout at *off (aligned); false on
+ * overflow. */
+static bool ws_take(size_t *off, size_t n, size_t *at)
+{
+    size_t o = (*off + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+
+    if (o < *off || o + n < o)
+        return false;
+    *at = o;
+    *off = o + n;
+    return true;
+}
+
+/* An NHWC descriptor of [d0, d1, d2, d3] (already in NHWC order). */
+static keel_status describe_nhwc(int32_t dev, keel_dtype dt,
+                                 const int64_t d[4],
+                                 cnnlTensorDescriptor_t *out)
+{
+    int dims[4];
+    keel_status st;
+
+    *out = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (d[i] < 0 || d[i] > INT_MAX)
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "conv2d: dim %" PRId64 " does not fit CNNL", d[i]);
+        dims[i] = (int)d[i];
+    }
+    if ((st = mlu_nn_check(NN.cnnlCreateTensorDescriptor(out), dev,
+                           "cnnlCreateTensorDescriptor")))
+        return st;
+    st = mlu_nn_check(F.cnnlSetTensorDescriptor(*out, MLU_CNNL_LAYOUT_NHWC,
+                                                mlu_nn_dtype(dt), 4, dims),
+                      dev, "cnnlSetTensorDescriptor");
+    if (st) {
+        NN.cnnlDestroyTensorDescriptor(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+enum { CD_X, CD_W, CD_Y, CD_XN, CD_WN, CD_YN, CD_B, CD_T, CD_BE, CD_N };
+
+static keel_status conv2d(const struct ndef *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s, cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1];
+    const keel_tensor_desc *b = a->num_inputs > 2 ? &a->inputs[2] : NULL;
+    const keel_tensor_desc *o = &a->outputs[0];
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    cnnlTensorDescriptor_t td[CD_N] = {NULL};
+    cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
+    cnnlConvolutionDescriptor_t cd = NULL;
+    cnnlOpTensorDescriptor_t od = NULL;
+    cnnlConvolutionForwardAlgo_t algo = MLU_CNNL_CONV_FWD_ALGO_ANY;
+    struct conv_geo g;
+    int32_t dev = a->device;
+    size_t es = keel_dtype_size(x->dtype), t1 = 0, t2 = 0, t3 = 0;
+    size_t wsc = 0, wso = 0, total = 0, at[8] = {0};
+    void *wsp = NULL;
+    bool ours = false;
+    char *base;
+    float one = 1.0f, zero = 0.0f;
+    keel_status st;
+
+    if (x->ndim != 4 || w->ndim != 4 || o->ndim != 4 || (b && b->ndim != 1))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: want x [N,C,H,W], weight [O,C/g,kh,kw], bias [O]",
+                       k->name);
+    if ((st = conv_geometry(k->name, a, &g)))
+        return st;
+    if (x->shape[1] != w->shape[1] * g.groups || w->shape[0] % g.groups ||
+        o->shape[0] != x->shape[0] || o->shape[1] != w->shape[0] ||
+        o->shape[2] != g.out[0] || o->shape[3] != g.out[1] ||
+        (b && b->shape[0] != w->shape[0]))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x, weight, bias, groups and the output do not "
+                       "agree",
+                       k->name);
+    if (!keel_kit_contiguous(x) || !keel_kit_contiguous(w) ||
+        (b && !keel_kit_contiguous(b)))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: strided operands are not passed to CNNL",
+                       k->name);
+    if (keel_kit_numel(x) == 0 || keel_kit_numel(w) == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: an empty x or weight is not passed to CNNL",
+                       k->name);
+    {
+        const int64_t xn[4] = {x->shape[0], x->shape[2], x->shape[3],
+                               x->shape[1]};
+        const int64_t wn[4] = {w->shape[0], w->shape[2], w->shape[3],
+                               w->shape[1]};
+        const int64_t yn[4] = {o->shape[0], o->shape[2], o->shape[3],
+                               o->shape[1]};
+        const int64_t bd[4] = {1, o->shape[1], 1, 1};
+        int64_t bstr[4];
+
+        st = mlu_nn_describe(dev, x, &td[CD_X]);
+        if (!st)
+            st = mlu_nn_describe(dev, w, &td[CD_W]);
+        if (!st)
+            st = mlu_nn_describe(dev, o, &td[CD_Y]);
+        if (!st)
+            st = describe_nhwc(dev, x->dtype, xn, &td[CD_XN]);
+        if (!st)
+            st = describe_nhwc(dev, w->dtype, wn, &td[CD_WN]);
+        if (!st)
+            st = describe_nhwc(dev, o->dtype, yn, &td[CD_YN]);
+        if (!st && b) {
+            row_major(4, bd, bstr);
+            st = describe(dev, b->dtype, 4, bd, bstr, &td[CD_B]);
+            if (!st) /* the transposed result and the broadcast bias */
+                st = mlu_nn_describe(dev, o, &td[CD_T]);
+            if (!st)
+                st = mlu_nn_describe(dev, o, &td[CD_BE]);
+        }
+    }
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tout), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tin, 4, to_nhwc), dev,
+                          "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tout, 4, to_nchw),
+                          dev, "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateConvolutionDescriptor(&cd), dev,
+                          "cnnlCreateConvolutionDescriptor");
+    if (!st) {
+        const int pad[4] = {(int)g.pad[0], (int)g.pad[1], (int)g.pad[2],
+                            (int)g.pad[3]};
+        const int str[2] = {(int)g.stride[0], (int)g.stride[1]};
+        const int dil[2] = {(int)g.dil[0], (int)g.dil[1]};
+        /* float accumulation for float16 too */
+        st = mlu_nn_check(F.cnnlSetConvolutionDescriptor(cd, 4, pad, str, dil,
+                                                         (int)g.groups,
+                                                         CNNL_DTYPE_FLOAT),
+                          dev, "cnnlSetConvolutionDescriptor");
+    }
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[CD_X], tin,
+                                                          &t1),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[CD_W], tin,
+                                                          &t2),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[CD_YN], tout,
+                                                          &t3),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetConvolutionForwardAlgorithm(
+                              h, cd, td[CD_XN], td[CD_WN], td[CD_YN],
+                              CNNL_CONVOLUTION_FWD_FASTEST, &algo),
+                          dev, "cnnlGetConvolutionForwardAlgorithm");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetConvolutionForwardWorkspaceSize(
+                              h, td[CD_XN], td[CD_WN], td[CD_YN], NULL, cd,
+                              algo, &wsc),
+                          dev, "cnnlGetConvolutionForwardWorkspaceSize");
+    if (!st && b) {
+        st = mlu_nn_check(NN.cnnlCreateOpTensorDescriptor(&od), dev,
+                          "cnnlCreateOpTensorDescriptor");
+        if (!st)
+            st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
+                                  od, CNNL_OP_TENSOR_ADD, CNNL_DTYPE_FLOAT,
+                                  CNNL_NOT_PROPAGATE_NAN),
+                              dev, "cnnlSetOpTensorDescriptor");
+        if (!st)
+            st = mlu_nn_check(NN.cnnlGetOpTensorWorkspaceSize(
+                                  h, td[CD_T], td[CD_BE], td[CD_Y], &wso),
+                              dev, "cnnlGetOpTensorWorkspaceSize");
+    }
+    if (!st) {
+        /* x, w, y in NHWC, the transposes' and the convolution's
+         * workspace, then (bias) the NCHW result, the broadcast bias and
+         * the op-tensor's workspace; the sizes are those of tensors that
+         * exist, so only the sum can overflow */
+        size_t tmax = t1 > t2 ? t1 : t2;
+        size_t n_y = (size_t)keel_kit_numel(o) * es;
+        bool fit = ws_take(&total, (size_t)keel_kit_numel(x) * es, &at[0]) &&
+                   ws_take(&total, (size_t)keel_kit_numel(w) * es, &at[1]) &&
+                   ws_take(&total, n_y, &at[2]) &&
+                   ws_take(&total, tmax > t3 ? tmax : t3, &at[3]) &&
+                   ws_take(&total, wsc, &at[4]);
+        if (fit && b)
+            fit = ws_take(&total, n_y, &at[5]) &&
+                  ws_take(&total, n_y, &at[6]) &&
+                  ws_take(&total, wso, &at[7]);
+        st = fit ? mlu_nn_workspace(a, k->name, total, &wsp, &ours)
+                 : mlu_err(KEEL_STATUS_OUT_OF_MEMORY,
+                           "%s: the workspace size overflows", k->name);
+    }
+    if (!st) {
+        size_t tw = t1 > t2 ? t1 : t2;
+        base = wsp;
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[CD_X],
+                                             MLU_PTR(x->data), td[CD_XN],
+                                             base + at[0],
+                                             tw ? base + at[3] : NULL, t1),
+                          dev, "cnnlTranspose_v2");
+        if (!st)
+            st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[CD_W],
+                                                 MLU_PTR(w->data), td[CD_WN],
+                                                 base + at[1],
+                                                 tw ? base + at[3] : NULL,
+                                                 t2),
+                              dev, "cnnlTranspose_v2");
+        if (!st)
+            st = mlu_nn_check(F.cnnlConvolutionForward(
+                                  h, cd, algo, &one, td[CD_XN], base + at[0],
+                                  td[CD_WN], base + at[1], NULL, NULL,
+                                  wsc ? base + at[4] : NULL, wsc, &zero,
+                                  td[CD_YN], base + at[2]),
+                              dev, "cnnlConvolutionForward");
+        if (!st)
+            st = mlu_nn_check(F.cnnlTranspose_v2(
+                                  h, tout, td[CD_YN], base + at[2],
+                                  b ? td[CD_T] : td[CD_Y],
+                                  b ? base + at[5] : MLU_PTR(o->data),
+                                  t3 ? base + at[3] : NULL, t3),
+                              dev, "cnnlTranspose_v2");
+        if (!st && b)
+            st = mlu_nn_check(F.cnnlExpand(h, td[CD_B], MLU_PTR(b->data),
+                                           td[CD_BE], base + at[6]),
+                              dev, "cnnlExpand");
+        if (!st && b)
+            st = mlu_nn_check(NN.cnnlOpTensor(h, od, &one, td[CD_T],
+                                              base + at[5], &one, td[CD_BE],
+                                              base + at[6],
+                                              wso ? base + at[7] : NULL, wso,
+                                              &zero, td[CD_Y],
+                                              MLU_PTR(o->data)),
+                              dev, "cnnlOpTensor");
+    }
+    if (wsp || ours)
+        st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+    if (od)
+        NN.cnnlDestroyOpTensorDescriptor(od);
+    if (cd)
+        F.cnnlDestroyConvolutionDescriptor(cd);
+    if (tin)
+        F.cnnlDestroyTransposeDescriptor(tin);
+    if (tout)
+        F.cnnlDestroyTransposeDescriptor(tout);
+    for (int i = 0; i < CD_N; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
 /* ---- launch and lookup --------------------------------------------------- */
 
 static keel_status launch(void *kernel_data, const keel_kernel_args *a)
@@ -527,6 +904,9 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         break;
     case OP_CAST:
         st = cast(k, a, h);
+        break;
+    case OP_CONV2D:
+        st = conv2d(k, a, s, h);
         break;
     }
     mlu_nn_unlock(a->device);

@@ -16,6 +16,13 @@
  *   cnnlExpand              input dims 1 or the output's (same rank).
  *   cnnlCastDataType        FLOAT<->HALF, INT32->FLOAT/HALF, the dtypes of
  *                           the descriptors matching the cast.
+ *   cnnlTranspose_v2        any permutation of one rank; no workspace.
+ *   cnnlConvolutionForward  x [N,H,W,C], w [O,kh,kw,C/g], y [N,oh,ow,O],
+ *                           all set by cnnlSetTensorDescriptor with
+ *                           CNNL_LAYOUT_NHWC (remembered per descriptor);
+ *                           pad (top, bottom, left, right), stride,
+ *                           dilation, groups; no bias; y = alpha * conv +
+ *                           beta * y; asks for a 1 KiB workspace.
  *
  * Every call checks its descriptors (set, dims consistent, dtypes equal
  * where CNNL wants that) and that each pointer is device memory of the
@@ -24,6 +31,7 @@
  * the first element of every softmax 0.25 too large.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +45,21 @@ MLU_CNNL_NN_FUNCS(NN_PROTO)
 
 #define BMM_WORKSPACE 512
 
-enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST };
+#define CONV_WORKSPACE 1024
+
+enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST, J_TRANSPOSE,
+                J_CONV };
+
+struct cnnlTransposeStruct {
+    bool set;
+    int rank;
+    int perm[8];
+};
+
+struct cnnlConvolutionStruct {
+    bool set;
+    int pad[4], stride[2], dil[2], groups;
+};
 
 struct job {
     enum job_kind kind;
@@ -49,6 +71,8 @@ struct job {
     bool ta, tb, log;
     int axis; /* softmax: the dim normalised */
     double alpha, beta;
+    struct cnnlTransposeStruct tr;
+    struct cnnlConvolutionStruct cv;
 };
 
 static double at(const struct cnnlTensorStruct *t, const char *p,
@@ -197,6 +221,60 @@ static void run_cast(struct job *j)
                  nn_load(&j->a, j->ap + nn_offset(&j->a, k)));
 }
 
+static void run_transpose(struct job *j)
+{
+    size_t span, n = nn_numel(&j->c, &span);
+    int idx[8], src[8];
+
+    for (size_t k = 0; k < n; k++) {
+        size_t q = k;
+        for (int i = j->c.rank - 1; i >= 0; i--) {
+            idx[i] = (int)(q % (size_t)j->c.dims[i]);
+            q /= (size_t)j->c.dims[i];
+        }
+        for (int i = 0; i < j->c.rank; i++)
+            src[j->tr.perm[i]] = idx[i];
+        put(&j->c, j->cp, idx, at(&j->a, j->ap, src));
+    }
+}
+
+static void run_conv(struct job *j)
+{
+    const struct cnnlConvolutionStruct *g = &j->cv;
+    int N = j->a.dims[0], H = j->a.dims[1], W = j->a.dims[2];
+    int O = j->b.dims[0], kh = j->b.dims[1], kw = j->b.dims[2];
+    int cg = j->b.dims[3], og = O / g->groups;
+    int oh = j->c.dims[1], ow = j->c.dims[2];
+
+    for (int n = 0; n < N; n++)
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int o = 0; o < O; o++) {
+                    double acc = 0;
+                    int c0 = o / og * cg;
+                    for (int r = 0; r < kh; r++)
+                        for (int s = 0; s < kw; s++) {
+                            int ih = y * g->stride[0] - g->pad[0] +
+                                     r * g->dil[0];
+                            int iw = x * g->stride[1] - g->pad[2] +
+                                     s * g->dil[1];
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                continue;
+                            for (int c = 0; c < cg; c++) {
+                                int xi[4] = {n, ih, iw, c0 + c};
+                                int wi[4] = {o, r, s, c};
+                                acc += at(&j->a, j->ap, xi) *
+                                       at(&j->b, j->bp, wi);
+                            }
+                        }
+                    int yi[4] = {n, y, x, o};
+                    double v = j->alpha * acc;
+                    if (j->beta != 0)
+                        v += j->beta * at(&j->c, j->cp, yi);
+                    put(&j->c, j->cp, yi, v);
+                }
+}
+
 static void job_run(void *arg)
 {
     struct job *j = arg;
@@ -209,6 +287,8 @@ static void job_run(void *arg)
     case J_BMM: run_bmm(j); break;
     case J_EXPAND: run_expand(j); break;
     case J_CAST: run_cast(j); break;
+    case J_TRANSPOSE: run_transpose(j); break;
+    case J_CONV: run_conv(j); break;
     }
 }
 
@@ -226,7 +306,7 @@ static cnnlStatus_t submit(cnnlHandle_t h, struct job *j)
     nn_numel(&j->a, &span);
     if (!si_device_mem(j->ap, span, dev))
         goto bad;
-    if (j->kind == J_MATMUL || j->kind == J_BMM) {
+    if (j->kind == J_MATMUL || j->kind == J_BMM || j->kind == J_CONV) {
         nn_numel(&j->b, &span);
         if (!si_device_mem(j->bp, span, dev))
             goto bad;
@@ -467,5 +547,272 @@ SI_API cnnlStatus_t cnnlCastDataType(cnnlHandle_t handle,
     j->c = *output_desc;
     j->ap = input;
     j->cp = output;
+    return submit(handle, j);
+}
+
+/* ---- NHWC descriptors, transpose ------------------------------------------ */
+
+/* Which descriptors were last set NHWC by cnnlSetTensorDescriptor (the
+ * shared descriptor struct has no layout field): a small ring. */
+static struct {
+    pthread_mutex_t mu;
+    const void *nhwc[256];
+    unsigned next;
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void layout_note(const void *d, bool nhwc)
+{
+    pthread_mutex_lock(&L.mu);
+    for (unsigned i = 0; i < 256; i++)
+        if (L.nhwc[i] == d)
+            L.nhwc[i] = NULL;
+    if (nhwc)
+        L.nhwc[L.next++ % 256] = d;
+    pthread_mutex_unlock(&L.mu);
+}
+
+static bool layout_nhwc(const void *d)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&L.mu);
+    for (unsigned i = 0; i < 256 && !found; i++)
+        found = L.nhwc[i] == d;
+    pthread_mutex_unlock(&L.mu);
+    return found;
+}
+
+SI_API cnnlStatus_t cnnlSetTensorDescriptor(cnnlTensorDescriptor_t desc,
+                                            cnnlTensorLayout_t layout,
+                                            cnnlDataType_t dtype, int dimNb,
+                                            const int dimSize[])
+{
+    int s = 1;
+
+    NN_ARMED("cnnlSetTensorDescriptor");
+    if (!desc || dimNb < 1 || dimNb > 8 || !dimSize ||
+        (layout != CNNL_LAYOUT_ARRAY && layout != MLU_CNNL_LAYOUT_NHWC) ||
+        (layout == MLU_CNNL_LAYOUT_NHWC && dimNb != 4))
+        return CNNL_STATUS_BAD_PARAM;
+    if (dtype != CNNL_DTYPE_FLOAT && dtype != CNNL_DTYPE_HALF &&
+        dtype != CNNL_DTYPE_INT32)
+        return CNNL_STATUS_NOT_SUPPORTED;
+    for (int i = dimNb - 1; i >= 0; i--) {
+        if (dimSize[i] < 0)
+            return CNNL_STATUS_BAD_PARAM;
+        desc->dims[i] = dimSize[i];
+        desc->strides[i] = s;
+        s *= dimSize[i] > 0 ? dimSize[i] : 1;
+    }
+    desc->dt = dtype;
+    desc->rank = dimNb;
+    desc->set = true;
+    layout_note(desc, layout == MLU_CNNL_LAYOUT_NHWC);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlCreateTransposeDescriptor(
+    cnnlTransposeDescriptor_t *desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    *desc = calloc(1, sizeof(**desc));
+    return *desc ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlDestroyTransposeDescriptor(
+    cnnlTransposeDescriptor_t desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    free(desc);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetTransposeDescriptor(cnnlTransposeDescriptor_t desc,
+                                               const int dims,
+                                               const int permute[])
+{
+    int seen = 0;
+
+    if (!desc || dims < 1 || dims > 8 || !permute)
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < dims; i++) {
+        if (permute[i] < 0 || permute[i] >= dims || (seen >> permute[i]) & 1)
+            return CNNL_STATUS_BAD_PARAM;
+        seen |= 1 << permute[i];
+        desc->perm[i] = permute[i];
+    }
+    desc->rank = dims;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetTransposeWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,
+    const cnnlTransposeDescriptor_t desc, size_t *size)
+{
+    NN_ARMED("cnnlGetTransposeWorkspaceSize");
+    if (!handle || !x_desc || !x_desc->set || !desc || !desc->set || !size ||
+        desc->rank != x_desc->rank)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = 0;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlTranspose_v2(cnnlHandle_t handle,
+                                     const cnnlTransposeDescriptor_t desc,
+                                     const cnnlTensorDescriptor_t x_desc,
+                                     const void *x,
+                                     const cnnlTensorDescriptor_t y_desc,
+                                     void *y, void *workspace,
+                                     size_t workspace_size)
+{
+    struct job *j;
+
+    (void)workspace;
+    (void)workspace_size;
+    NN_ARMED("cnnlTranspose_v2");
+    if (!desc || !desc->set || !x_desc || !y_desc || !x_desc->set ||
+        !y_desc->set || x_desc->rank != desc->rank ||
+        y_desc->rank != desc->rank || x_desc->dt != y_desc->dt)
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < desc->rank; i++)
+        if (y_desc->dims[i] != x_desc->dims[desc->perm[i]])
+            return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_TRANSPOSE)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *x_desc;
+    j->c = *y_desc;
+    j->ap = x;
+    j->cp = y;
+    j->tr = *desc;
+    return submit(handle, j);
+}
+
+/* ---- convolution --------------------------------------------------------- */
+
+SI_API cnnlStatus_t cnnlCreateConvolutionDescriptor(
+    cnnlConvolutionDescriptor_t *desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    *desc = calloc(1, sizeof(**desc));
+    return *desc ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlDestroyConvolutionDescriptor(
+    cnnlConvolutionDescriptor_t desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    free(desc);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetConvolutionDescriptor(
+    cnnlConvolutionDescriptor_t desc, int dimNb, const int pad[],
+    const int stride[], const int dilation[], int group_count,
+    cnnlDataType_t compute_type)
+{
+    if (!desc || dimNb != 4 || !pad || !stride || !dilation ||
+        group_count < 1 || !is_float(compute_type))
+        return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < 4; i++)
+        if (pad[i] < 0)
+            return CNNL_STATUS_BAD_PARAM;
+    for (int i = 0; i < 2; i++)
+        if (stride[i] < 1 || dilation[i] < 1)
+            return CNNL_STATUS_BAD_PARAM;
+    memcpy(desc->pad, pad, sizeof(desc->pad));
+    memcpy(desc->stride, stride, sizeof(desc->stride));
+    memcpy(desc->dil, dilation, sizeof(desc->dil));
+    desc->groups = group_count;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+/* x, w, y NHWC and consistent with the convolution's geometry. */
+static bool conv_ok(const struct cnnlConvolutionStruct *g,
+                    const struct cnnlTensorStruct *x,
+                    const struct cnnlTensorStruct *w,
+                    const struct cnnlTensorStruct *y)
+{
+    if (!g || !g->set || !x || !w || !y || !x->set || !w->set || !y->set ||
+        !layout_nhwc(x) || !layout_nhwc(w) || !layout_nhwc(y) ||
+        x->dt != w->dt || x->dt != y->dt || !is_float(x->dt))
+        return false;
+    if (x->dims[3] != w->dims[3] * g->groups || w->dims[0] % g->groups ||
+        y->dims[0] != x->dims[0] || y->dims[3] != w->dims[0])
+        return false;
+    for (int i = 0; i < 2; i++) {
+        long ek = (long)(w->dims[1 + i] - 1) * g->dil[i] + 1;
+        long span = (long)x->dims[1 + i] + g->pad[2 * i] + g->pad[2 * i + 1];
+        if (span < ek || y->dims[1 + i] != (span - ek) / g->stride[i] + 1)
+            return false;
+    }
+    return true;
+}
+
+SI_API cnnlStatus_t cnnlGetConvolutionForwardAlgorithm(
+    cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlTensorDescriptor_t x_desc, const cnnlTensorDescriptor_t w_desc,
+    const cnnlTensorDescriptor_t y_desc,
+    const cnnlConvolutionFwdPreference_t preference,
+    cnnlConvolutionForwardAlgo_t *algo)
+{
+    NN_ARMED("cnnlGetConvolutionForwardAlgorithm");
+    if (!handle || !algo || preference != CNNL_CONVOLUTION_FWD_FASTEST ||
+        !conv_ok(conv_desc, x_desc, w_desc, y_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *algo = (cnnlConvolutionForwardAlgo_t)3; /* any value: passed back */
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetConvolutionForwardWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,
+    const cnnlTensorDescriptor_t w_desc, const cnnlTensorDescriptor_t y_desc,
+    const cnnlTensorDescriptor_t bias_desc,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlConvolutionForwardAlgo_t algo, size_t *size)
+{
+    NN_ARMED("cnnlGetConvolutionForwardWorkspaceSize");
+    if (!handle || !size || bias_desc || (int)algo != 3 ||
+        !conv_ok(conv_desc, x_desc, w_desc, y_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *size = CONV_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlConvolutionForward(
+    cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,
+    cnnlConvolutionForwardAlgo_t algo, const void *alpha,
+    const cnnlTensorDescriptor_t x_desc, const void *x,
+    const cnnlTensorDescriptor_t w_desc, const void *w,
+    const cnnlTensorDescriptor_t bias_desc, const void *bias,
+    void *workspace, size_t workspace_size, const void *beta,
+    const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlConvolutionForward");
+    if ((int)algo != 3 || bias_desc || bias ||
+        !conv_ok(conv_desc, x_desc, w_desc, y_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    if (workspace_size < CONV_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_CONV)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *x_desc;
+    j->b = *w_desc;
+    j->c = *y_desc;
+    j->ap = x;
+    j->bp = w;
+    j->cp = y;
+    j->cv = *conv_desc;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
     return submit(handle, j);
 }

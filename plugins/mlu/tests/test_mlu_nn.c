@@ -1,10 +1,11 @@
 /*
- * The mlu plugin's CNNL softmax, log_softmax, matmul, linear and cast over
- * the stand-in Neuware (meson test mlu-nn-standin, strict mode: a kernel
- * that is not used is an error, not a CPU fallback). Each op computes one
- * small case whose result is worked out here by hand; a strided softmax is
- * refused with NOT_SUPPORTED; CNNL failures injected into one call come
- * back as the mapped keel status naming the CNNL function.
+ * The mlu plugin's CNNL softmax, log_softmax, matmul, linear, cast and
+ * conv2d over the stand-in Neuware (meson test mlu-nn-standin, strict
+ * mode: a kernel that is not used is an error, not a CPU fallback). Each
+ * op computes one small case whose result is worked out here by hand; a
+ * strided softmax and a float32 -> int32 cast are refused with
+ * NOT_SUPPORTED; CNNL failures injected into one call come back as the
+ * mapped keel status naming the CNNL function.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -205,6 +206,48 @@ static void t_cast(void)
     keel_tensor_free(x);
 }
 
+/* x = [[1,2,3],[4,5,6],[7,8,9]] with the 2x2 kernels [[1,0],[0,1]] (x[i][j]
+ * + x[i+1][j+1]) and [[0,1],[1,0]] (x[i][j+1] + x[i+1][j]) plus the bias
+ * [10, 20]; then kernel [[1]] with padding 1 puts a zero border round x. */
+static void t_conv2d(void)
+{
+    static const float xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    static const float wv[8] = {1, 0, 0, 1, 0, 1, 1, 0}, bv[2] = {10, 20};
+    static const float want[8] = {16, 18, 22, 24, 26, 28, 32, 34};
+    static const float one[1] = {1};
+    const int64_t dx[4] = {1, 1, 3, 3}, dw[4] = {2, 1, 2, 2}, db[1] = {2};
+    const int64_t d1[4] = {1, 1, 1, 1};
+    keel_tensor *x = dev_floats(xv, 4, dx, KEEL_F32);
+    keel_tensor *w = dev_floats(wv, 4, dw, KEEL_F32);
+    keel_tensor *b = dev_floats(bv, 1, db, KEEL_F32);
+    keel_tensor *w1 = dev_floats(one, 4, d1, KEEL_F32), *r = NULL;
+    keel_conv2d_params p = keel_conv2d_default_params();
+    float got[25];
+
+    CU_ASSERT_EQUAL_FATAL(keel_conv2d(x, w, b, &p, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, 8 * sizeof(float)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 8; i++)
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    keel_tensor_free(r);
+    r = NULL;
+    p.padding[0] = 1;
+    p.npadding = 1;
+    CU_ASSERT_EQUAL_FATAL(keel_conv2d(x, w1, NULL, &p, &r), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 25; i++) {
+        int h = i / 5, c = i % 5;
+        bool in = h >= 1 && h <= 3 && c >= 1 && c <= 3;
+        CU_ASSERT_EQUAL(got[i], in ? xv[(h - 1) * 3 + c - 1] : 0.0f);
+    }
+    keel_tensor_free(r);
+    keel_tensor_free(w1);
+    keel_tensor_free(b);
+    keel_tensor_free(w);
+    keel_tensor_free(x);
+}
+
 /* A launch of the plugin's softmax kernel itself on a 2x2 x read with
  * strides {1, 2} (a transpose): refused with NOT_SUPPORTED, so the core
  * would fall back; and a float32 -> int32 cast is refused the same way. */
@@ -293,6 +336,19 @@ static void t_failures(void)
     arm("cnnlCastDataType", CNNL_STATUS_BAD_PARAM);
     CU_ASSERT_EQUAL(keel_cast(x, KEEL_F16, &r), KEEL_STATUS_NOT_SUPPORTED);
     saw("cnnlCastDataType", "CNNL_STATUS_BAD_PARAM");
+    {
+        const int64_t d4[4] = {1, 1, 2, 2};
+        keel_tensor *x4 = dev_floats(v, 4, d4, KEEL_F32);
+        keel_conv2d_params p = keel_conv2d_default_params();
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x4);
+        arm("cnnlConvolutionForward", CNNL_STATUS_EXECUTION_FAILED);
+        CU_ASSERT_EQUAL(keel_conv2d(x4, x4, NULL, &p, &r),
+                        KEEL_STATUS_DEVICE_ERROR);
+        saw("cnnlConvolutionForward", "CNNL_STATUS_EXECUTION_FAILED");
+        CU_ASSERT_PTR_NULL(r);
+        keel_tensor_free(x4);
+    }
     /* once only: the next call works */
     CU_ASSERT_EQUAL(keel_softmax(x, -1, &r), KEEL_STATUS_OK);
     keel_tensor_free(r);
@@ -332,6 +388,7 @@ int main(void)
     CU_add_test(s, "matmul, transposed and batched", t_matmul);
     CU_add_test(s, "linear with bias", t_linear);
     CU_add_test(s, "cast float32 <-> float16", t_cast);
+    CU_add_test(s, "conv2d with bias, and padded", t_conv2d);
     CU_add_test(s, "refused configurations", t_refused);
     CU_add_test(s, "injected CNNL failures", t_failures);
     CU_add_test(s, "batched matmul workspace", t_workspace);
