@@ -1,6 +1,6 @@
 /*
  * The CNNL operators mlu_kernels_nn.c calls (softmax, log_softmax, matmul,
- * linear, cast), declared here so that the plugin builds without Neuware.
+ * linear, cast, conv2d), declared here so that the plugin builds without Neuware.
  * The shared CNNL types (handle, tensor descriptor, status, dtype) are in
  * cnrt_api.h; the stand-in (tests/cnnl_standin_nn.c) declares its exports
  * from the list below, so a signature that drifts stops compiling there.
@@ -34,7 +34,24 @@
  *     output) and the names CNNL_CAST_FLOAT_TO_HALF, CNNL_CAST_HALF_TO_FLOAT,
  *     CNNL_CAST_INT32_TO_FLOAT, CNNL_CAST_INT32_TO_HALF (type
  *     cnnlCastDataType_t): PaddleCustomDevice's cast table, torch_mlu's
- *     cast_map and DIOPI's Cambricon cast table.
+ *     cast_map and DIOPI's Cambricon cast table;
+ *   - CNNL_LAYOUT_NHWC 1 (cnnlTensorLayout_t), against the core header,
+ *     with cnnlSetTensorDescriptor(desc, layout, dtype, dimNb, dimSize[])
+ *     from the same header;
+ *   - for conv2d, against PaddleCustomDevice, torch_mlu, DIOPI's Cambricon
+ *     convolution, InfiniCore's CNNL convolution and MegEngine's Cambricon
+ *     backend: cnnlSetTransposeDescriptor(desc, dims, permute[]),
+ *     cnnlGetTransposeWorkspaceSize(handle, x_desc, trans_desc, size_t *),
+ *     cnnlTranspose_v2(handle, trans_desc, x_desc, x, y_desc, y,
+ *     workspace, workspace_size), cnnlSetConvolutionDescriptor(desc, 4,
+ *     pad[4] (top, bottom, left, right, as two callers fill it from (h, w)
+ *     paddings), stride[2], dilation[2], group_count, compute dtype),
+ *     cnnlGetConvolutionForwardAlgorithm(handle, conv, x, w, y,
+ *     preference, &algo), cnnlGetConvolutionForwardWorkspaceSize(handle,
+ *     x, w, y, bias, conv, algo, size_t *) and cnnlConvolutionForward(
+ *     handle, conv, algo, alpha, x_desc, x, w_desc, w, bias_desc, bias,
+ *     workspace, workspace_size, beta, y_desc, y) with NHWC x, y and an
+ *     [O, kh, kw, C/g] filter.
  *
  * NOT VERIFIED (no public header with these enums was found): the values
  * of cnnlSoftmaxAlgorithm_t (FAST 0, ACCURATE 1, LOG 2 taken, cuDNN's
@@ -42,7 +59,9 @@
  * LOW_DIMENSION 2 taken) and every cnnlCastDataType_t value below (the
  * public callers use the names only; the one value seen, in a comment,
  * CNNL_CAST_HALF_TO_FLOAT_INF 129, shows the enum is not numbered
- * 0, 1, 2, ..., so the numbers here are placeholders). Also not verified:
+ * 0, 1, 2, ..., so the numbers here are placeholders) and
+ * cnnlConvolutionFwdPreference_t (CNNL_CONVOLUTION_FWD_FASTEST taken as
+ * 0). Also not verified:
  * whether cnnlMatMul with K = 0 writes beta * c (the plugin refuses K = 0),
  * how CNNL's float-to-integer casts round (the plugin takes none), and
  * that cnnlBatchMatMulBCast reads a batch dim of size 1 as broadcast.
