@@ -1,6 +1,6 @@
 /*
  * The CNNL operators mlu_kernels_nn.c calls (softmax, log_softmax, matmul,
- * linear, cast, conv2d), declared here so that the plugin builds without Neuware.
+ * linear, cast, conv2d, conv2d_grad), declared here so that the plugin builds without Neuware.
  * The shared CNNL types (handle, tensor descriptor, status, dtype) are in
  * cnrt_api.h; the stand-in (tests/cnnl_standin_nn.c) declares its exports
  * from the list below, so a signature that drifts stops compiling there.
@@ -51,7 +51,17 @@
  *     x, w, y, bias, conv, algo, size_t *) and cnnlConvolutionForward(
  *     handle, conv, algo, alpha, x_desc, x, w_desc, w, bias_desc, bias,
  *     workspace, workspace_size, beta, y_desc, y) with NHWC x, y and an
- *     [O, kh, kw, C/g] filter.
+ *     [O, kh, kw, C/g] filter; for conv2d_grad, against the same callers
+ *     (PaddleCustomDevice MLUCnnl::ConvBackpropInput / ConvBackpropFilter,
+ *     torch_mlu, oneflow, DIOPI): cnnlGetConvolutionBackwardDataAlgorithm(
+ *     handle, w, dy, conv, dx, preference, &algo), its WorkspaceSize(
+ *     handle, w, dy, conv, dx, algo, size_t *), cnnlConvolutionBackwardData(
+ *     handle, alpha, w_desc, w, dy_desc, dy, conv, algo, workspace,
+ *     workspace_size, beta, dx_desc, dx), the Filter trio with (handle,
+ *     conv, x, dy, dw, preference, &algo), (handle, x, dy, dw, conv, algo,
+ *     size_t *) and (handle, alpha, x_desc, x, dy_desc, dy, conv, algo,
+ *     workspace, workspace_size, beta, dw_desc, dw), and cnnlFill(handle,
+ *     float value, desc, ptr) (PaddleCustomDevice MLUCnnl::Fill, DIOPI).
  *
  * NOT VERIFIED (no public header with these enums was found): the values
  * of cnnlSoftmaxAlgorithm_t (FAST 0, ACCURATE 1, LOG 2 taken, cuDNN's
@@ -60,8 +70,9 @@
  * public callers use the names only; the one value seen, in a comment,
  * CNNL_CAST_HALF_TO_FLOAT_INF 129, shows the enum is not numbered
  * 0, 1, 2, ..., so the numbers here are placeholders) and
- * cnnlConvolutionFwdPreference_t (CNNL_CONVOLUTION_FWD_FASTEST taken as
- * 0). Also not verified:
+ * cnnlConvolutionFwdPreference_t, cnnlConvolutionBwdDataPreference_t and
+ * cnnlConvolutionBwdFilterPreference_t (each _FASTEST taken as 0). Also
+ * not verified:
  * whether cnnlMatMul with K = 0 writes beta * c (the plugin refuses K = 0),
  * how CNNL's float-to-integer casts round (the plugin takes none), and
  * that cnnlBatchMatMulBCast reads a batch dim of size 1 as broadcast.
@@ -113,6 +124,17 @@ typedef struct cnnlTransposeStruct *cnnlTransposeDescriptor_t;
  * CNNL unread, so no value of cnnlConvolutionForwardAlgo_t is needed. */
 typedef enum { CNNL_CONVOLUTION_FWD_FASTEST = 0 } cnnlConvolutionFwdPreference_t;
 typedef enum { MLU_CNNL_CONV_FWD_ALGO_ANY = 0 } cnnlConvolutionForwardAlgo_t;
+/* The same for the backward passes. */
+typedef enum {
+    CNNL_CONVOLUTION_BWD_DATA_FASTEST = 0
+} cnnlConvolutionBwdDataPreference_t;
+typedef enum { MLU_CNNL_CONV_BWD_DATA_ALGO_ANY = 0 } cnnlConvolutionBwdDataAlgo_t;
+typedef enum {
+    CNNL_CONVOLUTION_BWD_FILTER_FASTEST = 0
+} cnnlConvolutionBwdFilterPreference_t;
+typedef enum {
+    MLU_CNNL_CONV_BWD_FILTER_ALGO_ANY = 0
+} cnnlConvolutionBwdFilterAlgo_t;
 
 /*
  * X(return type, name, parameters). Each kernel needs only its own entries
@@ -193,6 +215,51 @@ typedef enum { MLU_CNNL_CONV_FWD_ALGO_ANY = 0 } cnnlConvolutionForwardAlgo_t;
        const cnnlTensorDescriptor_t w_desc, const void *w,                    \
        const cnnlTensorDescriptor_t bias_desc, const void *bias,              \
        void *workspace, size_t workspace_size, const void *beta,              \
-       const cnnlTensorDescriptor_t y_desc, void *y))
+       const cnnlTensorDescriptor_t y_desc, void *y))                         \
+    X(cnnlStatus_t, cnnlGetConvolutionBackwardDataAlgorithm,                  \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t w_desc,              \
+       const cnnlTensorDescriptor_t dy_desc,                                  \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlTensorDescriptor_t dx_desc,                                  \
+       const cnnlConvolutionBwdDataPreference_t preference,                   \
+       cnnlConvolutionBwdDataAlgo_t *algo))                                   \
+    X(cnnlStatus_t, cnnlGetConvolutionBackwardDataWorkspaceSize,              \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t w_desc,              \
+       const cnnlTensorDescriptor_t dy_desc,                                  \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlTensorDescriptor_t dx_desc,                                  \
+       const cnnlConvolutionBwdDataAlgo_t algo, size_t *size))                \
+    X(cnnlStatus_t, cnnlConvolutionBackwardData,                              \
+      (cnnlHandle_t handle, const void *alpha,                                \
+       const cnnlTensorDescriptor_t w_desc, const void *w,                    \
+       const cnnlTensorDescriptor_t dy_desc, const void *dy,                  \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlConvolutionBwdDataAlgo_t algo, void *workspace,              \
+       size_t workspace_size, const void *beta,                               \
+       const cnnlTensorDescriptor_t dx_desc, void *dx))                       \
+    X(cnnlStatus_t, cnnlGetConvolutionBackwardFilterAlgorithm,                \
+      (cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,      \
+       const cnnlTensorDescriptor_t x_desc,                                   \
+       const cnnlTensorDescriptor_t dy_desc,                                  \
+       const cnnlTensorDescriptor_t dw_desc,                                  \
+       const cnnlConvolutionBwdFilterPreference_t preference,                 \
+       cnnlConvolutionBwdFilterAlgo_t *algo))                                 \
+    X(cnnlStatus_t, cnnlGetConvolutionBackwardFilterWorkspaceSize,            \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const cnnlTensorDescriptor_t dy_desc,                                  \
+       const cnnlTensorDescriptor_t dw_desc,                                  \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlConvolutionBwdFilterAlgo_t algo, size_t *size))              \
+    X(cnnlStatus_t, cnnlConvolutionBackwardFilter,                            \
+      (cnnlHandle_t handle, const void *alpha,                                \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t dy_desc, const void *dy,                  \
+       const cnnlConvolutionDescriptor_t conv_desc,                           \
+       const cnnlConvolutionBwdFilterAlgo_t algo, void *workspace,            \
+       size_t workspace_size, const void *beta,                               \
+       const cnnlTensorDescriptor_t dw_desc, void *dw))                       \
+    X(cnnlStatus_t, cnnlFill,                                                 \
+      (cnnlHandle_t handle, float value,                                      \
+       const cnnlTensorDescriptor_t output_desc, void *output))
 
 #endif /* KEEL_MLU_CNNL_NN_API_H */

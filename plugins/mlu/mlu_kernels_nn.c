@@ -1,8 +1,8 @@
 /*
  * keel Cambricon MLU plugin — CNNL kernels for softmax, log_softmax,
- * matmul, linear and cast (see mlu_internal.h; the shared parts, handle,
- * descriptors and workspace, are in mlu_kernels.c; the CNNL declarations
- * and what was verified of them in cnnl_nn_api.h).
+ * matmul, linear, cast, conv2d and conv2d_grad (see mlu_internal.h; the
+ * shared parts, handle, descriptors and workspace, are in mlu_kernels.c;
+ * the CNNL declarations and what was verified of them in cnnl_nn_api.h).
  *
  *   softmax, log_softmax  cnnlSoftmaxForward_v2 on a 3-D view of a
  *                         contiguous x: [outer, 1, n] in LOW_DIMENSION
@@ -29,6 +29,8 @@
  *                         read; a cast to the same dtype, to bool, int64
  *                         or any dtype CNNL has no verified name for is
  *                         refused too.
+ *   conv2d, conv2d_grad   through NHWC copies in the workspace (see the
+ *                         comments above conv2d and conv2d_grad).
  *
  * float32 and float16 (cast: the sources float32, float16, int32). Every
  * refusal is NOT_SUPPORTED, which the core answers with its CPU fallback.
@@ -58,7 +60,8 @@ enum nop {
     OP_MATMUL,
     OP_LINEAR,
     OP_CAST,
-    OP_CONV2D
+    OP_CONV2D,
+    OP_CONV2D_GRAD
 };
 
 #define FLOATS (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
@@ -76,6 +79,7 @@ static struct ndef {
     {"linear", OP_LINEAR, FLOATS, -1, false},
     {"cast", OP_CAST, FLOATS | KEEL_DTYPE_BIT(KEEL_I32), -1, false},
     {"conv2d", OP_CONV2D, FLOATS, -1, false},
+    {"conv2d_grad", OP_CONV2D_GRAD, FLOATS, -1, false},
 };
 #define NNDEFS (sizeof(ndefs) / sizeof(ndefs[0]))
 
@@ -115,6 +119,23 @@ void mlu_kernels_nn_open(void *cnnl)
                     F.cnnlGetConvolutionForwardAlgorithm &&
                     F.cnnlGetConvolutionForwardWorkspaceSize &&
                     F.cnnlConvolutionForward && F.cnnlExpand;
+            break;
+        case OP_CONV2D_GRAD:
+            k->ok = F.cnnlSetTensorDescriptor &&
+                    F.cnnlCreateTransposeDescriptor &&
+                    F.cnnlDestroyTransposeDescriptor &&
+                    F.cnnlSetTransposeDescriptor &&
+                    F.cnnlGetTransposeWorkspaceSize && F.cnnlTranspose_v2 &&
+                    F.cnnlCreateConvolutionDescriptor &&
+                    F.cnnlDestroyConvolutionDescriptor &&
+                    F.cnnlSetConvolutionDescriptor &&
+                    F.cnnlGetConvolutionBackwardDataAlgorithm &&
+                    F.cnnlGetConvolutionBackwardDataWorkspaceSize &&
+                    F.cnnlConvolutionBackwardData &&
+                    F.cnnlGetConvolutionBackwardFilterAlgorithm &&
+                    F.cnnlGetConvolutionBackwardFilterWorkspaceSize &&
+                    F.cnnlConvolutionBackwardFilter && F.cnnlFill &&
+                    F.cnnlMatMul;
             break;
         }
         k->id = keel_kit_op_id(k->name);
@@ -859,6 +880,250 @@ static keel_status conv2d(const struct ndef *k, const keel_kernel_args *a,
     return st;
 }
 
+/*
+ * conv2d_grad: x, weight and dout are transposed to NHWC in the workspace;
+ * dx is cnnlConvolutionBackwardData, dweight cnnlConvolutionBackwardFilter
+ * (both NHWC, transposed back to keel's layout); dbias, the sum of dout
+ * over N, oh and ow, is a product with a row of ones (cnnlFill):
+ * ones [1, M] @ dout [M, O] with M = N * oh * ow, dout read in NHWC order.
+ * With need_dx = 0 dx is not computed. x, weight and dout must be
+ * contiguous.
+ */
+enum { GD_X, GD_W, GD_DY, GD_XN, GD_WN, GD_DYN, GD_DXN, GD_DWN, GD_DX,
+       GD_DW, GD_ONES, GD_DY2, GD_DB, GD_N };
+
+static keel_status conv2d_grad(const struct ndef *k,
+                               const keel_kernel_args *a,
+                               struct keel_stream_s *s, cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1];
+    const keel_tensor_desc *dy = &a->inputs[2];
+    const keel_tensor_desc *dx = &a->outputs[0], *dw = &a->outputs[1];
+    const keel_tensor_desc *db = a->num_outputs > 2 ? &a->outputs[2] : NULL;
+    bool need_dx = keel_kit_attr_i(a, "need_dx", 1) != 0;
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    cnnlTensorDescriptor_t td[GD_N] = {NULL};
+    cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
+    cnnlConvolutionDescriptor_t cd = NULL;
+    cnnlConvolutionBwdDataAlgo_t da = MLU_CNNL_CONV_BWD_DATA_ALGO_ANY;
+    cnnlConvolutionBwdFilterAlgo_t fa = MLU_CNNL_CONV_BWD_FILTER_ALGO_ANY;
+    struct conv_geo g;
+    int32_t dev = a->device;
+    size_t es = keel_dtype_size(x->dtype), tt[5] = {0}, wsd = 0;
+    size_t wsf = 0, tmax, total = 0, at[9] = {0};
+    int64_t M;
+    void *wsp = NULL;
+    bool ours = false, fit;
+    char *base;
+    float one = 1.0f, zero = 0.0f;
+    keel_status st;
+
+    if (x->ndim != 4 || w->ndim != 4 || dy->ndim != 4 || dx->ndim != 4 ||
+        dw->ndim != 4 || (db && db->ndim != 1))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: want x [N,C,H,W], weight [O,C/g,kh,kw], dout "
+                       "[N,O,oh,ow]",
+                       k->name);
+    if ((st = conv_geometry(k->name, a, &g)))
+        return st;
+    if (x->shape[1] != w->shape[1] * g.groups || w->shape[0] % g.groups ||
+        dy->shape[0] != x->shape[0] || dy->shape[1] != w->shape[0] ||
+        dy->shape[2] != g.out[0] || dy->shape[3] != g.out[1] ||
+        !keel_kit_same_shape(dx, x) || !keel_kit_same_shape(dw, w) ||
+        (db && db->shape[0] != w->shape[0]))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: x, weight, dout and the gradients do not agree",
+                       k->name);
+    if (!keel_kit_contiguous(x) || !keel_kit_contiguous(w) ||
+        !keel_kit_contiguous(dy))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: strided operands are not passed to CNNL",
+                       k->name);
+    if (keel_kit_numel(x) == 0 || keel_kit_numel(w) == 0 ||
+        keel_kit_numel(dy) == 0)
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: empty operands are not passed to CNNL", k->name);
+    M = dy->shape[0] * dy->shape[2] * dy->shape[3];
+    {
+        const int64_t xn[4] = {x->shape[0], x->shape[2], x->shape[3],
+                               x->shape[1]};
+        const int64_t wn[4] = {w->shape[0], w->shape[2], w->shape[3],
+                               w->shape[1]};
+        const int64_t yn[4] = {dy->shape[0], dy->shape[2], dy->shape[3],
+                               dy->shape[1]};
+        const int64_t od[2] = {1, M}, yd[2] = {M, dy->shape[1]};
+        const int64_t bd[2] = {1, dy->shape[1]};
+        int64_t str[2];
+
+        st = mlu_nn_describe(dev, x, &td[GD_X]);
+        if (!st)
+            st = mlu_nn_describe(dev, w, &td[GD_W]);
+        if (!st)
+            st = mlu_nn_describe(dev, dy, &td[GD_DY]);
+        if (!st)
+            st = mlu_nn_describe(dev, dx, &td[GD_DX]);
+        if (!st)
+            st = mlu_nn_describe(dev, dw, &td[GD_DW]);
+        if (!st)
+            st = describe_nhwc(dev, x->dtype, xn, &td[GD_XN]);
+        if (!st)
+            st = describe_nhwc(dev, w->dtype, wn, &td[GD_WN]);
+        if (!st)
+            st = describe_nhwc(dev, dy->dtype, yn, &td[GD_DYN]);
+        if (!st)
+            st = describe_nhwc(dev, dx->dtype, xn, &td[GD_DXN]);
+        if (!st)
+            st = describe_nhwc(dev, dw->dtype, wn, &td[GD_DWN]);
+        if (!st && db) {
+            row_major(2, od, str);
+            st = describe(dev, dy->dtype, 2, od, str, &td[GD_ONES]);
+            row_major(2, yd, str);
+            if (!st)
+                st = describe(dev, dy->dtype, 2, yd, str, &td[GD_DY2]);
+            if (!st) {
+                str[0] = bd[1];
+                str[1] = db->strides[0];
+                st = describe(dev, db->dtype, 2, bd, str, &td[GD_DB]);
+            }
+        }
+    }
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tout), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tin, 4, to_nhwc), dev,
+                          "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tout, 4, to_nchw),
+                          dev, "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateConvolutionDescriptor(&cd), dev,
+                          "cnnlCreateConvolutionDescriptor");
+    if (!st) {
+        const int pad[4] = {(int)g.pad[0], (int)g.pad[1], (int)g.pad[2],
+                            (int)g.pad[3]};
+        const int str[2] = {(int)g.stride[0], (int)g.stride[1]};
+        const int dil[2] = {(int)g.dil[0], (int)g.dil[1]};
+        st = mlu_nn_check(F.cnnlSetConvolutionDescriptor(cd, 4, pad, str, dil,
+                                                         (int)g.groups,
+                                                         CNNL_DTYPE_FLOAT),
+                          dev, "cnnlSetConvolutionDescriptor");
+    }
+    for (int i = 0; i < 5 && !st; i++) {
+        /* into NHWC: x, w, dout; back: dx, dweight */
+        static const int which[5] = {GD_X, GD_W, GD_DY, GD_DXN, GD_DWN};
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(
+                              h, td[which[i]], i < 3 ? tin : tout, &tt[i]),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    }
+    if (!st && need_dx)
+        st = mlu_nn_check(F.cnnlGetConvolutionBackwardDataAlgorithm(
+                              h, td[GD_WN], td[GD_DYN], cd, td[GD_DXN],
+                              CNNL_CONVOLUTION_BWD_DATA_FASTEST, &da),
+                          dev, "cnnlGetConvolutionBackwardDataAlgorithm");
+    if (!st && need_dx)
+        st = mlu_nn_check(F.cnnlGetConvolutionBackwardDataWorkspaceSize(
+                              h, td[GD_WN], td[GD_DYN], cd, td[GD_DXN], da,
+                              &wsd),
+                          dev, "cnnlGetConvolutionBackwardDataWorkspaceSize");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetConvolutionBackwardFilterAlgorithm(
+                              h, cd, td[GD_XN], td[GD_DYN], td[GD_DWN],
+                              CNNL_CONVOLUTION_BWD_FILTER_FASTEST, &fa),
+                          dev, "cnnlGetConvolutionBackwardFilterAlgorithm");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetConvolutionBackwardFilterWorkspaceSize(
+                              h, td[GD_XN], td[GD_DYN], td[GD_DWN], cd, fa,
+                              &wsf),
+                          dev,
+                          "cnnlGetConvolutionBackwardFilterWorkspaceSize");
+    if (st)
+        goto done;
+    /* x, w, dout, dx, dweight in NHWC, the largest transpose workspace,
+     * the two passes' workspaces, the ones */
+    tmax = 0;
+    for (int i = 0; i < 5; i++)
+        tmax = tt[i] > tmax ? tt[i] : tmax;
+    fit = ws_take(&total, (size_t)keel_kit_numel(x) * es, &at[0]) &&
+          ws_take(&total, (size_t)keel_kit_numel(w) * es, &at[1]) &&
+          ws_take(&total, (size_t)keel_kit_numel(dy) * es, &at[2]) &&
+          ws_take(&total, need_dx ? (size_t)keel_kit_numel(x) * es : 0,
+                  &at[3]) &&
+          ws_take(&total, (size_t)keel_kit_numel(w) * es, &at[4]) &&
+          ws_take(&total, tmax, &at[5]) && ws_take(&total, wsd, &at[6]) &&
+          ws_take(&total, wsf, &at[7]) &&
+          ws_take(&total, db ? (size_t)M * es : 0, &at[8]);
+    st = fit ? mlu_nn_workspace(a, k->name, total, &wsp, &ours)
+             : mlu_err(KEEL_STATUS_OUT_OF_MEMORY,
+                       "%s: the workspace size overflows", k->name);
+    if (st)
+        goto done;
+    base = wsp;
+#define TWS (tmax ? base + at[5] : NULL), tmax
+    st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[GD_X], MLU_PTR(x->data),
+                                         td[GD_XN], base + at[0], TWS),
+                      dev, "cnnlTranspose_v2");
+    if (!st && need_dx)
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[GD_W],
+                                             MLU_PTR(w->data), td[GD_WN],
+                                             base + at[1], TWS),
+                          dev, "cnnlTranspose_v2");
+    if (!st)
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[GD_DY],
+                                             MLU_PTR(dy->data), td[GD_DYN],
+                                             base + at[2], TWS),
+                          dev, "cnnlTranspose_v2");
+    if (!st && need_dx)
+        st = mlu_nn_check(F.cnnlConvolutionBackwardData(
+                              h, &one, td[GD_WN], base + at[1], td[GD_DYN],
+                              base + at[2], cd, da,
+                              wsd ? base + at[6] : NULL, wsd, &zero,
+                              td[GD_DXN], base + at[3]),
+                          dev, "cnnlConvolutionBackwardData");
+    if (!st && need_dx)
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tout, td[GD_DXN],
+                                             base + at[3], td[GD_DX],
+                                             MLU_PTR(dx->data), TWS),
+                          dev, "cnnlTranspose_v2");
+    if (!st)
+        st = mlu_nn_check(F.cnnlConvolutionBackwardFilter(
+                              h, &one, td[GD_XN], base + at[0], td[GD_DYN],
+                              base + at[2], cd, fa,
+                              wsf ? base + at[7] : NULL, wsf, &zero,
+                              td[GD_DWN], base + at[4]),
+                          dev, "cnnlConvolutionBackwardFilter");
+    if (!st)
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tout, td[GD_DWN],
+                                             base + at[4], td[GD_DW],
+                                             MLU_PTR(dw->data), TWS),
+                          dev, "cnnlTranspose_v2");
+#undef TWS
+    if (!st && db)
+        st = mlu_nn_check(F.cnnlFill(h, 1.0f, td[GD_ONES], base + at[8]),
+                          dev, "cnnlFill");
+    if (!st && db)
+        st = mlu_nn_check(F.cnnlMatMul(h, false, false, &one, td[GD_ONES],
+                                       base + at[8], td[GD_DY2],
+                                       base + at[2], &zero, td[GD_DB],
+                                       MLU_PTR(db->data)),
+                          dev, "cnnlMatMul");
+    st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+done:
+    if (cd)
+        F.cnnlDestroyConvolutionDescriptor(cd);
+    if (tin)
+        F.cnnlDestroyTransposeDescriptor(tin);
+    if (tout)
+        F.cnnlDestroyTransposeDescriptor(tout);
+    for (int i = 0; i < GD_N; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
 /* ---- launch and lookup --------------------------------------------------- */
 
 static keel_status launch(void *kernel_data, const keel_kernel_args *a)
@@ -887,7 +1152,9 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
                                "%s: mixed dtypes are not passed to CNNL",
                                k->name);
     }
-    if (keel_kit_numel(&a->outputs[0]) == 0)
+    /* conv2d_grad's dweight and dbias need writing even when dx is empty:
+     * it refuses empty operands itself */
+    if (k->op != OP_CONV2D_GRAD && keel_kit_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
     if ((st = mlu_nn_lock(a->device, s, &h)))
         return st;
@@ -907,6 +1174,9 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         break;
     case OP_CONV2D:
         st = conv2d(k, a, s, h);
+        break;
+    case OP_CONV2D_GRAD:
+        st = conv2d_grad(k, a, s, h);
         break;
     }
     mlu_nn_unlock(a->device);

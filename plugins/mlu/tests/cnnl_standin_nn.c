@@ -23,6 +23,11 @@
  *                           pad (top, bottom, left, right), stride,
  *                           dilation, groups; no bias; y = alpha * conv +
  *                           beta * y; asks for a 1 KiB workspace.
+ *   cnnlConvolutionBackwardData / cnnlConvolutionBackwardFilter
+ *                           the same layouts and checks; dx or dw =
+ *                           alpha * gradient + beta * itself; each asks
+ *                           for a 1 KiB workspace.
+ *   cnnlFill                every element of the descriptor's view.
  *
  * Every call checks its descriptors (set, dims consistent, dtypes equal
  * where CNNL wants that) and that each pointer is device memory of the
@@ -48,7 +53,7 @@ MLU_CNNL_NN_FUNCS(NN_PROTO)
 #define CONV_WORKSPACE 1024
 
 enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST, J_TRANSPOSE,
-                J_CONV };
+                J_CONV, J_BWD_DATA, J_BWD_FILTER, J_FILL };
 
 struct cnnlTransposeStruct {
     bool set;
@@ -70,7 +75,7 @@ struct job {
     size_t ws_n;
     bool ta, tb, log;
     int axis; /* softmax: the dim normalised */
-    double alpha, beta;
+    double alpha, beta, value;
     struct cnnlTransposeStruct tr;
     struct cnnlConvolutionStruct cv;
 };
@@ -275,6 +280,76 @@ static void run_conv(struct job *j)
                 }
 }
 
+/* The gradients of run_conv: dx (J_BWD_DATA: a dy, b w, c dx) or dw
+ * (J_BWD_FILTER: a x, b dy, c dw), accumulated in double first. */
+static void run_conv_grad(struct job *j)
+{
+    const struct cnnlConvolutionStruct *g = &j->cv;
+    bool data = j->kind == J_BWD_DATA;
+    const struct cnnlTensorStruct *xd = data ? &j->c : &j->a;
+    const struct cnnlTensorStruct *wd = data ? &j->b : &j->c;
+    const struct cnnlTensorStruct *yd = data ? &j->a : &j->b;
+    int N = xd->dims[0], H = xd->dims[1], W = xd->dims[2];
+    int O = wd->dims[0], kh = wd->dims[1], kw = wd->dims[2], cg = wd->dims[3];
+    int og = O / g->groups, oh = yd->dims[1], ow = yd->dims[2];
+    size_t span, n_out = nn_numel(&j->c, &span);
+    double *acc = calloc(n_out ? n_out : 1, sizeof(double));
+    int idx[4];
+
+    if (!acc)
+        return; /* the result stays unwritten: conform sees it */
+    for (int n = 0; n < N; n++)
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int o = 0; o < O; o++) {
+                    int yi[4] = {n, y, x, o}, c0 = o / og * cg;
+                    double gy = at(yd, data ? j->ap : j->bp, yi);
+                    for (int r = 0; r < kh; r++)
+                        for (int s = 0; s < kw; s++) {
+                            int ih = y * g->stride[0] - g->pad[0] +
+                                     r * g->dil[0];
+                            int iw = x * g->stride[1] - g->pad[2] +
+                                     s * g->dil[1];
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                continue;
+                            for (int c = 0; c < cg; c++) {
+                                int xi[4] = {n, ih, iw, c0 + c};
+                                int wi[4] = {o, r, s, c};
+                                if (data)
+                                    acc[((size_t)(n * H + ih) * W + iw) *
+                                            (size_t)xd->dims[3] +
+                                        (size_t)(c0 + c)] +=
+                                        gy * at(wd, j->bp, wi);
+                                else
+                                    acc[((size_t)(o * kh + r) * kw + s) *
+                                            (size_t)cg +
+                                        (size_t)c] +=
+                                        gy * at(xd, j->ap, xi);
+                            }
+                        }
+                }
+    for (size_t k = 0; k < n_out; k++) {
+        size_t q = k;
+        for (int i = 3; i >= 0; i--) {
+            idx[i] = (int)(q % (size_t)j->c.dims[i]);
+            q /= (size_t)j->c.dims[i];
+        }
+        double v = j->alpha * acc[k];
+        if (j->beta != 0)
+            v += j->beta * at(&j->c, j->cp, idx);
+        put(&j->c, j->cp, idx, v);
+    }
+    free(acc);
+}
+
+static void run_fill(struct job *j)
+{
+    size_t span, n = nn_numel(&j->c, &span);
+
+    for (size_t k = 0; k < n; k++)
+        nn_store(&j->c, j->cp + nn_offset(&j->c, k), j->value);
+}
+
 static void job_run(void *arg)
 {
     struct job *j = arg;
@@ -289,6 +364,9 @@ static void job_run(void *arg)
     case J_CAST: run_cast(j); break;
     case J_TRANSPOSE: run_transpose(j); break;
     case J_CONV: run_conv(j); break;
+    case J_BWD_DATA:
+    case J_BWD_FILTER: run_conv_grad(j); break;
+    case J_FILL: run_fill(j); break;
     }
 }
 
@@ -304,9 +382,10 @@ static cnnlStatus_t submit(cnnlHandle_t h, struct job *j)
         return CNNL_STATUS_NOT_INITIALIZED;
     }
     nn_numel(&j->a, &span);
-    if (!si_device_mem(j->ap, span, dev))
+    if (j->kind != J_FILL && !si_device_mem(j->ap, span, dev))
         goto bad;
-    if (j->kind == J_MATMUL || j->kind == J_BMM || j->kind == J_CONV) {
+    if (j->kind == J_MATMUL || j->kind == J_BMM || j->kind == J_CONV ||
+        j->kind == J_BWD_DATA || j->kind == J_BWD_FILTER) {
         nn_numel(&j->b, &span);
         if (!si_device_mem(j->bp, span, dev))
             goto bad;
@@ -814,5 +893,149 @@ SI_API cnnlStatus_t cnnlConvolutionForward(
     j->ws_n = workspace_size;
     j->alpha = alpha ? *(const float *)alpha : 1.0;
     j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
+/* ---- convolution gradients, fill ----------------------------------------- */
+
+SI_API cnnlStatus_t cnnlGetConvolutionBackwardDataAlgorithm(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t w_desc,
+    const cnnlTensorDescriptor_t dy_desc,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlTensorDescriptor_t dx_desc,
+    const cnnlConvolutionBwdDataPreference_t preference,
+    cnnlConvolutionBwdDataAlgo_t *algo)
+{
+    NN_ARMED("cnnlGetConvolutionBackwardDataAlgorithm");
+    if (!handle || !algo || preference != CNNL_CONVOLUTION_BWD_DATA_FASTEST ||
+        !conv_ok(conv_desc, dx_desc, w_desc, dy_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *algo = (cnnlConvolutionBwdDataAlgo_t)5;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetConvolutionBackwardDataWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t w_desc,
+    const cnnlTensorDescriptor_t dy_desc,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlTensorDescriptor_t dx_desc,
+    const cnnlConvolutionBwdDataAlgo_t algo, size_t *size)
+{
+    NN_ARMED("cnnlGetConvolutionBackwardDataWorkspaceSize");
+    if (!handle || !size || (int)algo != 5 ||
+        !conv_ok(conv_desc, dx_desc, w_desc, dy_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *size = CONV_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlConvolutionBackwardData(
+    cnnlHandle_t handle, const void *alpha,
+    const cnnlTensorDescriptor_t w_desc, const void *w,
+    const cnnlTensorDescriptor_t dy_desc, const void *dy,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlConvolutionBwdDataAlgo_t algo, void *workspace,
+    size_t workspace_size, const void *beta,
+    const cnnlTensorDescriptor_t dx_desc, void *dx)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlConvolutionBackwardData");
+    if ((int)algo != 5 || !conv_ok(conv_desc, dx_desc, w_desc, dy_desc) ||
+        workspace_size < CONV_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_BWD_DATA)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *dy_desc;
+    j->b = *w_desc;
+    j->c = *dx_desc;
+    j->ap = dy;
+    j->bp = w;
+    j->cp = dx;
+    j->cv = *conv_desc;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlGetConvolutionBackwardFilterAlgorithm(
+    cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlTensorDescriptor_t x_desc, const cnnlTensorDescriptor_t dy_desc,
+    const cnnlTensorDescriptor_t dw_desc,
+    const cnnlConvolutionBwdFilterPreference_t preference,
+    cnnlConvolutionBwdFilterAlgo_t *algo)
+{
+    NN_ARMED("cnnlGetConvolutionBackwardFilterAlgorithm");
+    if (!handle || !algo ||
+        preference != CNNL_CONVOLUTION_BWD_FILTER_FASTEST ||
+        !conv_ok(conv_desc, x_desc, dw_desc, dy_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *algo = (cnnlConvolutionBwdFilterAlgo_t)6;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetConvolutionBackwardFilterWorkspaceSize(
+    cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,
+    const cnnlTensorDescriptor_t dy_desc,
+    const cnnlTensorDescriptor_t dw_desc,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlConvolutionBwdFilterAlgo_t algo, size_t *size)
+{
+    NN_ARMED("cnnlGetConvolutionBackwardFilterWorkspaceSize");
+    if (!handle || !size || (int)algo != 6 ||
+        !conv_ok(conv_desc, x_desc, dw_desc, dy_desc))
+        return CNNL_STATUS_BAD_PARAM;
+    *size = CONV_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlConvolutionBackwardFilter(
+    cnnlHandle_t handle, const void *alpha,
+    const cnnlTensorDescriptor_t x_desc, const void *x,
+    const cnnlTensorDescriptor_t dy_desc, const void *dy,
+    const cnnlConvolutionDescriptor_t conv_desc,
+    const cnnlConvolutionBwdFilterAlgo_t algo, void *workspace,
+    size_t workspace_size, const void *beta,
+    const cnnlTensorDescriptor_t dw_desc, void *dw)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlConvolutionBackwardFilter");
+    if ((int)algo != 6 || !conv_ok(conv_desc, x_desc, dw_desc, dy_desc) ||
+        workspace_size < CONV_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_BWD_FILTER)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *x_desc;
+    j->b = *dy_desc;
+    j->c = *dw_desc;
+    j->ap = x;
+    j->bp = dy;
+    j->cp = dw;
+    j->cv = *conv_desc;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlFill(cnnlHandle_t handle, float value,
+                             const cnnlTensorDescriptor_t output_desc,
+                             void *output)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlFill");
+    if (!output_desc || !output_desc->set)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_FILL)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *output_desc;
+    j->c = *output_desc;
+    j->cp = output;
+    j->value = value;
     return submit(handle, j);
 }

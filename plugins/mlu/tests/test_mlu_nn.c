@@ -1,11 +1,11 @@
 /*
- * The mlu plugin's CNNL softmax, log_softmax, matmul, linear, cast and
- * conv2d over the stand-in Neuware (meson test mlu-nn-standin, strict
- * mode: a kernel that is not used is an error, not a CPU fallback). Each
- * op computes one small case whose result is worked out here by hand; a
- * strided softmax and a float32 -> int32 cast are refused with
- * NOT_SUPPORTED; CNNL failures injected into one call come back as the
- * mapped keel status naming the CNNL function.
+ * The mlu plugin's CNNL softmax, log_softmax, matmul, linear, cast,
+ * conv2d and conv2d_grad over the stand-in Neuware (meson test
+ * mlu-nn-standin, strict mode: a kernel that is not used is an error, not
+ * a CPU fallback). Each op computes one small case whose result is
+ * worked out here by hand; a strided softmax and a float32 -> int32 cast
+ * are refused with NOT_SUPPORTED; CNNL failures injected into one call
+ * come back as the mapped keel status naming the CNNL function.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -248,6 +248,66 @@ static void t_conv2d(void)
     keel_tensor_free(x);
 }
 
+/* conv2d_grad launched directly (no core workspace: the plugin's own)
+ * with x [[1, 2], [3, 4]], the 1x1 kernel [2] and dout [[1, 0], [0, 5]]:
+ * dx = 2 * dout, dweight = 1*1 + 4*5 = 21, dbias = 1 + 5 = 6. */
+static void t_conv2d_grad(void)
+{
+    const keel_plugin_api *api = mlu_table();
+    static const float xv[4] = {1, 2, 3, 4}, wv[1] = {2};
+    static const float dyv[4] = {1, 0, 0, 5};
+    const float *src[3] = {xv, wv, dyv};
+    const int64_t shp[6][4] = {{1, 1, 2, 2}, {1, 1, 1, 1}, {1, 1, 2, 2},
+                               {1, 1, 2, 2}, {1, 1, 1, 1}, {1}};
+    keel_tensor_desc td[6];
+    keel_kernel_args a;
+    keel_kernel k;
+    keel_dptr d[6] = {0};
+    float dx[4] = {0}, dw = 0, db = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(
+        api->kernel->lookup(0, "conv2d_grad", KEEL_F32, &k), KEEL_STATUS_OK);
+    memset(td, 0, sizeof(td));
+    for (int i = 0; i < 6; i++) {
+        int nd = i == 5 ? 1 : 4;
+        int64_t n = 1;
+        td[i].dtype = KEEL_F32;
+        td[i].ndim = nd;
+        for (int j = nd - 1; j >= 0; j--) {
+            td[i].shape[j] = shp[i][j];
+            td[i].strides[j] = n;
+            n *= shp[i][j];
+        }
+        CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(mlu0, (uint64_t)n * 4, &d[i]),
+                              KEEL_STATUS_OK);
+        td[i].data = d[i];
+        if (i < 3)
+            CU_ASSERT_EQUAL(keel_mem_copy_h2d(mlu0, d[i], src[i],
+                                              (uint64_t)n * 4),
+                            KEEL_STATUS_OK);
+    }
+    memset(&a, 0, sizeof(a));
+    a.struct_size = (uint32_t)KEEL_KERNEL_ARGS_MIN_SIZE;
+    a.inputs = td;
+    a.num_inputs = 3;
+    a.outputs = &td[3];
+    a.num_outputs = 3;
+    CU_ASSERT_EQUAL_FATAL(k.fn(k.kernel_data, &a), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(mlu0, dx, d[3], sizeof(dx)), 0);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(mlu0, &dw, d[4], 4), 0);
+    CU_ASSERT_EQUAL(keel_mem_copy_d2h(mlu0, &db, d[5], 4), 0);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(dx[i], 2 * dyv[i]);
+    CU_ASSERT_EQUAL(dw, 21.0f);
+    CU_ASSERT_EQUAL(db, 6.0f);
+    /* an injected failure of the filter pass is the call's status */
+    arm("cnnlConvolutionBackwardFilter", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_DEVICE_ERROR);
+    for (int i = 0; i < 6; i++)
+        keel_mem_free(mlu0, d[i]);
+}
+
 /* A launch of the plugin's softmax kernel itself on a 2x2 x read with
  * strides {1, 2} (a transpose): refused with NOT_SUPPORTED, so the core
  * would fall back; and a float32 -> int32 cast is refused the same way. */
@@ -389,6 +449,7 @@ int main(void)
     CU_add_test(s, "linear with bias", t_linear);
     CU_add_test(s, "cast float32 <-> float16", t_cast);
     CU_add_test(s, "conv2d with bias, and padded", t_conv2d);
+    CU_add_test(s, "conv2d_grad: dx, dweight, dbias", t_conv2d_grad);
     CU_add_test(s, "refused configurations", t_refused);
     CU_add_test(s, "injected CNNL failures", t_failures);
     CU_add_test(s, "batched matmul workspace", t_workspace);
