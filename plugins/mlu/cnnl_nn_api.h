@@ -1,6 +1,6 @@
 /*
  * The CNNL operators mlu_kernels_nn.c calls (softmax, log_softmax, matmul,
- * linear, cast, conv2d, conv2d_grad), declared here so that the plugin builds without Neuware.
+ * linear, cast, conv2d, conv2d_grad, avg_pool2d), declared here so that the plugin builds without Neuware.
  * The shared CNNL types (handle, tensor descriptor, status, dtype) are in
  * cnrt_api.h; the stand-in (tests/cnnl_standin_nn.c) declares its exports
  * from the list below, so a signature that drifts stops compiling there.
@@ -61,7 +61,15 @@
  *     conv, x, dy, dw, preference, &algo), (handle, x, dy, dw, conv, algo,
  *     size_t *) and (handle, alpha, x_desc, x, dy_desc, dy, conv, algo,
  *     workspace, workspace_size, beta, dw_desc, dw), and cnnlFill(handle,
- *     float value, desc, ptr) (PaddleCustomDevice MLUCnnl::Fill, DIOPI).
+ *     float value, desc, ptr) (PaddleCustomDevice MLUCnnl::Fill, DIOPI);
+ *   - for avg_pool2d, against PaddleCustomDevice (MLUCnnlPoolingDesc),
+ *     torch_mlu's and oneflow's CnnlPoolingDescriptor and MegEngine's
+ *     Cambricon backend: cnnlSetPooling2dDescriptor(desc, mode, nan,
+ *     window_h, window_w, pad top, bottom, left, right, stride_h,
+ *     stride_w), cnnlGetPoolingWorkspaceSize(handle, mode, out_w, out_h,
+ *     size_t *) (width first), cnnlPoolingForward(handle, desc, alpha,
+ *     x_desc, x, beta, y_desc, y, workspace, workspace_size) on NHWC
+ *     descriptors, and the names of cnnlPoolingMode_t's values.
  *
  * NOT VERIFIED (no public header with these enums was found): the values
  * of cnnlSoftmaxAlgorithm_t (FAST 0, ACCURATE 1, LOG 2 taken, cuDNN's
@@ -71,8 +79,11 @@
  * CNNL_CAST_HALF_TO_FLOAT_INF 129, shows the enum is not numbered
  * 0, 1, 2, ..., so the numbers here are placeholders) and
  * cnnlConvolutionFwdPreference_t, cnnlConvolutionBwdDataPreference_t and
- * cnnlConvolutionBwdFilterPreference_t (each _FASTEST taken as 0). Also
- * not verified:
+ * cnnlConvolutionBwdFilterPreference_t (each _FASTEST taken as 0),
+ * cnnlPoolingMode_t (MAX 0, AVERAGE_COUNT_INCLUDE_PADDING 1,
+ * AVERAGE_COUNT_EXCLUDE_PADDING 2 taken). Also not verified: which
+ * divisor CNNL's INCLUDE_PADDING mode takes for a window that runs past
+ * the padded input (the plugin refuses ceil_mode, where that happens),
  * whether cnnlMatMul with K = 0 writes beta * c (the plugin refuses K = 0),
  * how CNNL's float-to-integer casts round (the plugin takes none), and
  * that cnnlBatchMatMulBCast reads a batch dim of size 1 as broadcast.
@@ -135,6 +146,17 @@ typedef enum {
 typedef enum {
     MLU_CNNL_CONV_BWD_FILTER_ALGO_ANY = 0
 } cnnlConvolutionBwdFilterAlgo_t;
+
+/* ---- avg_pool2d ---- */
+
+typedef struct cnnlPoolingStruct *cnnlPoolingDescriptor_t;
+
+/* Names verified (public callers), values NOT (cuDNN's order taken). */
+typedef enum {
+    CNNL_POOLING_MAX = 0,
+    CNNL_POOLING_AVERAGE_COUNT_INCLUDE_PADDING = 1,
+    CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING = 2,
+} cnnlPoolingMode_t;
 
 /*
  * X(return type, name, parameters). Each kernel needs only its own entries
@@ -260,6 +282,23 @@ typedef enum {
        const cnnlTensorDescriptor_t dw_desc, void *dw))                       \
     X(cnnlStatus_t, cnnlFill,                                                 \
       (cnnlHandle_t handle, float value,                                      \
-       const cnnlTensorDescriptor_t output_desc, void *output))
+       const cnnlTensorDescriptor_t output_desc, void *output))             \
+    X(cnnlStatus_t, cnnlCreatePoolingDescriptor,                              \
+      (cnnlPoolingDescriptor_t *desc))                                        \
+    X(cnnlStatus_t, cnnlDestroyPoolingDescriptor,                             \
+      (cnnlPoolingDescriptor_t desc))                                         \
+    X(cnnlStatus_t, cnnlSetPooling2dDescriptor,                               \
+      (cnnlPoolingDescriptor_t desc, cnnlPoolingMode_t mode,                  \
+       cnnlNanPropagation_t nan, int window_height, int window_width,         \
+       int top_padding, int bottom_padding, int left_padding,                 \
+       int right_padding, int vertical_stride, int horizon_stride))           \
+    X(cnnlStatus_t, cnnlGetPoolingWorkspaceSize,                              \
+      (cnnlHandle_t handle, cnnlPoolingMode_t mode, int output_w,             \
+       int output_h, size_t *size))                                           \
+    X(cnnlStatus_t, cnnlPoolingForward,                                       \
+      (cnnlHandle_t handle, const cnnlPoolingDescriptor_t desc,               \
+       const void *alpha, const cnnlTensorDescriptor_t x_desc, const void *x, \
+       const void *beta, const cnnlTensorDescriptor_t y_desc, void *y,        \
+       void *workspace, size_t workspace_size))
 
 #endif /* KEEL_MLU_CNNL_NN_API_H */

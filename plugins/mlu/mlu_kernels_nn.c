@@ -1,8 +1,9 @@
 /*
  * keel Cambricon MLU plugin — CNNL kernels for softmax, log_softmax,
- * matmul, linear, cast, conv2d and conv2d_grad (see mlu_internal.h; the
- * shared parts, handle, descriptors and workspace, are in mlu_kernels.c;
- * the CNNL declarations and what was verified of them in cnnl_nn_api.h).
+ * matmul, linear, cast, conv2d, conv2d_grad and avg_pool2d (see
+ * mlu_internal.h; the shared parts, handle, descriptors and workspace, are
+ * in mlu_kernels.c; the CNNL declarations and what was verified of them in
+ * cnnl_nn_api.h).
  *
  *   softmax, log_softmax  cnnlSoftmaxForward_v2 on a 3-D view of a
  *                         contiguous x: [outer, 1, n] in LOW_DIMENSION
@@ -29,8 +30,8 @@
  *                         read; a cast to the same dtype, to bool, int64
  *                         or any dtype CNNL has no verified name for is
  *                         refused too.
- *   conv2d, conv2d_grad   through NHWC copies in the workspace (see the
- *                         comments above conv2d and conv2d_grad).
+ *   conv2d, conv2d_grad,  through NHWC copies in the workspace (see the
+ *   avg_pool2d            comments above each).
  *
  * float32 and float16 (cast: the sources float32, float16, int32). Every
  * refusal is NOT_SUPPORTED, which the core answers with its CPU fallback.
@@ -61,7 +62,8 @@ enum nop {
     OP_LINEAR,
     OP_CAST,
     OP_CONV2D,
-    OP_CONV2D_GRAD
+    OP_CONV2D_GRAD,
+    OP_AVG_POOL2D
 };
 
 #define FLOATS (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
@@ -80,6 +82,7 @@ static struct ndef {
     {"cast", OP_CAST, FLOATS | KEEL_DTYPE_BIT(KEEL_I32), -1, false},
     {"conv2d", OP_CONV2D, FLOATS, -1, false},
     {"conv2d_grad", OP_CONV2D_GRAD, FLOATS, -1, false},
+    {"avg_pool2d", OP_AVG_POOL2D, FLOATS, -1, false},
 };
 #define NNDEFS (sizeof(ndefs) / sizeof(ndefs[0]))
 
@@ -136,6 +139,17 @@ void mlu_kernels_nn_open(void *cnnl)
                     F.cnnlGetConvolutionBackwardFilterWorkspaceSize &&
                     F.cnnlConvolutionBackwardFilter && F.cnnlFill &&
                     F.cnnlMatMul;
+            break;
+        case OP_AVG_POOL2D:
+            k->ok = F.cnnlSetTensorDescriptor &&
+                    F.cnnlCreateTransposeDescriptor &&
+                    F.cnnlDestroyTransposeDescriptor &&
+                    F.cnnlSetTransposeDescriptor &&
+                    F.cnnlGetTransposeWorkspaceSize && F.cnnlTranspose_v2 &&
+                    F.cnnlCreatePoolingDescriptor &&
+                    F.cnnlDestroyPoolingDescriptor &&
+                    F.cnnlSetPooling2dDescriptor &&
+                    F.cnnlGetPoolingWorkspaceSize && F.cnnlPoolingForward;
             break;
         }
         k->id = keel_kit_op_id(k->name);
@@ -1124,6 +1138,176 @@ done:
     return st;
 }
 
+/* ---- avg_pool2d ---------------------------------------------------------- */
+
+/*
+ * cnnlPoolingForward in NHWC, x and the result transposed through the
+ * workspace as for conv2d. exclusive maps to AVERAGE_COUNT_EXCLUDE_PADDING
+ * (padding not counted), exclusive = 0 to AVERAGE_COUNT_INCLUDE_PADDING,
+ * whose divisor, the full window, is keel's "window clipped to the padded
+ * input" only while no window runs past the padded input: ceil_mode is
+ * refused. So is a padding as large as the window, which could leave a
+ * window all padding (keel: 0; CNNL's answer for an empty count is not
+ * documented). x must be contiguous.
+ */
+static keel_status avg_pool2d(const struct ndef *k, const keel_kernel_args *a,
+                              struct keel_stream_s *s, cnnlHandle_t h)
+{
+    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    cnnlTensorDescriptor_t td[4] = {NULL, NULL, NULL, NULL};
+    cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
+    cnnlPoolingDescriptor_t pd = NULL;
+    cnnlPoolingMode_t mode = keel_kit_attr_i(a, "exclusive", 1)
+                                 ? CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                                 : CNNL_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    int64_t kn = 0, sn = 0, pn = 0, ks[2], st2[2], pad[4], out[2];
+    const int64_t *kv = keel_kit_attr_ints(a, "kernel_size", &kn);
+    const int64_t *sv = keel_kit_attr_ints(a, "stride", &sn);
+    const int64_t *pv = keel_kit_attr_ints(a, "padding", &pn);
+    int32_t dev = a->device;
+    size_t es = keel_dtype_size(x->dtype), t1 = 0, t2 = 0, wsp_n = 0;
+    size_t total = 0, at[3] = {0};
+    void *wsp = NULL;
+    bool ours = false;
+    char *base;
+    float one = 1.0f, zero = 0.0f;
+    keel_status st;
+
+    if (x->ndim != 4 || o->ndim != 4 || (kn != 1 && kn != 2) ||
+        (sn != 0 && sn != 1 && sn != 2) ||
+        (pn != 0 && pn != 1 && pn != 2 && pn != 4))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: want x [N,C,H,W], kernel_size 1 or 2 values, "
+                       "stride 0 to 2, padding 1, 2 or 4",
+                       k->name);
+    if (keel_kit_attr_i(a, "ceil_mode", 0))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: ceil_mode is not passed to CNNL (its divisor "
+                       "past the padded input is not documented)",
+                       k->name);
+    ks[0] = kv[0];
+    ks[1] = kv[kn - 1];
+    st2[0] = sn ? sv[0] : ks[0];
+    st2[1] = sn ? sv[sn - 1] : ks[1];
+    if (pn == 0 || pn == 1)
+        pad[0] = pad[1] = pad[2] = pad[3] = pn ? pv[0] : 0;
+    else if (pn == 2)
+        pad[0] = pad[1] = pv[0], pad[2] = pad[3] = pv[1];
+    else
+        memcpy(pad, pv, sizeof(pad));
+    for (int i = 0; i < 2; i++) {
+        if (ks[i] < 1 || ks[i] > INT_MAX || st2[i] < 1 || st2[i] > INT_MAX ||
+            pad[2 * i] < 0 || pad[2 * i + 1] < 0)
+            return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: kernel_size, stride or padding out of range",
+                           k->name);
+        if (pad[2 * i] >= ks[i] || pad[2 * i + 1] >= ks[i])
+            return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                           "%s: a padding as large as the window is not "
+                           "passed to CNNL",
+                           k->name);
+        out[i] = (x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - ks[i]) /
+                     st2[i] + 1;
+    }
+    if (o->shape[0] != x->shape[0] || o->shape[1] != x->shape[1] ||
+        o->shape[2] != out[0] || o->shape[3] != out[1])
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: the output is not [N, C, %" PRId64 ", %" PRId64
+                       "]",
+                       k->name, out[0], out[1]);
+    if (!keel_kit_contiguous(x))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a strided x is not passed to CNNL", k->name);
+    {
+        const int64_t xn[4] = {x->shape[0], x->shape[2], x->shape[3],
+                               x->shape[1]};
+        const int64_t yn[4] = {o->shape[0], o->shape[2], o->shape[3],
+                               o->shape[1]};
+        st = mlu_nn_describe(dev, x, &td[0]);
+        if (!st)
+            st = mlu_nn_describe(dev, o, &td[1]);
+        if (!st)
+            st = describe_nhwc(dev, x->dtype, xn, &td[2]);
+        if (!st)
+            st = describe_nhwc(dev, o->dtype, yn, &td[3]);
+    }
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tout), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tin, 4, to_nhwc), dev,
+                          "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tout, 4, to_nchw),
+                          dev, "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreatePoolingDescriptor(&pd), dev,
+                          "cnnlCreatePoolingDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetPooling2dDescriptor(
+                              pd, mode, CNNL_NOT_PROPAGATE_NAN, (int)ks[0],
+                              (int)ks[1], (int)pad[0], (int)pad[1],
+                              (int)pad[2], (int)pad[3], (int)st2[0],
+                              (int)st2[1]),
+                          dev, "cnnlSetPooling2dDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[0], tin, &t1),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[3], tout,
+                                                          &t2),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st) /* width before height */
+        st = mlu_nn_check(F.cnnlGetPoolingWorkspaceSize(h, mode, (int)out[1],
+                                                        (int)out[0], &wsp_n),
+                          dev, "cnnlGetPoolingWorkspaceSize");
+    if (!st) {
+        size_t tmax = t1 > t2 ? t1 : t2;
+        bool fit = ws_take(&total, (size_t)keel_kit_numel(x) * es, &at[0]) &&
+                   ws_take(&total, (size_t)keel_kit_numel(o) * es, &at[1]) &&
+                   ws_take(&total, tmax > wsp_n ? tmax : wsp_n, &at[2]);
+        st = fit ? mlu_nn_workspace(a, k->name, total, &wsp, &ours)
+                 : mlu_err(KEEL_STATUS_OUT_OF_MEMORY,
+                           "%s: the workspace size overflows", k->name);
+    }
+    if (!st) {
+        base = wsp;
+        /* the three calls run in order on one queue: they share the
+         * scratch block */
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[0], MLU_PTR(x->data),
+                                             td[2], base + at[0],
+                                             t1 ? base + at[2] : NULL, t1),
+                          dev, "cnnlTranspose_v2");
+        if (!st)
+            st = mlu_nn_check(F.cnnlPoolingForward(
+                                  h, pd, &one, td[2], base + at[0], &zero,
+                                  td[3], base + at[1],
+                                  wsp_n ? base + at[2] : NULL, wsp_n),
+                              dev, "cnnlPoolingForward");
+        if (!st)
+            st = mlu_nn_check(F.cnnlTranspose_v2(h, tout, td[3], base + at[1],
+                                                 td[1], MLU_PTR(o->data),
+                                                 t2 ? base + at[2] : NULL,
+                                                 t2),
+                              dev, "cnnlTranspose_v2");
+        st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+    }
+    if (pd)
+        F.cnnlDestroyPoolingDescriptor(pd);
+    if (tin)
+        F.cnnlDestroyTransposeDescriptor(tin);
+    if (tout)
+        F.cnnlDestroyTransposeDescriptor(tout);
+    for (int i = 0; i < 4; i++)
+        if (td[i])
+            NN.cnnlDestroyTensorDescriptor(td[i]);
+    return st;
+}
+
 /* ---- launch and lookup --------------------------------------------------- */
 
 static keel_status launch(void *kernel_data, const keel_kernel_args *a)
@@ -1177,6 +1361,9 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         break;
     case OP_CONV2D_GRAD:
         st = conv2d_grad(k, a, s, h);
+        break;
+    case OP_AVG_POOL2D:
+        st = avg_pool2d(k, a, s, h);
         break;
     }
     mlu_nn_unlock(a->device);

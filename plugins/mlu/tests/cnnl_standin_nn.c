@@ -28,6 +28,9 @@
  *                           alpha * gradient + beta * itself; each asks
  *                           for a 1 KiB workspace.
  *   cnnlFill                every element of the descriptor's view.
+ *   cnnlPoolingForward      NHWC x and y; the two average modes (INCLUDE:
+ *                           the full window; EXCLUDE: the elements inside
+ *                           x); asks for a 128-byte workspace.
  *
  * Every call checks its descriptors (set, dims consistent, dtypes equal
  * where CNNL wants that) and that each pointer is device memory of the
@@ -53,7 +56,15 @@ MLU_CNNL_NN_FUNCS(NN_PROTO)
 #define CONV_WORKSPACE 1024
 
 enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST, J_TRANSPOSE,
-                J_CONV, J_BWD_DATA, J_BWD_FILTER, J_FILL };
+                J_CONV, J_BWD_DATA, J_BWD_FILTER, J_FILL, J_POOL };
+
+#define POOL_WORKSPACE 128
+
+struct cnnlPoolingStruct {
+    bool set;
+    cnnlPoolingMode_t mode;
+    int kh, kw, pad[4], sh, sw;
+};
 
 struct cnnlTransposeStruct {
     bool set;
@@ -78,6 +89,7 @@ struct job {
     double alpha, beta, value;
     struct cnnlTransposeStruct tr;
     struct cnnlConvolutionStruct cv;
+    struct cnnlPoolingStruct pl;
 };
 
 static double at(const struct cnnlTensorStruct *t, const char *p,
@@ -350,6 +362,40 @@ static void run_fill(struct job *j)
         nn_store(&j->c, j->cp + nn_offset(&j->c, k), j->value);
 }
 
+static void run_pool(struct job *j)
+{
+    const struct cnnlPoolingStruct *g = &j->pl;
+    int N = j->a.dims[0], H = j->a.dims[1], W = j->a.dims[2];
+    int C = j->a.dims[3], oh = j->c.dims[1], ow = j->c.dims[2];
+
+    for (int n = 0; n < N; n++)
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int c = 0; c < C; c++) {
+                    double sum = 0;
+                    int cnt = 0;
+                    for (int r = 0; r < g->kh; r++)
+                        for (int s = 0; s < g->kw; s++) {
+                            int ih = y * g->sh - g->pad[0] + r;
+                            int iw = x * g->sw - g->pad[2] + s;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                continue;
+                            int xi[4] = {n, ih, iw, c};
+                            sum += at(&j->a, j->ap, xi);
+                            cnt++;
+                        }
+                    int yi[4] = {n, y, x, c};
+                    double d = g->mode ==
+                                       CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                                   ? cnt
+                                   : g->kh * g->kw;
+                    double v = j->alpha * (d > 0 ? sum / d : 0);
+                    if (j->beta != 0)
+                        v += j->beta * at(&j->c, j->cp, yi);
+                    put(&j->c, j->cp, yi, v);
+                }
+}
+
 static void job_run(void *arg)
 {
     struct job *j = arg;
@@ -367,6 +413,7 @@ static void job_run(void *arg)
     case J_BWD_DATA:
     case J_BWD_FILTER: run_conv_grad(j); break;
     case J_FILL: run_fill(j); break;
+    case J_POOL: run_pool(j); break;
     }
 }
 
@@ -1037,5 +1084,101 @@ SI_API cnnlStatus_t cnnlFill(cnnlHandle_t handle, float value,
     j->c = *output_desc;
     j->cp = output;
     j->value = value;
+    return submit(handle, j);
+}
+
+/* ---- pooling ------------------------------------------------------------- */
+
+SI_API cnnlStatus_t cnnlCreatePoolingDescriptor(cnnlPoolingDescriptor_t *desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    *desc = calloc(1, sizeof(**desc));
+    return *desc ? CNNL_STATUS_SUCCESS : CNNL_STATUS_ALLOC_FAILED;
+}
+
+SI_API cnnlStatus_t cnnlDestroyPoolingDescriptor(cnnlPoolingDescriptor_t desc)
+{
+    if (!desc)
+        return CNNL_STATUS_BAD_PARAM;
+    free(desc);
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlSetPooling2dDescriptor(
+    cnnlPoolingDescriptor_t desc, cnnlPoolingMode_t mode,
+    cnnlNanPropagation_t nan, int window_height, int window_width,
+    int top_padding, int bottom_padding, int left_padding, int right_padding,
+    int vertical_stride, int horizon_stride)
+{
+    (void)nan;
+    if (!desc ||
+        (mode != CNNL_POOLING_AVERAGE_COUNT_INCLUDE_PADDING &&
+         mode != CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING) ||
+        window_height < 1 || window_width < 1 || top_padding < 0 ||
+        bottom_padding < 0 || left_padding < 0 || right_padding < 0 ||
+        vertical_stride < 1 || horizon_stride < 1)
+        return CNNL_STATUS_BAD_PARAM;
+    desc->mode = mode;
+    desc->kh = window_height;
+    desc->kw = window_width;
+    desc->pad[0] = top_padding;
+    desc->pad[1] = bottom_padding;
+    desc->pad[2] = left_padding;
+    desc->pad[3] = right_padding;
+    desc->sh = vertical_stride;
+    desc->sw = horizon_stride;
+    desc->set = true;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlGetPoolingWorkspaceSize(cnnlHandle_t handle,
+                                                cnnlPoolingMode_t mode,
+                                                int output_w, int output_h,
+                                                size_t *size)
+{
+    NN_ARMED("cnnlGetPoolingWorkspaceSize");
+    (void)mode;
+    if (!handle || !size || output_w < 0 || output_h < 0)
+        return CNNL_STATUS_BAD_PARAM;
+    *size = POOL_WORKSPACE;
+    return CNNL_STATUS_SUCCESS;
+}
+
+SI_API cnnlStatus_t cnnlPoolingForward(cnnlHandle_t handle,
+                                       const cnnlPoolingDescriptor_t desc,
+                                       const void *alpha,
+                                       const cnnlTensorDescriptor_t x_desc,
+                                       const void *x, const void *beta,
+                                       const cnnlTensorDescriptor_t y_desc,
+                                       void *y, void *workspace,
+                                       size_t workspace_size)
+{
+    struct job *j;
+
+    NN_ARMED("cnnlPoolingForward");
+    if (!desc || !desc->set || !x_desc || !y_desc || !x_desc->set ||
+        !y_desc->set || !layout_nhwc(x_desc) || !layout_nhwc(y_desc) ||
+        x_desc->dt != y_desc->dt || !is_float(x_desc->dt) ||
+        y_desc->dims[0] != x_desc->dims[0] ||
+        y_desc->dims[3] != x_desc->dims[3] ||
+        y_desc->dims[1] != (x_desc->dims[1] + desc->pad[0] + desc->pad[1] -
+                            desc->kh) / desc->sh + 1 ||
+        y_desc->dims[2] != (x_desc->dims[2] + desc->pad[2] + desc->pad[3] -
+                            desc->kw) / desc->sw + 1)
+        return CNNL_STATUS_BAD_PARAM;
+    if (workspace_size < POOL_WORKSPACE || !workspace)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_POOL)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *x_desc;
+    j->c = *y_desc;
+    j->ap = x;
+    j->cp = y;
+    j->pl = *desc;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
     return submit(handle, j);
 }

@@ -1,6 +1,6 @@
 /*
  * The mlu plugin's CNNL softmax, log_softmax, matmul, linear, cast,
- * conv2d and conv2d_grad over the stand-in Neuware (meson test
+ * conv2d, conv2d_grad and avg_pool2d over the stand-in Neuware (meson test
  * mlu-nn-standin, strict mode: a kernel that is not used is an error, not
  * a CPU fallback). Each op computes one small case whose result is
  * worked out here by hand; a strided softmax and a float32 -> int32 cast
@@ -308,6 +308,49 @@ static void t_conv2d_grad(void)
         keel_mem_free(mlu0, d[i]);
 }
 
+/* avg_pool2d of x [[1, 2], [3, 4]], 2x2 windows, stride 1, padding 1:
+ * exclusive, the corners are the corner values, the edges the mean of
+ * two, the centre 2.5; not exclusive, everything is the window's sum / 4.
+ * ceil_mode is refused. */
+static void t_avg_pool2d(void)
+{
+    static const float xv[4] = {1, 2, 3, 4};
+    static const float excl[9] = {1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4};
+    static const float incl[9] = {0.25f, 0.75f, 0.5f, 1, 2.5f, 1.5f,
+                                  0.75f, 1.75f, 1};
+    const int64_t dx[4] = {1, 1, 2, 2}, two[1] = {2}, one[1] = {1};
+    keel_tensor *x = dev_floats(xv, 4, dx, KEEL_F32), *r = NULL;
+    float got[9];
+    int n = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    for (int e = 1; e >= 0; e--) {
+        keel_attr at[5] = {keel_attr_ints("kernel_size", two, 1),
+                           keel_attr_ints("stride", one, 1),
+                           keel_attr_ints("padding", one, 1),
+                           keel_attr_bool("exclusive", e),
+                           keel_attr_bool("ceil_mode", false)};
+        CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_AVG_POOL2D, &x, 1, at, 5,
+                                          &r, 1, &n),
+                              KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(keel_tensor_to_host(r, got, sizeof(got)),
+                              KEEL_STATUS_OK);
+        for (int i = 0; i < 9; i++)
+            CU_ASSERT_EQUAL(got[i], e ? excl[i] : incl[i]);
+        keel_tensor_free(r);
+        r = NULL;
+    }
+    {
+        keel_attr at[2] = {keel_attr_ints("kernel_size", two, 1),
+                           keel_attr_bool("ceil_mode", true)};
+        CU_ASSERT_EQUAL(keel_op_run(KEEL_OP_AVG_POOL2D, &x, 1, at, 2, &r, 1,
+                                    &n),
+                        KEEL_STATUS_NOT_SUPPORTED);
+        saw("avg_pool2d", "ceil_mode");
+    }
+    keel_tensor_free(x);
+}
+
 /* A launch of the plugin's softmax kernel itself on a 2x2 x read with
  * strides {1, 2} (a transpose): refused with NOT_SUPPORTED, so the core
  * would fall back; and a float32 -> int32 cast is refused the same way. */
@@ -450,6 +493,7 @@ int main(void)
     CU_add_test(s, "cast float32 <-> float16", t_cast);
     CU_add_test(s, "conv2d with bias, and padded", t_conv2d);
     CU_add_test(s, "conv2d_grad: dx, dweight, dbias", t_conv2d_grad);
+    CU_add_test(s, "avg_pool2d, exclusive or not", t_avg_pool2d);
     CU_add_test(s, "refused configurations", t_refused);
     CU_add_test(s, "injected CNNL failures", t_failures);
     CU_add_test(s, "batched matmul workspace", t_workspace);
