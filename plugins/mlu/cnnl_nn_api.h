@@ -1,6 +1,6 @@
 /*
  * The CNNL operators mlu_kernels_nn.c calls (softmax, log_softmax, matmul,
- * linear, cast, conv2d, conv2d_grad, avg_pool2d), declared here so that the plugin builds without Neuware.
+ * linear, cast, conv2d, conv2d_grad, avg_pool2d, avg_pool2d_grad), declared here so that the plugin builds without Neuware.
  * The shared CNNL types (handle, tensor descriptor, status, dtype) are in
  * cnrt_api.h; the stand-in (tests/cnnl_standin_nn.c) declares its exports
  * from the list below, so a signature that drifts stops compiling there.
@@ -69,7 +69,11 @@
  *     stride_w), cnnlGetPoolingWorkspaceSize(handle, mode, out_w, out_h,
  *     size_t *) (width first), cnnlPoolingForward(handle, desc, alpha,
  *     x_desc, x, beta, y_desc, y, workspace, workspace_size) on NHWC
- *     descriptors, and the names of cnnlPoolingMode_t's values.
+ *     descriptors, and the names of cnnlPoolingMode_t's values; for
+ *     avg_pool2d_grad, against oneflow's and DIOPI's Cambricon kernels:
+ *     cnnlPoolingBackward(handle, desc, alpha, y_desc, y (NULL for the
+ *     average modes), diff_y_desc, diff_y, x_desc, x, beta, diff_x_desc,
+ *     diff_x).
  *
  * NOT VERIFIED (no public header with these enums was found): the values
  * of cnnlSoftmaxAlgorithm_t (FAST 0, ACCURATE 1, LOG 2 taken, cuDNN's
@@ -299,6 +303,12 @@ typedef enum {
       (cnnlHandle_t handle, const cnnlPoolingDescriptor_t desc,               \
        const void *alpha, const cnnlTensorDescriptor_t x_desc, const void *x, \
        const void *beta, const cnnlTensorDescriptor_t y_desc, void *y,        \
-       void *workspace, size_t workspace_size))
+       void *workspace, size_t workspace_size))                               \
+    X(cnnlStatus_t, cnnlPoolingBackward,                                      \
+      (cnnlHandle_t handle, const cnnlPoolingDescriptor_t desc,               \
+       const void *alpha, const cnnlTensorDescriptor_t y_desc, const void *y, \
+       const cnnlTensorDescriptor_t diff_y_desc, const void *diff_y,          \
+       const cnnlTensorDescriptor_t x_desc, const void *x, const void *beta,  \
+       const cnnlTensorDescriptor_t diff_x_desc, void *diff_x))
 
 #endif /* KEEL_MLU_CNNL_NN_API_H */

@@ -1,6 +1,6 @@
 /*
  * keel Cambricon MLU plugin — CNNL kernels for softmax, log_softmax,
- * matmul, linear, cast, conv2d, conv2d_grad and avg_pool2d (see
+ * matmul, linear, cast, conv2d, conv2d_grad, avg_pool2d and its grad (see
  * mlu_internal.h; the shared parts, handle, descriptors and workspace, are
  * in mlu_kernels.c; the CNNL declarations and what was verified of them in
  * cnnl_nn_api.h).
@@ -31,7 +31,7 @@
  *                         or any dtype CNNL has no verified name for is
  *                         refused too.
  *   conv2d, conv2d_grad,  through NHWC copies in the workspace (see the
- *   avg_pool2d            comments above each).
+ *   avg_pool2d(_grad)     comments above each).
  *
  * float32 and float16 (cast: the sources float32, float16, int32). Every
  * refusal is NOT_SUPPORTED, which the core answers with its CPU fallback.
@@ -63,7 +63,8 @@ enum nop {
     OP_CAST,
     OP_CONV2D,
     OP_CONV2D_GRAD,
-    OP_AVG_POOL2D
+    OP_AVG_POOL2D,
+    OP_AVG_POOL2D_GRAD
 };
 
 #define FLOATS (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
@@ -83,6 +84,7 @@ static struct ndef {
     {"conv2d", OP_CONV2D, FLOATS, -1, false},
     {"conv2d_grad", OP_CONV2D_GRAD, FLOATS, -1, false},
     {"avg_pool2d", OP_AVG_POOL2D, FLOATS, -1, false},
+    {"avg_pool2d_grad", OP_AVG_POOL2D_GRAD, FLOATS, -1, false},
 };
 #define NNDEFS (sizeof(ndefs) / sizeof(ndefs[0]))
 
@@ -141,6 +143,7 @@ void mlu_kernels_nn_open(void *cnnl)
                     F.cnnlMatMul;
             break;
         case OP_AVG_POOL2D:
+        case OP_AVG_POOL2D_GRAD:
             k->ok = F.cnnlSetTensorDescriptor &&
                     F.cnnlCreateTransposeDescriptor &&
                     F.cnnlDestroyTransposeDescriptor &&
@@ -149,7 +152,10 @@ void mlu_kernels_nn_open(void *cnnl)
                     F.cnnlCreatePoolingDescriptor &&
                     F.cnnlDestroyPoolingDescriptor &&
                     F.cnnlSetPooling2dDescriptor &&
-                    F.cnnlGetPoolingWorkspaceSize && F.cnnlPoolingForward;
+                    (k->op == OP_AVG_POOL2D
+                         ? F.cnnlGetPoolingWorkspaceSize &&
+                               F.cnnlPoolingForward
+                         : F.cnnlPoolingBackward != NULL);
             break;
         }
         k->id = keel_kit_op_id(k->name);
@@ -1150,87 +1156,121 @@ done:
  * window all padding (keel: 0; CNNL's answer for an empty count is not
  * documented). x must be contiguous.
  */
-static keel_status avg_pool2d(const struct ndef *k, const keel_kernel_args *a,
-                              struct keel_stream_s *s, cnnlHandle_t h)
+struct pool_geo {
+    int64_t k[2], stride[2], pad[4], out[2];
+    cnnlPoolingMode_t mode;
+};
+
+/* avg_pool2d's attributes on x as the pool2d rule reads them; the refusals
+ * of the comment above. */
+static keel_status pool_geometry(const char *name, const keel_kernel_args *a,
+                                 const keel_tensor_desc *x,
+                                 struct pool_geo *g)
 {
-    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
-    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
-    cnnlTensorDescriptor_t td[4] = {NULL, NULL, NULL, NULL};
-    cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
-    cnnlPoolingDescriptor_t pd = NULL;
-    cnnlPoolingMode_t mode = keel_kit_attr_i(a, "exclusive", 1)
-                                 ? CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
-                                 : CNNL_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
-    int64_t kn = 0, sn = 0, pn = 0, ks[2], st2[2], pad[4], out[2];
+    int64_t kn = 0, sn = 0, pn = 0;
     const int64_t *kv = keel_kit_attr_ints(a, "kernel_size", &kn);
     const int64_t *sv = keel_kit_attr_ints(a, "stride", &sn);
     const int64_t *pv = keel_kit_attr_ints(a, "padding", &pn);
-    int32_t dev = a->device;
-    size_t es = keel_dtype_size(x->dtype), t1 = 0, t2 = 0, wsp_n = 0;
-    size_t total = 0, at[3] = {0};
-    void *wsp = NULL;
-    bool ours = false;
-    char *base;
-    float one = 1.0f, zero = 0.0f;
-    keel_status st;
 
-    if (x->ndim != 4 || o->ndim != 4 || (kn != 1 && kn != 2) ||
+    g->mode = keel_kit_attr_i(a, "exclusive", 1)
+                  ? CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                  : CNNL_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    if (x->ndim != 4 || (kn != 1 && kn != 2) ||
         (sn != 0 && sn != 1 && sn != 2) ||
         (pn != 0 && pn != 1 && pn != 2 && pn != 4))
         return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
                        "%s: want x [N,C,H,W], kernel_size 1 or 2 values, "
                        "stride 0 to 2, padding 1, 2 or 4",
-                       k->name);
+                       name);
     if (keel_kit_attr_i(a, "ceil_mode", 0))
         return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: ceil_mode is not passed to CNNL (its divisor "
                        "past the padded input is not documented)",
-                       k->name);
-    ks[0] = kv[0];
-    ks[1] = kv[kn - 1];
-    st2[0] = sn ? sv[0] : ks[0];
-    st2[1] = sn ? sv[sn - 1] : ks[1];
+                       name);
+    g->k[0] = kv[0];
+    g->k[1] = kv[kn - 1];
+    g->stride[0] = sn ? sv[0] : g->k[0];
+    g->stride[1] = sn ? sv[sn - 1] : g->k[1];
     if (pn == 0 || pn == 1)
-        pad[0] = pad[1] = pad[2] = pad[3] = pn ? pv[0] : 0;
+        for (int i = 0; i < 4; i++)
+            g->pad[i] = pn ? pv[0] : 0;
     else if (pn == 2)
-        pad[0] = pad[1] = pv[0], pad[2] = pad[3] = pv[1];
+        g->pad[0] = g->pad[1] = pv[0], g->pad[2] = g->pad[3] = pv[1];
     else
-        memcpy(pad, pv, sizeof(pad));
+        memcpy(g->pad, pv, sizeof(g->pad));
     for (int i = 0; i < 2; i++) {
-        if (ks[i] < 1 || ks[i] > INT_MAX || st2[i] < 1 || st2[i] > INT_MAX ||
-            pad[2 * i] < 0 || pad[2 * i + 1] < 0)
+        if (g->k[i] < 1 || g->k[i] > INT_MAX || g->stride[i] < 1 ||
+            g->stride[i] > INT_MAX || g->pad[2 * i] < 0 ||
+            g->pad[2 * i + 1] < 0)
             return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: kernel_size, stride or padding out of range",
-                           k->name);
-        if (pad[2 * i] >= ks[i] || pad[2 * i + 1] >= ks[i])
+                           name);
+        if (g->pad[2 * i] >= g->k[i] || g->pad[2 * i + 1] >= g->k[i])
             return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
                            "%s: a padding as large as the window is not "
                            "passed to CNNL",
-                           k->name);
-        out[i] = (x->shape[2 + i] + pad[2 * i] + pad[2 * i + 1] - ks[i]) /
-                     st2[i] + 1;
+                           name);
+        g->out[i] = (x->shape[2 + i] + g->pad[2 * i] + g->pad[2 * i + 1] -
+                     g->k[i]) / g->stride[i] + 1;
     }
-    if (o->shape[0] != x->shape[0] || o->shape[1] != x->shape[1] ||
-        o->shape[2] != out[0] || o->shape[3] != out[1])
-        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
-                       "%s: the output is not [N, C, %" PRId64 ", %" PRId64
-                       "]",
-                       k->name, out[0], out[1]);
     if (!keel_kit_contiguous(x))
         return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
-                       "%s: a strided x is not passed to CNNL", k->name);
+                       "%s: a strided x is not passed to CNNL", name);
+    return KEEL_STATUS_OK;
+}
+
+/*
+ * avg_pool2d (a->inputs x, output y) and avg_pool2d_grad (inputs x, dy,
+ * output dx): the operands transposed to NHWC in the workspace, the
+ * pooling pass, the result transposed back.
+ */
+static keel_status avg_pool2d(const struct ndef *k, const keel_kernel_args *a,
+                              struct keel_stream_s *s, cnnlHandle_t h)
+{
+    bool grad = k->op == OP_AVG_POOL2D_GRAD;
+    const keel_tensor_desc *x = &a->inputs[0], *o = &a->outputs[0];
+    const keel_tensor_desc *y = grad ? &a->inputs[1] : o; /* pooled shape */
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    enum { PD_X, PD_Y, PD_O, PD_XN, PD_YN, PD_N };
+    cnnlTensorDescriptor_t td[PD_N] = {NULL};
+    cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
+    cnnlPoolingDescriptor_t pd = NULL;
+    struct pool_geo g;
+    int32_t dev = a->device;
+    size_t es = keel_dtype_size(x->dtype), t[3] = {0, 0, 0}, wsp_n = 0;
+    size_t tmax = 0, total = 0, at[4] = {0};
+    void *wsp = NULL;
+    bool ours = false, fit;
+    char *base;
+    float one = 1.0f, zero = 0.0f;
+    keel_status st;
+
+    if ((st = pool_geometry(k->name, a, x, &g)))
+        return st;
+    if (o->ndim != 4 || y->ndim != 4 || y->shape[0] != x->shape[0] ||
+        y->shape[1] != x->shape[1] || y->shape[2] != g.out[0] ||
+        y->shape[3] != g.out[1] || (grad && !keel_kit_same_shape(o, x)))
+        return mlu_err(KEEL_STATUS_INVALID_ARGUMENT,
+                       "%s: the pooled shape is not [N, C, %" PRId64
+                       ", %" PRId64 "]",
+                       k->name, g.out[0], g.out[1]);
+    if (grad && !keel_kit_contiguous(y))
+        return mlu_err(KEEL_STATUS_NOT_SUPPORTED,
+                       "%s: a strided dout is not passed to CNNL", k->name);
     {
         const int64_t xn[4] = {x->shape[0], x->shape[2], x->shape[3],
                                x->shape[1]};
-        const int64_t yn[4] = {o->shape[0], o->shape[2], o->shape[3],
-                               o->shape[1]};
-        st = mlu_nn_describe(dev, x, &td[0]);
+        const int64_t yn[4] = {y->shape[0], y->shape[2], y->shape[3],
+                               y->shape[1]};
+        st = mlu_nn_describe(dev, x, &td[PD_X]);
+        if (!st && grad)
+            st = mlu_nn_describe(dev, y, &td[PD_Y]);
         if (!st)
-            st = mlu_nn_describe(dev, o, &td[1]);
+            st = mlu_nn_describe(dev, o, &td[PD_O]);
         if (!st)
-            st = describe_nhwc(dev, x->dtype, xn, &td[2]);
+            st = describe_nhwc(dev, x->dtype, xn, &td[PD_XN]);
         if (!st)
-            st = describe_nhwc(dev, o->dtype, yn, &td[3]);
+            st = describe_nhwc(dev, y->dtype, yn, &td[PD_YN]);
     }
     if (!st)
         st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
@@ -1249,60 +1289,85 @@ static keel_status avg_pool2d(const struct ndef *k, const keel_kernel_args *a,
                           "cnnlCreatePoolingDescriptor");
     if (!st)
         st = mlu_nn_check(F.cnnlSetPooling2dDescriptor(
-                              pd, mode, CNNL_NOT_PROPAGATE_NAN, (int)ks[0],
-                              (int)ks[1], (int)pad[0], (int)pad[1],
-                              (int)pad[2], (int)pad[3], (int)st2[0],
-                              (int)st2[1]),
+                              pd, g.mode, CNNL_NOT_PROPAGATE_NAN,
+                              (int)g.k[0], (int)g.k[1], (int)g.pad[0],
+                              (int)g.pad[1], (int)g.pad[2], (int)g.pad[3],
+                              (int)g.stride[0], (int)g.stride[1]),
                           dev, "cnnlSetPooling2dDescriptor");
+    /* into NHWC: x (and dy); back: the result */
     if (!st)
-        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[0], tin, &t1),
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[PD_X], tin,
+                                                          &t[0]),
+                          dev, "cnnlGetTransposeWorkspaceSize");
+    if (!st && grad)
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[PD_Y], tin,
+                                                          &t[1]),
                           dev, "cnnlGetTransposeWorkspaceSize");
     if (!st)
-        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[3], tout,
-                                                          &t2),
+        st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(
+                              h, grad ? td[PD_XN] : td[PD_YN], tout, &t[2]),
                           dev, "cnnlGetTransposeWorkspaceSize");
-    if (!st) /* width before height */
-        st = mlu_nn_check(F.cnnlGetPoolingWorkspaceSize(h, mode, (int)out[1],
-                                                        (int)out[0], &wsp_n),
+    if (!st && !grad) /* width before height */
+        st = mlu_nn_check(F.cnnlGetPoolingWorkspaceSize(h, g.mode,
+                                                        (int)g.out[1],
+                                                        (int)g.out[0],
+                                                        &wsp_n),
                           dev, "cnnlGetPoolingWorkspaceSize");
-    if (!st) {
-        size_t tmax = t1 > t2 ? t1 : t2;
-        bool fit = ws_take(&total, (size_t)keel_kit_numel(x) * es, &at[0]) &&
-                   ws_take(&total, (size_t)keel_kit_numel(o) * es, &at[1]) &&
-                   ws_take(&total, tmax > wsp_n ? tmax : wsp_n, &at[2]);
-        st = fit ? mlu_nn_workspace(a, k->name, total, &wsp, &ours)
-                 : mlu_err(KEEL_STATUS_OUT_OF_MEMORY,
-                           "%s: the workspace size overflows", k->name);
-    }
-    if (!st) {
-        base = wsp;
-        /* the three calls run in order on one queue: they share the
-         * scratch block */
-        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[0], MLU_PTR(x->data),
-                                             td[2], base + at[0],
-                                             t1 ? base + at[2] : NULL, t1),
+    if (st)
+        goto done;
+    for (int i = 0; i < 3; i++)
+        tmax = t[i] > tmax ? t[i] : tmax;
+    /* x and y in NHWC, dx in NHWC (grad), one scratch block for the
+     * transposes and the pooling (their calls run in order on one queue) */
+    fit = ws_take(&total, (size_t)keel_kit_numel(x) * es, &at[0]) &&
+          ws_take(&total, (size_t)keel_kit_numel(y) * es, &at[1]) &&
+          ws_take(&total, grad ? (size_t)keel_kit_numel(x) * es : 0,
+                  &at[2]) &&
+          ws_take(&total, tmax > wsp_n ? tmax : wsp_n, &at[3]);
+    st = fit ? mlu_nn_workspace(a, k->name, total, &wsp, &ours)
+             : mlu_err(KEEL_STATUS_OUT_OF_MEMORY,
+                       "%s: the workspace size overflows", k->name);
+    if (st)
+        goto done;
+    base = wsp;
+#define SCR(n) ((n) ? base + at[3] : NULL), (n)
+    st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[PD_X], MLU_PTR(x->data),
+                                         td[PD_XN], base + at[0], SCR(t[0])),
+                      dev, "cnnlTranspose_v2");
+    if (!st && grad)
+        st = mlu_nn_check(F.cnnlTranspose_v2(h, tin, td[PD_Y],
+                                             MLU_PTR(y->data), td[PD_YN],
+                                             base + at[1], SCR(t[1])),
                           dev, "cnnlTranspose_v2");
-        if (!st)
-            st = mlu_nn_check(F.cnnlPoolingForward(
-                                  h, pd, &one, td[2], base + at[0], &zero,
-                                  td[3], base + at[1],
-                                  wsp_n ? base + at[2] : NULL, wsp_n),
-                              dev, "cnnlPoolingForward");
-        if (!st)
-            st = mlu_nn_check(F.cnnlTranspose_v2(h, tout, td[3], base + at[1],
-                                                 td[1], MLU_PTR(o->data),
-                                                 t2 ? base + at[2] : NULL,
-                                                 t2),
-                              dev, "cnnlTranspose_v2");
-        st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
-    }
+    if (!st && !grad)
+        st = mlu_nn_check(F.cnnlPoolingForward(h, pd, &one, td[PD_XN],
+                                               base + at[0], &zero,
+                                               td[PD_YN], base + at[1],
+                                               SCR(wsp_n)),
+                          dev, "cnnlPoolingForward");
+    if (!st && grad) /* dx in NHWC: the x descriptor's shape */
+        st = mlu_nn_check(F.cnnlPoolingBackward(h, pd, &one, NULL, NULL,
+                                                td[PD_YN], base + at[1],
+                                                td[PD_XN], base + at[0],
+                                                &zero, td[PD_XN],
+                                                base + at[2]),
+                          dev, "cnnlPoolingBackward");
+    if (!st)
+        st = mlu_nn_check(F.cnnlTranspose_v2(
+                              h, tout, grad ? td[PD_XN] : td[PD_YN],
+                              base + at[grad ? 2 : 1], td[PD_O],
+                              MLU_PTR(o->data), SCR(t[2])),
+                          dev, "cnnlTranspose_v2");
+#undef SCR
+    st = mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+done:
     if (pd)
         F.cnnlDestroyPoolingDescriptor(pd);
     if (tin)
         F.cnnlDestroyTransposeDescriptor(tin);
     if (tout)
         F.cnnlDestroyTransposeDescriptor(tout);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < PD_N; i++)
         if (td[i])
             NN.cnnlDestroyTensorDescriptor(td[i]);
     return st;
@@ -1363,6 +1428,7 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
         st = conv2d_grad(k, a, s, h);
         break;
     case OP_AVG_POOL2D:
+    case OP_AVG_POOL2D_GRAD:
         st = avg_pool2d(k, a, s, h);
         break;
     }

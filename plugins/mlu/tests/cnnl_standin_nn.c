@@ -31,6 +31,9 @@
  *   cnnlPoolingForward      NHWC x and y; the two average modes (INCLUDE:
  *                           the full window; EXCLUDE: the elements inside
  *                           x); asks for a 128-byte workspace.
+ *   cnnlPoolingBackward     the average modes' gradient (y and y_desc
+ *                           NULL): each dy spread over its window's
+ *                           elements inside x, divided as above.
  *
  * Every call checks its descriptors (set, dims consistent, dtypes equal
  * where CNNL wants that) and that each pointer is device memory of the
@@ -56,7 +59,8 @@ MLU_CNNL_NN_FUNCS(NN_PROTO)
 #define CONV_WORKSPACE 1024
 
 enum job_kind { J_SOFTMAX, J_MATMUL, J_BMM, J_EXPAND, J_CAST, J_TRANSPOSE,
-                J_CONV, J_BWD_DATA, J_BWD_FILTER, J_FILL, J_POOL };
+                J_CONV, J_BWD_DATA, J_BWD_FILTER, J_FILL, J_POOL,
+                J_POOL_BWD };
 
 #define POOL_WORKSPACE 128
 
@@ -396,6 +400,59 @@ static void run_pool(struct job *j)
                 }
 }
 
+/* a dy, b x, c dx (NHWC). */
+static void run_pool_bwd(struct job *j)
+{
+    const struct cnnlPoolingStruct *g = &j->pl;
+    int N = j->c.dims[0], H = j->c.dims[1], W = j->c.dims[2];
+    int C = j->c.dims[3], oh = j->a.dims[1], ow = j->a.dims[2];
+    size_t span, n_out = nn_numel(&j->c, &span);
+    double *acc = calloc(n_out ? n_out : 1, sizeof(double));
+    int idx[4];
+
+    if (!acc)
+        return;
+    for (int n = 0; n < N; n++)
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int c = 0; c < C; c++) {
+                    int cnt = 0, yi[4] = {n, y, x, c};
+                    for (int pass = 0; pass < 2; pass++)
+                        for (int r = 0; r < g->kh; r++)
+                            for (int s = 0; s < g->kw; s++) {
+                                int ih = y * g->sh - g->pad[0] + r;
+                                int iw = x * g->sw - g->pad[2] + s;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                if (pass == 0) {
+                                    cnt++;
+                                    continue;
+                                }
+                                double d =
+                                    g->mode ==
+                                            CNNL_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                                        ? cnt
+                                        : g->kh * g->kw;
+                                acc[((size_t)(n * H + ih) * W + iw) *
+                                        (size_t)C +
+                                    (size_t)c] +=
+                                    at(&j->a, j->ap, yi) / d;
+                            }
+                }
+    for (size_t k = 0; k < n_out; k++) {
+        size_t q = k;
+        for (int i = 3; i >= 0; i--) {
+            idx[i] = (int)(q % (size_t)j->c.dims[i]);
+            q /= (size_t)j->c.dims[i];
+        }
+        double v = j->alpha * acc[k];
+        if (j->beta != 0)
+            v += j->beta * at(&j->c, j->cp, idx);
+        put(&j->c, j->cp, idx, v);
+    }
+    free(acc);
+}
+
 static void job_run(void *arg)
 {
     struct job *j = arg;
@@ -414,6 +471,7 @@ static void job_run(void *arg)
     case J_BWD_FILTER: run_conv_grad(j); break;
     case J_FILL: run_fill(j); break;
     case J_POOL: run_pool(j); break;
+    case J_POOL_BWD: run_pool_bwd(j); break;
     }
 }
 
@@ -432,7 +490,8 @@ static cnnlStatus_t submit(cnnlHandle_t h, struct job *j)
     if (j->kind != J_FILL && !si_device_mem(j->ap, span, dev))
         goto bad;
     if (j->kind == J_MATMUL || j->kind == J_BMM || j->kind == J_CONV ||
-        j->kind == J_BWD_DATA || j->kind == J_BWD_FILTER) {
+        j->kind == J_BWD_DATA || j->kind == J_BWD_FILTER ||
+        j->kind == J_POOL_BWD) {
         nn_numel(&j->b, &span);
         if (!si_device_mem(j->bp, span, dev))
             goto bad;
@@ -1178,6 +1237,42 @@ SI_API cnnlStatus_t cnnlPoolingForward(cnnlHandle_t handle,
     j->pl = *desc;
     j->ws = workspace;
     j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
+SI_API cnnlStatus_t cnnlPoolingBackward(
+    cnnlHandle_t handle, const cnnlPoolingDescriptor_t desc,
+    const void *alpha, const cnnlTensorDescriptor_t y_desc, const void *y,
+    const cnnlTensorDescriptor_t diff_y_desc, const void *diff_y,
+    const cnnlTensorDescriptor_t x_desc, const void *x, const void *beta,
+    const cnnlTensorDescriptor_t diff_x_desc, void *diff_x)
+{
+    const struct cnnlTensorStruct *dy = diff_y_desc, *xd = x_desc;
+    struct job *j;
+
+    NN_ARMED("cnnlPoolingBackward");
+    if (!desc || !desc->set || y_desc || y || !dy || !xd || !diff_x_desc ||
+        !dy->set || !xd->set || !diff_x_desc->set || !layout_nhwc(dy) ||
+        !layout_nhwc(xd) || !layout_nhwc(diff_x_desc) || xd->dt != dy->dt ||
+        xd->dt != diff_x_desc->dt || !is_float(xd->dt) ||
+        memcmp(xd->dims, diff_x_desc->dims, 4 * sizeof(int)) ||
+        dy->dims[0] != xd->dims[0] || dy->dims[3] != xd->dims[3] ||
+        dy->dims[1] != (xd->dims[1] + desc->pad[0] + desc->pad[1] -
+                        desc->kh) / desc->sh + 1 ||
+        dy->dims[2] != (xd->dims[2] + desc->pad[2] + desc->pad[3] -
+                        desc->kw) / desc->sw + 1)
+        return CNNL_STATUS_BAD_PARAM;
+    if (!(j = job_new(J_POOL_BWD)))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *dy;
+    j->b = *xd;
+    j->c = *diff_x_desc;
+    j->ap = diff_y;
+    j->bp = x;
+    j->cp = diff_x;
+    j->pl = *desc;
     j->alpha = alpha ? *(const float *)alpha : 1.0;
     j->beta = beta ? *(const float *)beta : 0.0;
     return submit(handle, j);

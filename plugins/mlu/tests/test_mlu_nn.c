@@ -1,11 +1,12 @@
 /*
  * The mlu plugin's CNNL softmax, log_softmax, matmul, linear, cast,
- * conv2d, conv2d_grad and avg_pool2d over the stand-in Neuware (meson test
- * mlu-nn-standin, strict mode: a kernel that is not used is an error, not
- * a CPU fallback). Each op computes one small case whose result is
- * worked out here by hand; a strided softmax and a float32 -> int32 cast
- * are refused with NOT_SUPPORTED; CNNL failures injected into one call
- * come back as the mapped keel status naming the CNNL function.
+ * conv2d, conv2d_grad, avg_pool2d and avg_pool2d_grad over the stand-in
+ * Neuware (meson test mlu-nn-standin, strict mode: a kernel that is not
+ * used is an error, not a CPU fallback). Each op computes one small case
+ * whose result is worked out here by hand; a strided softmax, a float32
+ * -> int32 cast and avg_pool2d with ceil_mode are refused with
+ * NOT_SUPPORTED; CNNL failures injected into one call come back as the
+ * mapped keel status naming the CNNL function.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -340,6 +341,33 @@ static void t_avg_pool2d(void)
         keel_tensor_free(r);
         r = NULL;
     }
+    /* the gradient of the same pooling with dout all ones: each element
+     * of x lies in 4 windows, of 1, 2, 2 and 4 elements inside x, so
+     * 1 + 1/2 + 1/2 + 1/4 exclusive, 4 * 1/4 not */
+    {
+        static const float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+        const int64_t d33[4] = {1, 1, 3, 3};
+        keel_tensor *in[2] = {x, dev_floats(ones, 4, d33, KEEL_F32)};
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(in[1]);
+        for (int e = 1; e >= 0; e--) {
+            keel_attr at[4] = {keel_attr_ints("kernel_size", two, 1),
+                               keel_attr_ints("stride", one, 1),
+                               keel_attr_ints("padding", one, 1),
+                               keel_attr_bool("exclusive", e)};
+            CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_AVG_POOL2D_GRAD, in, 2,
+                                              at, 4, &r, 1, &n),
+                                  KEEL_STATUS_OK);
+            CU_ASSERT_EQUAL_FATAL(
+                keel_tensor_to_host(r, got, 4 * sizeof(float)),
+                KEEL_STATUS_OK);
+            for (int i = 0; i < 4; i++)
+                CU_ASSERT_EQUAL(got[i], e ? 2.25f : 1.0f);
+            keel_tensor_free(r);
+            r = NULL;
+        }
+        keel_tensor_free(in[1]);
+    }
     {
         keel_attr at[2] = {keel_attr_ints("kernel_size", two, 1),
                            keel_attr_bool("ceil_mode", true)};
@@ -493,7 +521,8 @@ int main(void)
     CU_add_test(s, "cast float32 <-> float16", t_cast);
     CU_add_test(s, "conv2d with bias, and padded", t_conv2d);
     CU_add_test(s, "conv2d_grad: dx, dweight, dbias", t_conv2d_grad);
-    CU_add_test(s, "avg_pool2d, exclusive or not", t_avg_pool2d);
+    CU_add_test(s, "avg_pool2d and its grad, exclusive or not",
+                t_avg_pool2d);
     CU_add_test(s, "refused configurations", t_refused);
     CU_add_test(s, "injected CNNL failures", t_failures);
     CU_add_test(s, "batched matmul workspace", t_workspace);
