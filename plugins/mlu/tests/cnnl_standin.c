@@ -121,6 +121,7 @@ SI_API cnnlStatus_t cnnlSetTensorDescriptorEx(cnnlTensorDescriptor_t desc,
     }
     desc->dt = dtype;
     desc->rank = dimNb;
+    desc->nhwc = false;
     desc->set = true;
     return CNNL_STATUS_SUCCESS;
 }

@@ -21,6 +21,15 @@ struct cnnlTensorStruct {
     int rank;
     int dims[8];
     int strides[8];
+    bool nhwc; /* set NHWC by cnnlSetTensorDescriptor (the conv and
+                  batch-norm calls insist on it); the Ex form clears it */
+};
+
+/* cnnlSetTransposeDescriptor's permutation (cnnl_standin_nn.c). */
+struct cnnlTransposeStruct {
+    bool set;
+    int rank;
+    int perm[8];
 };
 
 /* Return the armed failure of this call of `name`, if any. */
