@@ -1,28 +1,460 @@
 /*
- * keel Ascend NPU plugin — aclnn kernels for layer_norm, batch_norm, cross_entropy and the optimizer updates
- * (see npu_internal.h; the shared launch path is in npu_kernels.c).
+ * keel Ascend NPU plugin — aclnn kernels for the training ops (see
+ * npu_internal.h; the shared launch path is in npu_kernels.c).
  *
- * Not written yet: lookup offers nothing, so these ops take the CPU
- * fallback.
+ * Kernels: sgd_update, momentum_update, adam_update and adamw_update
+ * (float32, float16, bfloat16; param, velocity and moments updated in
+ * place, the gradient only read, as the CPU plugin does).
+ *
+ * Why they are composed. aclnn's fused optimizer operators follow
+ * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
+ * bias correction, while keel's adam (Paddle's) scales epsilon by
+ * sqrt(1 - beta2_pow) and takes the powers as attributes; no argument
+ * choice gives keel's formula from them. Every update is therefore a short
+ * sequence of aclnn elementwise calls whose algebra is exactly the
+ * catalog's (the order of rounding differs, as between any two kernels):
+ *
+ *   sgd       p *= 1 - lr wd (when wd != 0); p += -lr g
+ *   momentum  v *= mu; v += g; v += wd p (when wd != 0); then
+ *             plain:    p += -lr v
+ *             nesterov: p *= 1 - lr wd (wd != 0); p += -lr g;
+ *                       p += -lr mu v      (= p - lr (g + wd p + mu v))
+ *   adam(w)   t = g + wd p (adam with wd != 0, else t is g itself);
+ *             p *= 1 - lr coeff (adamw); m *= b1; m += (1 - b1) t;
+ *             v *= b2; v += (1 - b2) t t; d = sqrt(v); d += eps sqrt(1-b2p);
+ *             p += -lr sqrt(1-b2p)/(1-b1p) m / d
+ *
+ * with aclnnInplaceMuls, aclnnInplaceAdd, aclnnAdd (t), aclnnInplaceAddcmul,
+ * aclnnSqrt, aclnnInplaceAdds and aclnnInplaceAddcdiv. The temporaries t
+ * and d live in one workspace of the core (keel_kernel_workspace); an older
+ * core without workspaces gets NOT_SUPPORTED for adam and adamw. Every
+ * call's phase 1 runs before the first launch, so a refusal (NOT_SUPPORTED,
+ * the CPU fallback) leaves param and state untouched; the executors planned
+ * before it are never run (aclnn has no call that drops one). Each launch
+ * takes its own workspace through npu_aclnn_launch. A gradient of another
+ * dtype than param's is refused (NOT_SUPPORTED), as aclnn's promotion
+ * would keep a second rounding keel's kernels do not have.
+ *
+ * Each kernel is offered only when libopapi.so has all of its entry
+ * points (aclnn_train_api.h lists which need which).
  */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include <keel/kit.h>
 
+#include "aclnn_train_api.h"
 #include "npu_internal.h"
+
+#define OPAPI (npu_g.opapi)
+
+/* The resolved entry points, and the kernels whose entry points all
+ * resolved (NPU_TRAIN_NEED_*). */
+static struct {
+#define NPU_TRAIN_MEMBER(ret, name, params, need) ret(*name) params;
+    NPU_ACLNN_TRAIN_FUNCS(NPU_TRAIN_MEMBER)
+#undef NPU_TRAIN_MEMBER
+} TR;
+static uint32_t tr_have;
+
+enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW };
+
+struct tr_def {
+    const char *name;
+    enum tr_kind kind;
+    uint32_t need;
+    int op; /* catalog id, set by load */
+};
+
+#define TR_DTYPES                                                           \
+    (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16) |                  \
+     KEEL_DTYPE_BIT(KEEL_BF16))
+
+static struct tr_def tr_defs[] = {
+    {"sgd_update", TK_SGD, NPU_TRAIN_NEED_SGD, -1},
+    {"momentum_update", TK_MOMENTUM, NPU_TRAIN_NEED_MOMENTUM, -1},
+    {"adam_update", TK_ADAM, NPU_TRAIN_NEED_ADAM, -1},
+    {"adamw_update", TK_ADAMW, NPU_TRAIN_NEED_ADAM, -1},
+};
+
+#define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
 
 void npu_kernels_train_load(void *opapi)
 {
-    (void)opapi;
+    uint32_t missing = 0;
+
+    memset(&TR, 0, sizeof(TR));
+    tr_have = 0;
+    if (!opapi)
+        return;
+#define NPU_TRAIN_RESOLVE(ret, name, params, need)  \
+    *(void **)&TR.name = dlsym(opapi, #name);       \
+    if (!TR.name) {                                 \
+        missing |= (need);                          \
+        npu_log(KEEL_LOG_INFO, "npu: libopapi.so lacks %s", #name); \
+    }
+    NPU_ACLNN_TRAIN_FUNCS(NPU_TRAIN_RESOLVE)
+#undef NPU_TRAIN_RESOLVE
+    tr_have = NPU_TRAIN_NEED_OPT & ~missing;
+    for (size_t i = 0; i < TR_NDEFS; i++)
+        tr_defs[i].op = keel_kit_op_id(tr_defs[i].name);
 }
 
 void npu_kernels_train_unload(void)
 {
+    memset(&TR, 0, sizeof(TR));
+    tr_have = 0;
+}
+
+/* ---- a planned sequence of aclnn calls ------------------------------------ */
+
+#define TR_MAX_STEPS 12
+
+struct tr_plan {
+    const keel_kernel_args *a;
+    const char *name; /* the keel op */
+    keel_status st;   /* the first failure; later steps do nothing */
+    int n, nsc;
+    struct {
+        aclOpExecutor *ex;
+        uint64_t ws;
+        npu_aclnn_phase2 fn;
+        const char *call;
+    } s[TR_MAX_STEPS];
+    aclScalar *sc[2 * TR_MAX_STEPS];
+};
+
+/* A float scalar kept until the plan is done (NULL with p->st set). */
+static aclScalar *tr_scalar(struct tr_plan *p, double v)
+{
+    float f = (float)v;
+    aclScalar *s;
+
+    if (p->st)
+        return NULL;
+    if (p->nsc == (int)(sizeof(p->sc) / sizeof(p->sc[0]))) {
+        p->st = npu_fail(KEEL_STATUS_INTERNAL, "%s: too many scalars",
+                         p->name);
+        return NULL;
+    }
+    s = OPAPI.aclCreateScalar(&f, ACL_FLOAT);
+    if (!s) {
+        p->st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                         "%s: aclCreateScalar(%g) returned NULL", p->name, v);
+        return NULL;
+    }
+    p->sc[p->nsc++] = s;
+    return s;
+}
+
+/* Record one phase 1's answer (e, from `call`) and its executor. */
+static void tr_push(struct tr_plan *p, aclnnStatus e, const char *call,
+                    uint64_t ws, aclOpExecutor *ex, npu_aclnn_phase2 fn,
+                    const char *call2)
+{
+    if (p->st)
+        return;
+    if ((p->st = npu_aclnn_check(e, false, p->a->device, call)))
+        return;
+    p->s[p->n].ex = ex;
+    p->s[p->n].ws = ws;
+    p->s[p->n].fn = fn;
+    p->s[p->n].call = call2;
+    p->n++;
+}
+
+/* Room for one more step, or false with p->st set. */
+static bool tr_room(struct tr_plan *p)
+{
+    if (p->st)
+        return false;
+    if (p->n == TR_MAX_STEPS) {
+        p->st = npu_fail(KEEL_STATUS_INTERNAL, "%s: too many aclnn calls",
+                         p->name);
+        return false;
+    }
+    return true;
+}
+
+/* x *= v */
+static void tr_muls(struct tr_plan *p, aclTensor *x, double v)
+{
+    aclScalar *s = tr_scalar(p, v);
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!s || !tr_room(p))
+        return;
+    e = TR.aclnnInplaceMulsGetWorkspaceSize(x, s, &ws, &ex);
+    tr_push(p, e, "aclnnInplaceMulsGetWorkspaceSize", ws, ex,
+            TR.aclnnInplaceMuls, "aclnnInplaceMuls");
+}
+
+/* x += alpha * y */
+static void tr_add(struct tr_plan *p, aclTensor *x, const aclTensor *y,
+                   double alpha)
+{
+    aclScalar *s = tr_scalar(p, alpha);
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!s || !tr_room(p))
+        return;
+    e = TR.aclnnInplaceAddGetWorkspaceSize(x, y, s, &ws, &ex);
+    tr_push(p, e, "aclnnInplaceAddGetWorkspaceSize", ws, ex,
+            TR.aclnnInplaceAdd, "aclnnInplaceAdd");
+}
+
+/* out = x + alpha * y */
+static void tr_add_out(struct tr_plan *p, const aclTensor *x,
+                       const aclTensor *y, double alpha, aclTensor *out)
+{
+    aclScalar *s = tr_scalar(p, alpha);
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!s || !tr_room(p))
+        return;
+    e = OPAPI.aclnnAddGetWorkspaceSize(x, y, s, out, &ws, &ex);
+    tr_push(p, e, "aclnnAddGetWorkspaceSize", ws, ex, OPAPI.aclnnAdd,
+            "aclnnAdd");
+}
+
+/* x += v (a scalar) */
+static void tr_adds(struct tr_plan *p, aclTensor *x, double v)
+{
+    aclScalar *s = tr_scalar(p, v), *one = tr_scalar(p, 1.0);
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!s || !one || !tr_room(p))
+        return;
+    e = TR.aclnnInplaceAddsGetWorkspaceSize(x, s, one, &ws, &ex);
+    tr_push(p, e, "aclnnInplaceAddsGetWorkspaceSize", ws, ex,
+            TR.aclnnInplaceAdds, "aclnnInplaceAdds");
+}
+
+/* x += v * y * z (mul) or v * y / z (div) */
+static void tr_addc(struct tr_plan *p, bool div, aclTensor *x,
+                    const aclTensor *y, const aclTensor *z, double v)
+{
+    aclScalar *s = tr_scalar(p, v);
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!s || !tr_room(p))
+        return;
+    if (div) {
+        e = TR.aclnnInplaceAddcdivGetWorkspaceSize(x, y, z, s, &ws, &ex);
+        tr_push(p, e, "aclnnInplaceAddcdivGetWorkspaceSize", ws, ex,
+                TR.aclnnInplaceAddcdiv, "aclnnInplaceAddcdiv");
+    } else {
+        e = TR.aclnnInplaceAddcmulGetWorkspaceSize(x, y, z, s, &ws, &ex);
+        tr_push(p, e, "aclnnInplaceAddcmulGetWorkspaceSize", ws, ex,
+                TR.aclnnInplaceAddcmul, "aclnnInplaceAddcmul");
+    }
+}
+
+/* out = sqrt(x) */
+static void tr_sqrt(struct tr_plan *p, const aclTensor *x, aclTensor *out)
+{
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!tr_room(p))
+        return;
+    e = TR.aclnnSqrtGetWorkspaceSize(x, out, &ws, &ex);
+    tr_push(p, e, "aclnnSqrtGetWorkspaceSize", ws, ex, TR.aclnnSqrt,
+            "aclnnSqrt");
+}
+
+/* ---- the kernel ------------------------------------------------------------- */
+
+/* sqrt(x) for x in (0, 1] (1 - beta2_pow), by Newton's iteration from 1:
+ * the plugin does not link libm. Decreasing to the root, it stops when a
+ * step no longer goes down. */
+static double tr_sqrt01(double x)
+{
+    double y = 1, z;
+
+    if (!(x > 0))
+        return 0;
+    for (int i = 0; i < 4000; i++) {
+        z = 0.5 * (y + x / y);
+        if (!(z < y))
+            break;
+        y = z;
+    }
+    return y;
+}
+
+/* A contiguous descriptor of d's shape and dtype at `data`. */
+static keel_tensor_desc tr_temp(const keel_tensor_desc *d, keel_dptr data)
+{
+    keel_tensor_desc t = *d;
+    int64_t st = 1;
+
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        t.strides[i] = st;
+        st *= d->shape[i];
+    }
+    t.data = data;
+    return t;
+}
+
+static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct tr_def *k = kernel_data;
+    struct tr_plan p;
+    struct keel_stream_s *s;
+    keel_kit_msg msg;
+    keel_status st;
+    /* param, grad, state 1, state 2, t, d */
+    aclTensor *t[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    keel_tensor_desc tmp[2];
+    keel_dptr ws_base = 0;
+    int nin = k->kind == TK_SGD ? 2 : k->kind == TK_MOMENTUM ? 3 : 4;
+    double lr, wd, mu, b1, b2, b1p, b2p, eps;
+
+    if (!a)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                        k->name);
+    if ((st = keel_kit_check(k->op, a, &msg)))
+        return npu_fail(st, "%s", msg.text);
+    if ((st = npu_enter(a->device, k->name)) ||
+        (st = npu_stream_get(a->device, a->stream, k->name, &s)))
+        return st;
+    for (int i = 0; i < nin; i++)
+        if (a->inputs[i].dtype != a->inputs[0].dtype ||
+            !(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[i].dtype)))
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                            "%s: input %d is %s with param %s: only one "
+                            "dtype of float32, float16, bfloat16 is handled",
+                            k->name, i,
+                            keel_kit_dtype_name(a->inputs[i].dtype),
+                            keel_kit_dtype_name(a->inputs[0].dtype));
+    if (keel_kit_numel(&a->inputs[0]) == 0)
+        return KEEL_STATUS_OK;
+
+    lr = keel_kit_attr_f(a, "lr", 0);
+    wd = k->kind == TK_ADAMW ? 0 : keel_kit_attr_f(a, "weight_decay", 0);
+    mu = keel_kit_attr_f(a, "mu", 0.9);
+    b1 = keel_kit_attr_f(a, "beta1", 0.9);
+    b2 = keel_kit_attr_f(a, "beta2", 0.999);
+    b1p = keel_kit_attr_f(a, "beta1_pow", b1);
+    b2p = keel_kit_attr_f(a, "beta2_pow", b2);
+    eps = keel_kit_attr_f(a, "epsilon", 1e-8);
+
+    if (k->kind == TK_ADAM || k->kind == TK_ADAMW) {
+        /* d, and t when the gradient gets an L2 term: one workspace */
+        uint64_t es = keel_dtype_size(a->inputs[0].dtype);
+        uint64_t n = (uint64_t)keel_kit_numel(&a->inputs[0]);
+        uint64_t ntmp = wd != 0 ? 2 : 1, bytes;
+        if (n > UINT64_MAX / es / ntmp || n * es > UINT64_MAX - 63)
+            return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                            "%s: %" PRIu64 " elements of temporaries "
+                            "overflow", k->name, n);
+        bytes = (n * es + 63) / 64 * 64; /* each temporary 64-byte aligned */
+        if (bytes > UINT64_MAX / ntmp)
+            return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                            "%s: temporaries overflow", k->name);
+        st = keel_kernel_workspace(a, bytes * ntmp, &ws_base);
+        if (st == KEEL_STATUS_NOT_SUPPORTED)
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                            "%s: this core gives no workspace for the "
+                            "temporaries", k->name);
+        if (st)
+            return npu_fail(st, "%s: the core could not give %" PRIu64
+                            " bytes of temporaries (status %d)",
+                            k->name, bytes * ntmp, (int)st);
+        tmp[0] = tr_temp(&a->inputs[0], ws_base);          /* d */
+        tmp[1] = tr_temp(&a->inputs[0], ws_base + bytes);  /* t */
+    }
+
+    for (int i = 0; i < nin && !st; i++)
+        t[i] = npu_describe(&a->inputs[i], &st);
+    if (!st && (k->kind == TK_ADAM || k->kind == TK_ADAMW)) {
+        t[5] = npu_describe(&tmp[0], &st);
+        if (!st && wd != 0)
+            t[4] = npu_describe(&tmp[1], &st);
+    }
+    if (st)
+        goto out;
+
+    memset(&p, 0, sizeof(p));
+    p.a = a;
+    p.name = k->name;
+    switch (k->kind) {
+    case TK_SGD:
+        if (wd != 0)
+            tr_muls(&p, t[0], 1 - lr * wd);
+        tr_add(&p, t[0], t[1], -lr);
+        break;
+    case TK_MOMENTUM:
+        tr_muls(&p, t[2], mu);
+        tr_add(&p, t[2], t[1], 1);
+        if (wd != 0)
+            tr_add(&p, t[2], t[0], wd);
+        if (keel_kit_attr_i(a, "use_nesterov", 0)) {
+            if (wd != 0)
+                tr_muls(&p, t[0], 1 - lr * wd);
+            tr_add(&p, t[0], t[1], -lr);
+            tr_add(&p, t[0], t[2], -lr * mu);
+        } else {
+            tr_add(&p, t[0], t[2], -lr);
+        }
+        break;
+    default: {
+        const aclTensor *gg = wd != 0 ? t[4] : t[1];
+        double c2 = tr_sqrt01(1 - b2p);
+        if (wd != 0)
+            tr_add_out(&p, t[1], t[0], wd, t[4]);
+        if (k->kind == TK_ADAMW)
+            tr_muls(&p, t[0], 1 - lr * keel_kit_attr_f(a, "coeff", 0.01));
+        tr_muls(&p, t[2], b1);
+        tr_add(&p, t[2], gg, 1 - b1);
+        tr_muls(&p, t[3], b2);
+        tr_addc(&p, false, t[3], gg, gg, 1 - b2);
+        tr_sqrt(&p, t[3], t[5]);
+        tr_adds(&p, t[5], eps * c2);
+        tr_addc(&p, true, t[0], t[2], t[5], -lr * c2 / (1 - b1p));
+        break;
+    }
+    }
+    st = p.st;
+    for (int i = 0; i < p.n && !st; i++)
+        st = npu_aclnn_launch(a, s, k->name, p.s[i].ws, p.s[i].ex, p.s[i].fn,
+                              p.s[i].call);
+    for (int i = 0; i < p.nsc; i++)
+        OPAPI.aclDestroyScalar(p.sc[i]);
+out:
+    for (int i = 0; i < 6; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    return st;
 }
 
 keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
-                                  keel_kernel *kernel)
+                                     keel_kernel *kernel)
 {
-    (void)op_name;
-    (void)dtype;
-    (void)kernel;
+    if (!op_name || !kernel || !(TR_DTYPES & KEEL_DTYPE_BIT(dtype)))
+        return KEEL_STATUS_NOT_FOUND;
+    for (size_t i = 0; i < TR_NDEFS; i++) {
+        struct tr_def *k = &tr_defs[i];
+        if (k->op < 0 || (tr_have & k->need) != k->need ||
+            strcmp(k->name, op_name))
+            continue;
+        kernel->fn = train_run;
+        kernel->kernel_data = k;
+        return KEEL_STATUS_OK;
+    }
     return KEEL_STATUS_NOT_FOUND;
 }

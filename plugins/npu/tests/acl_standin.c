@@ -207,6 +207,7 @@ static void arm_from_env(void)
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
     g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
+    standin_train_fault(fault);
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */

@@ -69,4 +69,8 @@ aclnnStatus standin_host_plan(const char *call, uint64_t ws,
 aclnnStatus op_launch(void *workspace, uint64_t wsSize, aclOpExecutor *ex,
                       aclrtStream stream, const char *call);
 
+/* acl_standin_train.c: arm its planted bugs from ACL_STANDIN_FAULT's
+ * value (NULL when unset): addcdiv_wrong. */
+void standin_train_fault(const char *fault);
+
 #endif

@@ -1,0 +1,328 @@
+/*
+ * The npu plugin's training kernels (npu_kernels_train.c) over the stand-in
+ * ACL and aclnn (meson test npu-train-standin, strict mode: a kernel that
+ * refuses is an error, never a CPU fallback):
+ *
+ *   - each optimizer update computes a small case whose result was worked
+ *     out by hand (below, next to each case), the gradient left as it was;
+ *   - a configuration the kernel refuses answers NOT_SUPPORTED;
+ *   - an aclnn phase 1 that refuses is NOT_SUPPORTED naming the aclnn
+ *     function, and leaves param and state untouched (every phase 1 runs
+ *     before the first launch); a failed launch is DEVICE_ERROR naming it.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+#include <keel/ops.h>
+#include <keel/runtime.h>
+#include <keel/tensor.h>
+
+typedef void (*fail_next_fn)(const char *name, int code);
+static fail_next_fn fail_next;
+static keel_place npu0;
+
+static int train_init(void)
+{
+    const char *lib = getenv("KEEL_NPU_ACL_LIBRARY");
+    void *h;
+
+    if (!lib || keel_place_parse("npu:0", &npu0) != KEEL_STATUS_OK)
+        return -1;
+    h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return -1;
+    *(void **)&fail_next = dlsym(h, "acl_standin_fail_next");
+    dlclose(h);
+    return fail_next ? 0 : -1;
+}
+
+static const keel_plugin_api *npu_api(void)
+{
+    for (int i = 0; i < keel_plugin_count(); i++) {
+        keel_plugin_info info;
+        if (keel_plugin_get_info(i, &info) == KEEL_STATUS_OK && info.name &&
+            !strcmp(info.name, "npu"))
+            return keel_plugin_table(i);
+    }
+    return NULL;
+}
+
+static void expect_msg(const char *a, const char *b)
+{
+    const char *m = keel_last_error();
+
+    printf("\n    %s\n", m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, a));
+    if (b)
+        CU_ASSERT_PTR_NOT_NULL(strstr(m, b));
+}
+
+#define N 2
+
+/* Inputs t[0..nin) on npu:0 from rows of vals (N float32 each, grad as
+ * gdt), the op run with its attributes, the rows read back into got. */
+static keel_status run_case(keel_op_id op, int nin, float vals[][N],
+                            keel_dtype gdt, const keel_attr *attrs,
+                            int nattr, float got[][N])
+{
+    int64_t shape[1] = {N};
+    keel_tensor *t[4] = {NULL, NULL, NULL, NULL};
+    keel_status st = KEEL_STATUS_OK;
+    int nout = -1;
+
+    for (int i = 0; i < nin; i++)
+        CU_ASSERT_EQUAL_FATAL(
+            keel_tensor_from_floats(vals[i], 1, shape,
+                                    i == 1 ? gdt : KEEL_F32, "npu:0", &t[i]),
+            KEEL_STATUS_OK);
+    st = keel_op_run(op, t, nin, attrs, nattr, NULL, 0, &nout);
+    for (int i = 0; i < nin; i++) {
+        if (i != 1 || gdt == KEEL_F32)
+            CU_ASSERT_EQUAL(keel_tensor_to_host(t[i], got[i], sizeof(got[i])),
+                            KEEL_STATUS_OK);
+        keel_tensor_free(t[i]);
+    }
+    return st;
+}
+
+static bool near(float a, double b)
+{
+    return fabs((double)a - b) <= 1e-5 * (1 + fabs(b));
+}
+
+static void test_offered(void)
+{
+    const keel_plugin_api *api = npu_api();
+    static const char *const ops[] = {"sgd_update", "momentum_update",
+                                      "adam_update", "adamw_update"};
+    static const keel_dtype dts[] = {KEEL_F32, KEEL_F16, KEEL_BF16};
+    keel_kernel k;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            CU_ASSERT_EQUAL(api->kernel->lookup(0, ops[i], dts[j], &k),
+                            KEEL_STATUS_OK);
+    /* float64: aclnn computes it, the stand-in does not; not offered */
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "sgd_update", KEEL_F64, &k),
+                    KEEL_STATUS_NOT_FOUND);
+}
+
+static void test_sgd(void)
+{
+    float v[2][N] = {{1.0f, -1.0f}, {0.5f, 2.0f}}, got[2][N];
+    keel_attr at[2] = {keel_attr_float("lr", 0.5),
+                       keel_attr_float("weight_decay", 0.5)};
+
+    /* p - lr g = 1 - 0.25, -1 - 1 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_SGD_UPDATE, 2, v, KEEL_F32, at, 1,
+                                   got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[0][0] == 0.75f && got[0][1] == -2.0f);
+    CU_ASSERT(got[1][0] == 0.5f && got[1][1] == 2.0f); /* grad as it was */
+    /* g + wd p = 1, 1.5; p - lr g = 0.5, -1.75 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_SGD_UPDATE, 2, v, KEEL_F32, at, 2,
+                                   got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[0][0] == 0.5f && got[0][1] == -1.75f);
+    CU_ASSERT(got[1][0] == 0.5f && got[1][1] == 2.0f);
+}
+
+static void test_momentum(void)
+{
+    float v[3][N] = {{1, 2}, {1, -2}, {0.5f, 1}}, got[3][N];
+    keel_attr at[3] = {keel_attr_float("lr", 0.5), keel_attr_float("mu", 0.5),
+                       keel_attr_bool("use_nesterov", true)};
+
+    /* v = 0.5 v + g = 1.25, -1.5; p - 0.5 v = 0.375, 2.75 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_MOMENTUM_UPDATE, 3, v, KEEL_F32,
+                                   at, 2, got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[2][0] == 1.25f && got[2][1] == -1.5f);
+    CU_ASSERT(got[0][0] == 0.375f && got[0][1] == 2.75f);
+    CU_ASSERT(got[1][0] == 1.0f && got[1][1] == -2.0f);
+    /* nesterov: p - 0.5 (g + 0.5 v) = 1 - 0.8125, 2 + 1.375 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_MOMENTUM_UPDATE, 3, v, KEEL_F32,
+                                   at, 3, got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(got[2][0] == 1.25f && got[2][1] == -1.5f);
+    CU_ASSERT(got[0][0] == 0.1875f && got[0][1] == 3.375f);
+}
+
+/* Adam with b1 = b1p = 0.5, b2 = b2p = 0.75, lr 1, so that lr_t =
+ * sqrt(0.25) / 0.5 = 1 and eps' = 1e-8 * 0.5 is far below float32's
+ * resolution at these values. */
+static keel_attr adam_at[8];
+
+static int adam_attrs(const char *extra, double x)
+{
+    adam_at[0] = keel_attr_float("lr", 1);
+    adam_at[1] = keel_attr_float("beta1", 0.5);
+    adam_at[2] = keel_attr_float("beta2", 0.75);
+    adam_at[3] = keel_attr_float("beta1_pow", 0.5);
+    adam_at[4] = keel_attr_float("beta2_pow", 0.75);
+    if (!extra)
+        return 5;
+    adam_at[5] = keel_attr_float(extra, x);
+    return 6;
+}
+
+static void test_adam(void)
+{
+    float v[4][N] = {{1, 3}, {2, -4}, {0, 0}, {0, 0}}, got[4][N];
+    int na = adam_attrs(NULL, 0);
+
+    /* m = 0.5 g = 1, -2; v = 0.25 g^2 = 1, 4; p - m / sqrt(v) = 0, 4 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_ADAM_UPDATE, 4, v, KEEL_F32,
+                                   adam_at, na, got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(got[0][0], 0) && near(got[0][1], 4));
+    CU_ASSERT(got[2][0] == 1 && got[2][1] == -2);
+    CU_ASSERT(got[3][0] == 1 && got[3][1] == 4);
+    CU_ASSERT(got[1][0] == 2 && got[1][1] == -4);
+    /* weight_decay 0.5: g + 0.5 p = 2.5, -2.5; m = 1.25, -1.25;
+     * v = 0.25 * 6.25 = 1.5625; sqrt = 1.25; p = 1 - 1, 3 + 1 */
+    na = adam_attrs("weight_decay", 0.5);
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_ADAM_UPDATE, 4, v, KEEL_F32,
+                                   adam_at, na, got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(got[0][0], 0) && near(got[0][1], 4));
+    CU_ASSERT(got[2][0] == 1.25f && got[2][1] == -1.25f);
+    CU_ASSERT(got[3][0] == 1.5625f && got[3][1] == 1.5625f);
+    CU_ASSERT(got[1][0] == 2 && got[1][1] == -4); /* not the L2 gradient */
+}
+
+static void test_adamw(void)
+{
+    float v[4][N] = {{1, 3}, {2, -4}, {0, 0}, {0, 0}}, got[4][N];
+    int na = adam_attrs("coeff", 0.5);
+
+    /* p *= 1 - 0.5 = 0.5, 1.5; then as adam: - (1, -1) = -0.5, 2.5 */
+    CU_ASSERT_EQUAL_FATAL(run_case(KEEL_OP_ADAMW_UPDATE, 4, v, KEEL_F32,
+                                   adam_at, na, got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(got[0][0], -0.5) && near(got[0][1], 2.5));
+    CU_ASSERT(got[2][0] == 1 && got[2][1] == -2);
+    CU_ASSERT(got[3][0] == 1 && got[3][1] == 4);
+}
+
+/* A float16 gradient with a float32 param: refused, not promoted. */
+static void test_refused_mixed(void)
+{
+    float v[2][N] = {{1.0f, -1.0f}, {0.5f, 2.0f}}, got[2][N];
+    keel_attr at[1] = {keel_attr_float("lr", 0.5)};
+
+    CU_ASSERT_EQUAL(run_case(KEEL_OP_SGD_UPDATE, 2, v, KEEL_F16, at, 1, got),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("sgd_update", "float16");
+    CU_ASSERT(got[0][0] == 1.0f && got[0][1] == -1.0f);
+}
+
+/* Under a core without workspaces, adam has no room for its
+ * temporaries: NOT_SUPPORTED before anything runs. */
+static void test_refused_older_core(void)
+{
+    const keel_plugin_api *api = npu_api();
+    keel_dptr d[4] = {0, 0, 0, 0};
+    keel_tensor_desc td[4];
+    keel_kernel k;
+    keel_kernel_args a;
+    int na = adam_attrs(NULL, 0);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "adam_update", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, 16, &d[i]), KEEL_STATUS_OK);
+        memset(&td[i], 0, sizeof(td[i]));
+        td[i].data = d[i];
+        td[i].dtype = KEEL_F32;
+        td[i].ndim = 1;
+        td[i].shape[0] = 4;
+        td[i].strides[0] = 1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.struct_size = (uint32_t)KEEL_KERNEL_ARGS_MIN_SIZE;
+    a.device = 0;
+    a.inputs = td;
+    a.num_inputs = 4;
+    a.attrs = adam_at;
+    a.num_attrs = na;
+    /* (called directly: the message goes to the plugin's host, not to
+     * keel_last_error) */
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_NOT_SUPPORTED);
+    /* sgd needs no temporaries: it runs under that core */
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "sgd_update", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    a.num_inputs = 2;
+    a.attrs = adam_at; /* lr 1 */
+    a.num_attrs = 1;
+    CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_OK);
+    for (int i = 0; i < 4; i++)
+        keel_mem_free(npu0, d[i]);
+}
+
+static void test_phase1_refusal(void)
+{
+    float v[4][N] = {{1, 3}, {2, -4}, {0.5f, 0.5f}, {1, 1}}, got[4][N];
+    int na = adam_attrs(NULL, 0);
+
+    /* the last call's phase 1 refuses: nothing has run */
+    fail_next("aclnnInplaceAddcdivGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(run_case(KEEL_OP_ADAM_UPDATE, 4, v, KEEL_F32, adam_at,
+                             na, got),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnInplaceAddcdivGetWorkspaceSize", "aclnnStatus 161002");
+    CU_ASSERT(got[0][0] == 1 && got[0][1] == 3);
+    CU_ASSERT(got[2][0] == 0.5f && got[2][1] == 0.5f);
+    CU_ASSERT(got[3][0] == 1 && got[3][1] == 1);
+}
+
+static void test_launch_failure(void)
+{
+    float v[3][N] = {{1, 2}, {1, -2}, {0.5f, 1}}, got[3][N];
+    keel_attr at[1] = {keel_attr_float("lr", 0.5)};
+
+    fail_next("aclnnInplaceMuls", 561000);
+    CU_ASSERT_EQUAL(run_case(KEEL_OP_MOMENTUM_UPDATE, 3, v, KEEL_F32, at, 1,
+                             got),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnInplaceMuls", "aclnnStatus 561000");
+}
+
+int main(void)
+{
+    CU_pSuite suite;
+    unsigned failed;
+
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    suite = CU_add_suite("npu training kernels over the stand-in", train_init,
+                         NULL);
+    CU_add_test(suite, "the four updates are offered", test_offered);
+    CU_add_test(suite, "sgd_update by hand", test_sgd);
+    CU_add_test(suite, "momentum_update by hand", test_momentum);
+    CU_add_test(suite, "adam_update by hand", test_adam);
+    CU_add_test(suite, "adamw_update by hand", test_adamw);
+    CU_add_test(suite, "mixed-dtype gradient -> NOT_SUPPORTED",
+                test_refused_mixed);
+    CU_add_test(suite, "older core, adam -> NOT_SUPPORTED",
+                test_refused_older_core);
+    CU_add_test(suite, "aclnnInplaceAddcdivGetWorkspaceSize refuses -> "
+                       "NOT_SUPPORTED, nothing changed",
+                test_phase1_refusal);
+    CU_add_test(suite, "aclnnInplaceMuls fails -> DEVICE_ERROR",
+                test_launch_failure);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
+             CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    keel_shutdown();
+    return failed ? 1 : 0;
+}
