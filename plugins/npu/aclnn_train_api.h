@@ -22,6 +22,10 @@
 #define NPU_TRAIN_NEED_ADAM 0x4u /* adam_update and adamw_update */
 #define NPU_TRAIN_NEED_OPT                                                  \
     (NPU_TRAIN_NEED_SGD | NPU_TRAIN_NEED_MOMENTUM | NPU_TRAIN_NEED_ADAM)
+#define NPU_TRAIN_NEED_LN 0x8u
+#define NPU_TRAIN_NEED_LN_GRAD 0x10u
+#define NPU_TRAIN_NEED_ALL                                                  \
+    (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD)
 
 #define NPU_ACLNN_PHASE2_PARAMS                                               \
     (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,        \
@@ -72,6 +76,28 @@
       (const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,        \
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_ADAM)                                                    \
-    X(aclnnStatus, aclnnSqrt, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_ADAM)
+    X(aclnnStatus, aclnnSqrt, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_ADAM)  \
+    /* out = (input - mean) rstd weight + bias over the trailing dims     \
+     * normalizedShape; meanOut / rstdOut [A..., 1...] */                 \
+    X(aclnnStatus, aclnnLayerNormGetWorkspaceSize,                            \
+      (const aclTensor *input, const aclIntArray *normalizedShape,            \
+       const aclTensor *weightOptional, const aclTensor *biasOptional,        \
+       double eps, aclTensor *out, aclTensor *meanOutOptional,                \
+       aclTensor *rstdOutOptional, uint64_t *workspaceSize,                   \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_LN)                                                      \
+    X(aclnnStatus, aclnnLayerNorm, NPU_ACLNN_PHASE2_PARAMS,                   \
+      NPU_TRAIN_NEED_LN)                                                      \
+    X(aclnnStatus, aclnnLayerNormBackwardGetWorkspaceSize,                    \
+      (const aclTensor *gradOut, const aclTensor *input,                      \
+       const aclIntArray *normalizedShape, const aclTensor *mean,             \
+       const aclTensor *rstd, const aclTensor *weightOptional,                \
+       const aclTensor *biasOptional, const aclBoolArray *outputMask,         \
+       aclTensor *gradInputOut, aclTensor *gradWeightOut,                     \
+       aclTensor *gradBiasOut, uint64_t *workspaceSize,                       \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_LN_GRAD)                                                 \
+    X(aclnnStatus, aclnnLayerNormBackward, NPU_ACLNN_PHASE2_PARAMS,           \
+      NPU_TRAIN_NEED_LN_GRAD)
 
 #endif /* KEEL_NPU_ACLNN_TRAIN_API_H */

@@ -4,7 +4,11 @@
  *
  * Kernels: sgd_update, momentum_update, adam_update and adamw_update
  * (float32, float16, bfloat16; param, velocity and moments updated in
- * place, the gradient only read, as the CPU plugin does).
+ * place, the gradient only read, as the CPU plugin does); layer_norm and
+ * layer_norm_grad (float32, float16, bfloat16; aclnnLayerNorm and
+ * aclnnLayerNormBackward, see ln_run for the mapping and what is refused).
+ * batch_norm, cross_entropy and the softmax grads are not here: they take
+ * the CPU fallback.
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -59,7 +63,7 @@ static struct {
 } TR;
 static uint32_t tr_have;
 
-enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW };
+enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD };
 
 struct tr_def {
     const char *name;
@@ -77,6 +81,8 @@ static struct tr_def tr_defs[] = {
     {"momentum_update", TK_MOMENTUM, NPU_TRAIN_NEED_MOMENTUM, -1},
     {"adam_update", TK_ADAM, NPU_TRAIN_NEED_ADAM, -1},
     {"adamw_update", TK_ADAMW, NPU_TRAIN_NEED_ADAM, -1},
+    {"layer_norm", TK_LN, NPU_TRAIN_NEED_LN, -1},
+    {"layer_norm_grad", TK_LN_GRAD, NPU_TRAIN_NEED_LN_GRAD, -1},
 };
 
 #define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
@@ -97,7 +103,7 @@ void npu_kernels_train_load(void *opapi)
     }
     NPU_ACLNN_TRAIN_FUNCS(NPU_TRAIN_RESOLVE)
 #undef NPU_TRAIN_RESOLVE
-    tr_have = NPU_TRAIN_NEED_OPT & ~missing;
+    tr_have = NPU_TRAIN_NEED_ALL & ~missing;
     for (size_t i = 0; i < TR_NDEFS; i++)
         tr_defs[i].op = keel_kit_op_id(tr_defs[i].name);
 }
@@ -310,6 +316,9 @@ static keel_tensor_desc tr_temp(const keel_tensor_desc *d, keel_dptr data)
     return t;
 }
 
+static keel_status ln_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s);
+
 static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
 {
     const struct tr_def *k = kernel_data;
@@ -332,6 +341,13 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
     if ((st = npu_enter(a->device, k->name)) ||
         (st = npu_stream_get(a->device, a->stream, k->name, &s)))
         return st;
+    if (k->kind == TK_LN || k->kind == TK_LN_GRAD) {
+        if (!(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not "
+                            "handled", k->name,
+                            keel_kit_dtype_name(a->inputs[0].dtype));
+        return ln_run(k, a, s);
+    }
     for (int i = 0; i < nin; i++)
         if (a->inputs[i].dtype != a->inputs[0].dtype ||
             !(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[i].dtype)))
@@ -439,6 +455,165 @@ out:
     for (int i = 0; i < 6; i++)
         if (t[i])
             OPAPI.aclDestroyTensor(t[i]);
+    return st;
+}
+
+/* ---- layer_norm and layer_norm_grad ---------------------------------------- */
+
+/* d seen with `ndim` dims `dims`: its own strides when it has those dims
+ * (or those dims without trailing 1s), else, for a contiguous or 1-D
+ * tensor of as many elements (a 1-D scale, a flat mean), a row-major walk
+ * with its stride. *ok false when it is none of these. */
+static keel_tensor_desc ln_view(const keel_tensor_desc *d, int ndim,
+                                const int64_t *dims, bool *ok)
+{
+    keel_tensor_desc v = *d;
+    int64_t n = 1, st;
+    bool same = d->ndim == ndim;
+
+    for (int i = 0; i < ndim; i++) {
+        same = same && d->shape[i] == dims[i];
+        n *= dims[i];
+    }
+    *ok = true;
+    if (same)
+        return v;
+    /* d's dims followed by 1s (a statistic [A] as [A, 1, ...]): its own
+     * strides */
+    same = d->ndim < ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = i < d->ndim ? d->shape[i] == dims[i] : dims[i] == 1;
+    if (same) {
+        v.ndim = ndim;
+        for (int i = d->ndim; i < ndim; i++) {
+            v.shape[i] = 1;
+            v.strides[i] = 1;
+        }
+        return v;
+    }
+    /* a 1-D tensor of any stride, or a contiguous one, is a row-major
+     * walk of its elements */
+    if (keel_kit_numel(d) != n || (d->ndim != 1 && !keel_kit_contiguous(d))) {
+        *ok = false;
+        return v;
+    }
+    st = d->ndim == 1 && n > 1 ? d->strides[0] : 1;
+    v.ndim = ndim;
+    for (int i = ndim - 1; i >= 0; i--) {
+        v.shape[i] = dims[i];
+        v.strides[i] = st;
+        st *= dims[i];
+    }
+    return v;
+}
+
+/*
+ * layer_norm: aclnnLayerNorm over normalizedShape = x.shape[b:], with
+ * keel's mean and invstd (shape x.shape[:b]) passed as aclnn's meanOut
+ * and rstdOut views [x.shape[:b], 1, ..., 1] of the same memory: aclnn's
+ * rstd is 1 / sqrt(var + eps) with the biased variance, keel's invstd.
+ * layer_norm_grad: aclnnLayerNormBackward with all three outputs; aclnn
+ * wants a weight there (its documentation asks a caller without one to
+ * pass ones), so the 4-input form without scale is refused
+ * (NOT_SUPPORTED). Empty tensors are refused too (aclnn views cannot
+ * have a 0 dim).
+ */
+static keel_status ln_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s)
+{
+    const keel_tensor_desc *x = &a->inputs[0];
+    bool grad = k->kind == TK_LN_GRAD, ok = true;
+    int b = keel_kit_axis(keel_kit_attr_i(a, "begin_norm_axis", -1), x->ndim);
+    int nt = 0;
+    aclTensor *t[8] = {NULL};
+    keel_tensor_desc v[8];
+    aclIntArray *norm = NULL;
+    aclBoolArray *mask = NULL;
+    static const bool all3[3] = {true, true, true};
+    int64_t adims[KEEL_MAX_DIMS];
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    keel_status st = KEEL_STATUS_OK;
+    aclnnStatus e;
+
+    if (b < 0)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT,
+                        "%s: begin_norm_axis out of range", k->name);
+    if (grad && a->num_inputs != 5)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "layer_norm_grad: without scale aclnnLayerNormBackward "
+                        "would need a tensor of ones; not passed to aclnn");
+    if (keel_kit_numel(x) == 0)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: an empty tensor is not passed to aclnn", k->name);
+    for (int i = 0; i < x->ndim; i++)
+        adims[i] = i < b ? x->shape[i] : 1;
+    if (!grad) {
+        /* x, scale?, bias?, y, mean, invstd */
+        v[nt++] = *x;
+        for (int i = 1; i < a->num_inputs && ok; i++)
+            v[nt++] = ln_view(&a->inputs[i], x->ndim - b, x->shape + b, &ok);
+        for (int i = a->num_inputs; i < 3; i++)
+            nt++; /* absent: no tensor */
+        v[nt++] = a->outputs[0];
+        for (int i = 1; i < 3 && ok; i++)
+            v[nt++] = ln_view(&a->outputs[i], x->ndim, adims, &ok);
+    } else {
+        /* x, scale, mean, invstd, dy, dx, dscale, dbias */
+        v[nt++] = *x;
+        v[nt++] = ln_view(&a->inputs[1], x->ndim - b, x->shape + b, &ok);
+        for (int i = 2; i < 4 && ok; i++)
+            v[nt++] = ln_view(&a->inputs[i], x->ndim, adims, &ok);
+        v[nt++] = a->inputs[4];
+        v[nt++] = a->outputs[0];
+        for (int i = 1; i < 3 && ok; i++)
+            v[nt++] = ln_view(&a->outputs[i], x->ndim - b, x->shape + b, &ok);
+    }
+    if (!ok)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: a strided statistic or parameter of another "
+                        "shape than aclnn's is not passed", k->name);
+    for (int i = 0; i < nt && !st; i++) {
+        if (!grad && (i == 1 || i == 2) && i >= a->num_inputs)
+            continue;
+        t[i] = npu_describe(&v[i], &st);
+    }
+    if (st)
+        goto out;
+    norm = OPAPI.aclCreateIntArray(x->shape + b, (uint64_t)(x->ndim - b));
+    mask = grad ? OPAPI.aclCreateBoolArray(all3, 3) : NULL;
+    if (!norm || (grad && !mask)) {
+        st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                      "%s: aclCreateIntArray / aclCreateBoolArray returned "
+                      "NULL", k->name);
+        goto out;
+    }
+    if (!grad) {
+        e = TR.aclnnLayerNormGetWorkspaceSize(
+            t[0], norm, t[1], t[2], keel_kit_attr_f(a, "epsilon", 1e-5), t[3],
+            t[4], t[5], &ws, &ex);
+        if (!(st = npu_aclnn_check(e, false, a->device,
+                                   "aclnnLayerNormGetWorkspaceSize")))
+            st = npu_aclnn_launch(a, s, k->name, ws, ex, TR.aclnnLayerNorm,
+                                  "aclnnLayerNorm");
+    } else {
+        e = TR.aclnnLayerNormBackwardGetWorkspaceSize(
+            t[4], t[0], norm, t[2], t[3], t[1], NULL, mask, t[5], t[6], t[7],
+            &ws, &ex);
+        if (!(st = npu_aclnn_check(e, false, a->device,
+                                   "aclnnLayerNormBackwardGetWorkspaceSize")))
+            st = npu_aclnn_launch(a, s, k->name, ws, ex,
+                                  TR.aclnnLayerNormBackward,
+                                  "aclnnLayerNormBackward");
+    }
+out:
+    for (int i = 0; i < 8; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    if (norm)
+        OPAPI.aclDestroyIntArray(norm);
+    if (mask)
+        OPAPI.aclDestroyBoolArray(mask);
     return st;
 }
 

@@ -5,7 +5,9 @@
  * aclnnInplaceAdd (selfRef += alpha other), aclnnInplaceMuls (selfRef *=
  * other), aclnnInplaceAdds (selfRef += alpha other, scalars),
  * aclnnInplaceAddcmul / aclnnInplaceAddcdiv (selfRef += value t1 * t2,
- * value t1 / t2) and aclnnSqrt (out = sqrt(self)). Each element is
+ * value t1 / t2) and aclnnSqrt (out = sqrt(self)); aclnnLayerNorm and
+ * aclnnLayerNormBackward (biased variance, rstd = 1 / sqrt(var + eps);
+ * the backward's weight and dbias sums in its workspace). Each element is
  * computed in double and stored through the destination's dtype.
  *
  * Checks: every tensor of an operator has the same dims and one float
@@ -249,4 +251,251 @@ API aclnnStatus aclnnSqrt(void *workspace, uint64_t workspaceSize,
                           aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnSqrt");
+}
+
+/* ---- aclnnLayerNorm, aclnnLayerNormBackward ------------------------------- */
+
+/* The element of t at row-major position f of its dims. */
+static char *ln_at(const struct aclTensor *t, int64_t f)
+{
+    int64_t off = 0;
+
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        off += (f % t->dims[i]) * t->strides[i];
+        f /= t->dims[i];
+    }
+    return t->base + off * (int64_t)dt_size(t->dt);
+}
+
+static int64_t ln_numel(const struct aclTensor *t)
+{
+    int64_t n = 1;
+
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+struct ln_priv {
+    bool grad, has_w, has_b;
+    /* forward: x, w, b, out, mean, rstd; backward: dy, x, mean, rstd, w,
+     * dx, dw, db */
+    struct aclTensor x, w, b, out, mean, rstd, dy, dx, dw, db;
+    bool has_mean, has_rstd;
+    int64_t rows, n; /* A and R element counts */
+    double eps;
+};
+
+static void ln_host(void *priv, void *workspace)
+{
+    const struct ln_priv *p = priv;
+    double *acc = workspace; /* backward: dw, db sums, 2 n doubles */
+
+    if (p->grad)
+        for (int64_t j = 0; j < 2 * p->n; j++)
+            acc[j] = 0;
+    for (int64_t r = 0; r < p->rows; r++) {
+        double mean = 0, var = 0, rstd, s1 = 0, s2 = 0;
+        int64_t o = r * p->n;
+
+        if (!p->grad) {
+            for (int64_t j = 0; j < p->n; j++)
+                mean += ld_f(&p->x, ln_at(&p->x, o + j));
+            mean /= (double)p->n;
+            for (int64_t j = 0; j < p->n; j++) {
+                double d = ld_f(&p->x, ln_at(&p->x, o + j)) - mean;
+                var += d * d;
+            }
+            rstd = 1 / sqrt(var / (double)p->n + p->eps);
+            for (int64_t j = 0; j < p->n; j++) {
+                double y = (ld_f(&p->x, ln_at(&p->x, o + j)) - mean) * rstd;
+                if (p->has_w)
+                    y *= ld_f(&p->w, ln_at(&p->w, j));
+                if (p->has_b)
+                    y += ld_f(&p->b, ln_at(&p->b, j));
+                st_f(&p->out, ln_at(&p->out, o + j), y);
+            }
+            if (p->has_mean)
+                st_f(&p->mean, ln_at(&p->mean, r), mean);
+            if (p->has_rstd)
+                st_f(&p->rstd, ln_at(&p->rstd, r), rstd);
+            continue;
+        }
+        mean = ld_f(&p->mean, ln_at(&p->mean, r));
+        rstd = ld_f(&p->rstd, ln_at(&p->rstd, r));
+        for (int64_t j = 0; j < p->n; j++) {
+            double xh = (ld_f(&p->x, ln_at(&p->x, o + j)) - mean) * rstd;
+            double dy = ld_f(&p->dy, ln_at(&p->dy, o + j));
+            double g = dy * ld_f(&p->w, ln_at(&p->w, j));
+            s1 += g;
+            s2 += g * xh;
+            acc[j] += dy * xh;
+            acc[p->n + j] += dy;
+        }
+        for (int64_t j = 0; j < p->n; j++) {
+            double xh = (ld_f(&p->x, ln_at(&p->x, o + j)) - mean) * rstd;
+            double g = ld_f(&p->dy, ln_at(&p->dy, o + j)) *
+                       ld_f(&p->w, ln_at(&p->w, j));
+            st_f(&p->dx, ln_at(&p->dx, o + j),
+                 rstd * (g - s1 / (double)p->n - xh * s2 / (double)p->n));
+        }
+    }
+    if (p->grad)
+        for (int64_t j = 0; j < p->n; j++) {
+            st_f(&p->dw, ln_at(&p->dw, j), acc[j]);
+            st_f(&p->db, ln_at(&p->db, j), acc[p->n + j]);
+        }
+}
+
+/* input's trailing dims are normalizedShape; *rows, *n the counts. */
+static bool ln_dims(const struct aclTensor *x, const aclIntArray *norm,
+                    int64_t *rows, int64_t *n)
+{
+    int a = x->ndim - (int)norm->n;
+
+    if (norm->n < 1 || a < 0)
+        return false;
+    *rows = 1;
+    *n = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i >= a && norm->v[i - a] != x->dims[i])
+            return false;
+        *(i < a ? rows : n) *= x->dims[i];
+    }
+    return true;
+}
+
+/* t has dims: the trailing normalized ones (param), or [A..., 1...]
+ * (statistic): checked as the element count and rank aclnn checks. */
+static bool ln_param_ok(const struct aclTensor *t, const aclIntArray *norm)
+{
+    if (!dt_float(t->dt) || t->ndim != (int)norm->n)
+        return false;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] != norm->v[i])
+            return false;
+    return true;
+}
+
+static bool ln_stat_ok(const struct aclTensor *t, int64_t rows)
+{
+    return dt_float(t->dt) && ln_numel(t) == rows;
+}
+
+API aclnnStatus aclnnLayerNormGetWorkspaceSize(
+    const aclTensor *input, const aclIntArray *normalizedShape,
+    const aclTensor *weightOptional, const aclTensor *biasOptional,
+    double eps, aclTensor *out, aclTensor *meanOutOptional,
+    aclTensor *rstdOutOptional, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    const char *call = "aclnnLayerNormGetWorkspaceSize";
+    struct ln_priv *p;
+    int64_t rows, n;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!input || !normalizedShape || !out || !workspaceSize || !executor)
+        return err(161001, "%s: a NULL argument", call);
+    if (!dt_float(input->dt) || !tr_same(input, out) ||
+        !ln_dims(input, normalizedShape, &rows, &n) ||
+        (weightOptional && !ln_param_ok(weightOptional, normalizedShape)) ||
+        (biasOptional && !ln_param_ok(biasOptional, normalizedShape)) ||
+        (meanOutOptional && !ln_stat_ok(meanOutOptional, rows)) ||
+        (rstdOutOptional && !ln_stat_ok(rstdOutOptional, rows)) ||
+        !(eps >= 0))
+        return err(161002, "%s: shapes or dtypes do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->x = *input;
+    p->out = *out;
+    p->has_w = weightOptional != NULL;
+    p->has_b = biasOptional != NULL;
+    if (p->has_w)
+        p->w = *weightOptional;
+    if (p->has_b)
+        p->b = *biasOptional;
+    p->has_mean = meanOutOptional != NULL;
+    p->has_rstd = rstdOutOptional != NULL;
+    if (p->has_mean)
+        p->mean = *meanOutOptional;
+    if (p->has_rstd)
+        p->rstd = *rstdOutOptional;
+    p->rows = rows;
+    p->n = n;
+    p->eps = eps;
+    return standin_host_plan(call, 0, ln_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnLayerNorm(void *workspace, uint64_t workspaceSize,
+                               aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnLayerNorm");
+}
+
+API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
+    const aclTensor *gradOut, const aclTensor *input,
+    const aclIntArray *normalizedShape, const aclTensor *mean,
+    const aclTensor *rstd, const aclTensor *weightOptional,
+    const aclTensor *biasOptional, const aclBoolArray *outputMask,
+    aclTensor *gradInputOut, aclTensor *gradWeightOut,
+    aclTensor *gradBiasOut, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    const char *call = "aclnnLayerNormBackwardGetWorkspaceSize";
+    struct ln_priv *p;
+    int64_t rows, n;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!gradOut || !input || !normalizedShape || !mean || !rstd ||
+        !outputMask || !workspaceSize || !executor)
+        return err(161001, "%s: a NULL argument", call);
+    /* the stand-in computes only what the plugin asks: every output, with
+     * a weight (aclnn wants ones when there is none) */
+    if (outputMask->n != 3 || !outputMask->v[0] || !outputMask->v[1] ||
+        !outputMask->v[2] || !gradInputOut || !gradWeightOut ||
+        !gradBiasOut || !weightOptional)
+        return err(161001, "%s: the stand-in wants a weight and all three "
+                   "outputs", call);
+    if (!dt_float(input->dt) || !tr_same(input, gradOut) ||
+        !tr_same(input, gradInputOut) ||
+        !ln_dims(input, normalizedShape, &rows, &n) ||
+        !ln_param_ok(weightOptional, normalizedShape) ||
+        (biasOptional && !ln_param_ok(biasOptional, normalizedShape)) ||
+        !ln_param_ok(gradWeightOut, normalizedShape) ||
+        !ln_param_ok(gradBiasOut, normalizedShape) ||
+        !ln_stat_ok(mean, rows) || !ln_stat_ok(rstd, rows) ||
+        n > (int64_t)(UINT64_MAX / 16))
+        return err(161002, "%s: shapes or dtypes do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->grad = true;
+    p->dy = *gradOut;
+    p->x = *input;
+    p->mean = *mean;
+    p->rstd = *rstd;
+    p->w = *weightOptional;
+    p->dx = *gradInputOut;
+    p->dw = *gradWeightOut;
+    p->db = *gradBiasOut;
+    p->rows = rows;
+    p->n = n;
+    /* the dw and db sums live in the workspace */
+    return standin_host_plan(call, (uint64_t)n * 2 * sizeof(double), ln_host,
+                             free, p, workspaceSize, executor);
+}
+
+API aclnnStatus aclnnLayerNormBackward(void *workspace, uint64_t workspaceSize,
+                                       aclOpExecutor *executor,
+                                       aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnLayerNormBackward");
 }

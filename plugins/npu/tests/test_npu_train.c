@@ -3,7 +3,7 @@
  * ACL and aclnn (meson test npu-train-standin, strict mode: a kernel that
  * refuses is an error, never a CPU fallback):
  *
- *   - each optimizer update computes a small case whose result was worked
+ *   - each optimizer update, layer_norm and layer_norm_grad computes a small case whose result was worked
  *     out by hand (below, next to each case), the gradient left as it was;
  *   - a configuration the kernel refuses answers NOT_SUPPORTED;
  *   - an aclnn phase 1 that refuses is NOT_SUPPORTED naming the aclnn
@@ -99,12 +99,13 @@ static void test_offered(void)
 {
     const keel_plugin_api *api = npu_api();
     static const char *const ops[] = {"sgd_update", "momentum_update",
-                                      "adam_update", "adamw_update"};
+                                      "adam_update", "adamw_update",
+                                      "layer_norm", "layer_norm_grad"};
     static const keel_dtype dts[] = {KEEL_F32, KEEL_F16, KEEL_BF16};
     keel_kernel k;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         for (int j = 0; j < 3; j++)
             CU_ASSERT_EQUAL(api->kernel->lookup(0, ops[i], dts[j], &k),
                             KEEL_STATUS_OK);
@@ -295,6 +296,108 @@ static void test_launch_failure(void)
     expect_msg("aclnnInplaceMuls", "aclnnStatus 561000");
 }
 
+/* ---- layer_norm ------------------------------------------------------------ */
+
+struct ln_in {
+    const float *v;
+    int ndim;
+    int64_t shape[2];
+};
+
+/* The op on float32 inputs in[0..nin) on npu:0; outputs read into
+ * out[i] (cap floats each). */
+static keel_status ln_case(keel_op_id op, const struct ln_in *in, int nin,
+                           float out[][6], int cap)
+{
+    keel_tensor *t[5] = {NULL}, *o[3] = {NULL};
+    keel_status st;
+    int nout = 0;
+
+    for (int i = 0; i < nin; i++)
+        CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(in[i].v, in[i].ndim,
+                                                      in[i].shape, KEEL_F32,
+                                                      "npu:0", &t[i]),
+                              KEEL_STATUS_OK);
+    st = keel_op_run(op, t, nin, NULL, 0, o, 3, &nout);
+    for (int i = 0; st == KEEL_STATUS_OK && i < nout; i++) {
+        size_t bytes = (size_t)keel_tensor_numel(o[i]) * sizeof(float);
+        CU_ASSERT_FATAL(bytes <= (size_t)cap * sizeof(float));
+        CU_ASSERT_EQUAL(keel_tensor_to_host(o[i], out[i], bytes),
+                        KEEL_STATUS_OK);
+    }
+    for (int i = 0; i < nin; i++)
+        keel_tensor_free(t[i]);
+    for (int i = 0; i < nout; i++)
+        keel_tensor_free(o[i]);
+    return st;
+}
+
+static void test_layer_norm(void)
+{
+    static const float x[4] = {1, 3, 2, 2}, w[2] = {2, 1}, b[2] = {0.5f, 0};
+    const struct ln_in in[3] = {{x, 2, {2, 2}}, {w, 1, {2}}, {b, 1, {2}}};
+    float out[3][6];
+    /* row 0: mean 2, var 1; row 1: mean 2, var 0 (eps 1e-5 alone) */
+    double i0 = 1 / sqrt(1 + 1e-5), i1 = 1 / sqrt(1e-5);
+
+    CU_ASSERT_EQUAL_FATAL(ln_case(KEEL_OP_LAYER_NORM, in, 3, out, 6),
+                          KEEL_STATUS_OK);
+    /* y = (x - mean) invstd w + b */
+    CU_ASSERT(near(out[0][0], -2 * i0 + 0.5) && near(out[0][1], i0));
+    CU_ASSERT(near(out[0][2], 0.5) && near(out[0][3], 0));
+    CU_ASSERT(out[1][0] == 2 && out[1][1] == 2);
+    CU_ASSERT(near(out[2][0], i0) && near(out[2][1], i1));
+}
+
+static void test_layer_norm_grad(void)
+{
+    static const float x[3] = {1, 2, 3}, w[3] = {1, 2, 1}, m[1] = {2},
+                       inv[1] = {1}, dy[3] = {1, 1, 2};
+    const struct ln_in in[5] = {{x, 2, {1, 3}}, {w, 1, {3}}, {m, 1, {1}},
+                                {inv, 1, {1}}, {dy, 2, {1, 3}}};
+    float out[3][6];
+
+    /* xhat = -1, 0, 1; g = dy w = 1, 2, 2; sum g = 5, sum g xhat = 1;
+     * dx = invstd (g - 5/3 - xhat / 3) = -1/3, 1/3, 0;
+     * dscale = dy xhat = -1, 0, 2; dbias = dy */
+    CU_ASSERT_EQUAL_FATAL(ln_case(KEEL_OP_LAYER_NORM_GRAD, in, 5, out, 6),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(out[0][0], -1.0 / 3) && near(out[0][1], 1.0 / 3) &&
+              near(out[0][2], 0));
+    CU_ASSERT(out[1][0] == -1 && out[1][1] == 0 && out[1][2] == 2);
+    CU_ASSERT(out[2][0] == 1 && out[2][1] == 1 && out[2][2] == 2);
+}
+
+/* Without scale aclnnLayerNormBackward would need a tensor of ones. */
+static void test_layer_norm_grad_refused(void)
+{
+    static const float x[3] = {1, 2, 3}, m[1] = {2}, inv[1] = {1},
+                       dy[3] = {1, 1, 2};
+    const struct ln_in in[4] = {{x, 2, {1, 3}}, {m, 1, {1}}, {inv, 1, {1}},
+                                {dy, 2, {1, 3}}};
+    float out[3][6];
+
+    CU_ASSERT_EQUAL(ln_case(KEEL_OP_LAYER_NORM_GRAD, in, 4, out, 6),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("layer_norm_grad", "without scale");
+}
+
+static void test_layer_norm_phase1(void)
+{
+    static const float x[4] = {1, 3, 2, 2};
+    const struct ln_in in[1] = {{x, 2, {2, 2}}};
+    float out[3][6];
+
+    fail_next("aclnnLayerNormGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(ln_case(KEEL_OP_LAYER_NORM, in, 1, out, 6),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnLayerNormGetWorkspaceSize", "aclnnStatus 161002");
+    fail_next("aclnnLayerNorm", 561000);
+    CU_ASSERT_EQUAL(ln_case(KEEL_OP_LAYER_NORM, in, 1, out, 6),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnLayerNorm ", "aclnnStatus 561000");
+}
+
 int main(void)
 {
     CU_pSuite suite;
@@ -304,7 +407,7 @@ int main(void)
         return 1;
     suite = CU_add_suite("npu training kernels over the stand-in", train_init,
                          NULL);
-    CU_add_test(suite, "the four updates are offered", test_offered);
+    CU_add_test(suite, "the six kernels are offered", test_offered);
     CU_add_test(suite, "sgd_update by hand", test_sgd);
     CU_add_test(suite, "momentum_update by hand", test_momentum);
     CU_add_test(suite, "adam_update by hand", test_adam);
@@ -318,6 +421,12 @@ int main(void)
                 test_phase1_refusal);
     CU_add_test(suite, "aclnnInplaceMuls fails -> DEVICE_ERROR",
                 test_launch_failure);
+    CU_add_test(suite, "layer_norm by hand", test_layer_norm);
+    CU_add_test(suite, "layer_norm_grad by hand", test_layer_norm_grad);
+    CU_add_test(suite, "layer_norm_grad without scale -> NOT_SUPPORTED",
+                test_layer_norm_grad_refused);
+    CU_add_test(suite, "aclnnLayerNorm phase 1 / 2 failures",
+                test_layer_norm_phase1);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
