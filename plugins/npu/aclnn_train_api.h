@@ -24,8 +24,11 @@
     (NPU_TRAIN_NEED_SGD | NPU_TRAIN_NEED_MOMENTUM | NPU_TRAIN_NEED_ADAM)
 #define NPU_TRAIN_NEED_LN 0x8u
 #define NPU_TRAIN_NEED_LN_GRAD 0x10u
+#define NPU_TRAIN_NEED_BN 0x20u
+#define NPU_TRAIN_NEED_BN_GRAD 0x40u
 #define NPU_TRAIN_NEED_ALL                                                  \
-    (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD)
+    (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD |      \
+     NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_BN_GRAD)
 
 #define NPU_ACLNN_PHASE2_PARAMS                                               \
     (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,        \
@@ -37,24 +40,24 @@
       (const aclTensor *selfRef, const aclTensor *other,                      \
        const aclScalar *alpha, uint64_t *workspaceSize,                       \
        aclOpExecutor **executor),                                             \
-      NPU_TRAIN_NEED_OPT)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                 \
     X(aclnnStatus, aclnnInplaceAdd, NPU_ACLNN_PHASE2_PARAMS,                  \
-      NPU_TRAIN_NEED_OPT)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                                     \
     /* selfRef *= other (a scalar) */                                         \
     X(aclnnStatus, aclnnInplaceMulsGetWorkspaceSize,                          \
       (aclTensor *selfRef, const aclScalar *other, uint64_t *workspaceSize,   \
        aclOpExecutor **executor),                                             \
-      NPU_TRAIN_NEED_OPT)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                 \
     X(aclnnStatus, aclnnInplaceMuls, NPU_ACLNN_PHASE2_PARAMS,                 \
-      NPU_TRAIN_NEED_OPT)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                                     \
     /* selfRef += alpha * other (both scalars) */                             \
     X(aclnnStatus, aclnnInplaceAddsGetWorkspaceSize,                          \
       (const aclTensor *selfRef, const aclScalar *other,                      \
        const aclScalar *alpha, uint64_t *workspaceSize,                       \
        aclOpExecutor **executor),                                             \
-      NPU_TRAIN_NEED_ADAM)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                \
     X(aclnnStatus, aclnnInplaceAdds, NPU_ACLNN_PHASE2_PARAMS,                 \
-      NPU_TRAIN_NEED_ADAM)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                                    \
     /* selfRef += value * tensor1 * tensor2 */                                \
     X(aclnnStatus, aclnnInplaceAddcmulGetWorkspaceSize,                       \
       (const aclTensor *selfRef, const aclTensor *tensor1,                    \
@@ -68,9 +71,9 @@
       (const aclTensor *selfRef, const aclTensor *tensor1,                    \
        const aclTensor *tensor2, const aclScalar *value,                      \
        uint64_t *workspaceSize, aclOpExecutor **executor),                    \
-      NPU_TRAIN_NEED_ADAM)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                \
     X(aclnnStatus, aclnnInplaceAddcdiv, NPU_ACLNN_PHASE2_PARAMS,              \
-      NPU_TRAIN_NEED_ADAM)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                                    \
     /* out = sqrt(self) */                                                    \
     X(aclnnStatus, aclnnSqrtGetWorkspaceSize,                                 \
       (const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,        \
@@ -98,6 +101,27 @@
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_LN_GRAD)                                                 \
     X(aclnnStatus, aclnnLayerNormBackward, NPU_ACLNN_PHASE2_PARAMS,           \
-      NPU_TRAIN_NEED_LN_GRAD)
+      NPU_TRAIN_NEED_LN_GRAD)                                                 \
+    /* PyTorch's batch norm over dim 1; running statistics optional */       \
+    X(aclnnStatus, aclnnBatchNormGetWorkspaceSize,                            \
+      (const aclTensor *input, const aclTensor *weight,                       \
+       const aclTensor *bias, aclTensor *runningMean, aclTensor *runningVar,  \
+       bool training, double momentum, double eps, aclTensor *output,         \
+       aclTensor *saveMean, aclTensor *saveInvstd, uint64_t *workspaceSize,   \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_BN)                                                      \
+    X(aclnnStatus, aclnnBatchNorm, NPU_ACLNN_PHASE2_PARAMS,                   \
+      NPU_TRAIN_NEED_BN)                                                      \
+    X(aclnnStatus, aclnnBatchNormBackwardGetWorkspaceSize,                    \
+      (const aclTensor *gradOut, const aclTensor *input,                      \
+       const aclTensor *weight, const aclTensor *runningMean,                 \
+       const aclTensor *runningVar, const aclTensor *saveMean,                \
+       const aclTensor *saveInvstd, bool training, double eps,                \
+       const aclBoolArray *outputMask, aclTensor *gradInput,                  \
+       aclTensor *gradWeight, aclTensor *gradBias, uint64_t *workspaceSize,   \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_BN_GRAD)                                                 \
+    X(aclnnStatus, aclnnBatchNormBackward, NPU_ACLNN_PHASE2_PARAMS,           \
+      NPU_TRAIN_NEED_BN_GRAD)
 
 #endif /* KEEL_NPU_ACLNN_TRAIN_API_H */

@@ -7,8 +7,10 @@
  * place, the gradient only read, as the CPU plugin does); layer_norm and
  * layer_norm_grad (float32, float16, bfloat16; aclnnLayerNorm and
  * aclnnLayerNormBackward, see ln_run for the mapping and what is refused).
- * batch_norm, cross_entropy and the softmax grads are not here: they take
- * the CPU fallback.
+ * batch_norm and batch_norm_grad in training mode, float32 (bn_run: how
+ * keel's running statistics are kept, and why inference is refused).
+ * cross_entropy and the softmax grads are not here: they take the CPU
+ * fallback.
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -63,7 +65,8 @@ static struct {
 } TR;
 static uint32_t tr_have;
 
-enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD };
+enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD,
+               TK_BN, TK_BN_GRAD };
 
 struct tr_def {
     const char *name;
@@ -83,6 +86,8 @@ static struct tr_def tr_defs[] = {
     {"adamw_update", TK_ADAMW, NPU_TRAIN_NEED_ADAM, -1},
     {"layer_norm", TK_LN, NPU_TRAIN_NEED_LN, -1},
     {"layer_norm_grad", TK_LN_GRAD, NPU_TRAIN_NEED_LN_GRAD, -1},
+    {"batch_norm", TK_BN, NPU_TRAIN_NEED_BN, -1},
+    {"batch_norm_grad", TK_BN_GRAD, NPU_TRAIN_NEED_BN_GRAD, -1},
 };
 
 #define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
@@ -231,6 +236,21 @@ static void tr_add_out(struct tr_plan *p, const aclTensor *x,
             "aclnnAdd");
 }
 
+/* out = x * y */
+static void tr_mul_out(struct tr_plan *p, const aclTensor *x,
+                       const aclTensor *y, aclTensor *out)
+{
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    aclnnStatus e;
+
+    if (!tr_room(p))
+        return;
+    e = OPAPI.aclnnMulGetWorkspaceSize(x, y, out, &ws, &ex);
+    tr_push(p, e, "aclnnMulGetWorkspaceSize", ws, ex, OPAPI.aclnnMul,
+            "aclnnMul");
+}
+
 /* x += v (a scalar) */
 static void tr_adds(struct tr_plan *p, aclTensor *x, double v)
 {
@@ -318,6 +338,8 @@ static keel_tensor_desc tr_temp(const keel_tensor_desc *d, keel_dptr data)
 
 static keel_status ln_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s);
+static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s);
 
 static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
 {
@@ -348,6 +370,8 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
                             keel_kit_dtype_name(a->inputs[0].dtype));
         return ln_run(k, a, s);
     }
+    if (k->kind == TK_BN || k->kind == TK_BN_GRAD)
+        return bn_run(k, a, s);
     for (int i = 0; i < nin; i++)
         if (a->inputs[i].dtype != a->inputs[0].dtype ||
             !(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[i].dtype)))
@@ -617,6 +641,137 @@ out:
     return st;
 }
 
+/* ---- batch_norm and batch_norm_grad ---------------------------------------- */
+
+/*
+ * batch_norm, training: aclnnBatchNorm with the running statistics absent
+ * (they are optional there) computes y, saveMean and saveInvstd; aclnn's
+ * own update would follow PyTorch (momentum on the batch side, unbiased
+ * variance), so keel's update is composed after it from the saved values:
+ *   rm = momentum rm + (1 - momentum) mean;
+ *   rv = momentum rv + (1 - momentum) (1 / invstd^2 - eps)
+ * (the biased variance back from invstd = 1 / sqrt(var + eps)), with
+ * t = invstd * invstd and ones = t - t + 1 as temporaries in the core's
+ * workspace (aclnnMul, aclnnAdd, aclnnInplaceAdds, aclnnInplaceMuls,
+ * aclnnInplaceAdd, aclnnInplaceAddcdiv). Inference mode is refused: what
+ * aclnnBatchNorm writes to saveMean / saveInvstd there is not documented,
+ * and keel returns the running mean and 1 / sqrt(rv + eps) in them.
+ * batch_norm_grad, training: aclnnBatchNormBackward from saveMean and
+ * saveInvstd, as keel; inference mode is refused, as aclnn then reads
+ * runningVar where keel gives invstd. float32 only: aclnn wants the saved
+ * statistics in the input's dtype, and keel's are float32.
+ */
+static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s)
+{
+    const keel_tensor_desc *x = &a->inputs[0];
+    bool grad = k->kind == TK_BN_GRAD;
+    double mom = keel_kit_attr_f(a, "momentum", 0.9);
+    double eps = keel_kit_attr_f(a, "epsilon", 1e-5);
+    aclTensor *t[10] = {NULL};
+    keel_tensor_desc tmp[2];
+    aclBoolArray *mask = NULL;
+    static const bool all3[3] = {true, true, true};
+    struct tr_plan p;
+    keel_status st = KEEL_STATUS_OK;
+    int nt = 0;
+
+    if (!keel_kit_attr_i(a, "training", 1))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: inference mode is not passed to aclnn (its "
+                        "statistics there differ from keel's)", k->name);
+    for (int i = 0; i < a->num_inputs; i++)
+        if (a->inputs[i].dtype != KEEL_F32)
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                            "%s: only float32 is passed to aclnn (input %d "
+                            "is %s)", k->name, i,
+                            keel_kit_dtype_name(a->inputs[i].dtype));
+    if (keel_kit_numel(x) == 0)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: an empty tensor is not passed to aclnn", k->name);
+    memset(&p, 0, sizeof(p));
+    p.a = a;
+    p.name = k->name;
+    if (!grad) {
+        int64_t c = x->shape[1];
+        uint64_t bytes = ((uint64_t)c * 4 + 63) / 64 * 64;
+        keel_dptr base = 0;
+        /* the C-element temporaries t and ones */
+        st = keel_kernel_workspace(a, 2 * bytes, &base);
+        if (st == KEEL_STATUS_NOT_SUPPORTED)
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                            "batch_norm: this core gives no workspace for "
+                            "the temporaries");
+        if (st)
+            return npu_fail(st, "batch_norm: the core could not give %"
+                            PRIu64 " bytes of temporaries", 2 * bytes);
+        tmp[0] = tr_temp(&a->outputs[2], base);
+        tmp[1] = tr_temp(&a->outputs[2], base + bytes);
+        /* x, scale, bias, rm, rv, y, mean, invstd, t, ones */
+        for (int i = 0; i < 5 && !st; i++)
+            t[nt++] = npu_describe(&a->inputs[i], &st);
+        for (int i = 0; i < 3 && !st; i++)
+            t[nt++] = npu_describe(&a->outputs[i], &st);
+        for (int i = 0; i < 2 && !st; i++)
+            t[nt++] = npu_describe(&tmp[i], &st);
+        if (st)
+            goto out;
+        if (tr_room(&p)) {
+            aclOpExecutor *ex = NULL;
+            uint64_t ws = 0;
+            aclnnStatus e = TR.aclnnBatchNormGetWorkspaceSize(
+                t[0], t[1], t[2], NULL, NULL, true, 1 - mom, eps, t[5], t[6],
+                t[7], &ws, &ex);
+            tr_push(&p, e, "aclnnBatchNormGetWorkspaceSize", ws, ex,
+                    TR.aclnnBatchNorm, "aclnnBatchNorm");
+        }
+        tr_muls(&p, t[3], mom);
+        tr_add(&p, t[3], t[6], 1 - mom);
+        tr_mul_out(&p, t[7], t[7], t[8]);
+        tr_add_out(&p, t[8], t[8], -1, t[9]);
+        tr_adds(&p, t[9], 1);
+        tr_muls(&p, t[4], mom);
+        tr_addc(&p, true, t[4], t[9], t[8], 1 - mom);
+        tr_adds(&p, t[4], -(1 - mom) * eps);
+    } else {
+        /* x, scale, mean, invstd, dy, dx, dscale, dbias */
+        for (int i = 0; i < 5 && !st; i++)
+            t[nt++] = npu_describe(&a->inputs[i], &st);
+        for (int i = 0; i < 3 && !st; i++)
+            t[nt++] = npu_describe(&a->outputs[i], &st);
+        if (st)
+            goto out;
+        mask = OPAPI.aclCreateBoolArray(all3, 3);
+        if (!mask) {
+            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                          "batch_norm_grad: aclCreateBoolArray returned NULL");
+            goto out;
+        }
+        if (tr_room(&p)) {
+            aclOpExecutor *ex = NULL;
+            uint64_t ws = 0;
+            aclnnStatus e = TR.aclnnBatchNormBackwardGetWorkspaceSize(
+                t[4], t[0], t[1], NULL, NULL, t[2], t[3], true, eps, mask,
+                t[5], t[6], t[7], &ws, &ex);
+            tr_push(&p, e, "aclnnBatchNormBackwardGetWorkspaceSize", ws, ex,
+                    TR.aclnnBatchNormBackward, "aclnnBatchNormBackward");
+        }
+    }
+    st = p.st;
+    for (int i = 0; i < p.n && !st; i++)
+        st = npu_aclnn_launch(a, s, k->name, p.s[i].ws, p.s[i].ex, p.s[i].fn,
+                              p.s[i].call);
+    for (int i = 0; i < p.nsc; i++)
+        OPAPI.aclDestroyScalar(p.sc[i]);
+out:
+    for (int i = 0; i < 10; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    if (mask)
+        OPAPI.aclDestroyBoolArray(mask);
+    return st;
+}
+
 keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
                                      keel_kernel *kernel)
 {
@@ -625,7 +780,9 @@ keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
     for (size_t i = 0; i < TR_NDEFS; i++) {
         struct tr_def *k = &tr_defs[i];
         if (k->op < 0 || (tr_have & k->need) != k->need ||
-            strcmp(k->name, op_name))
+            strcmp(k->name, op_name) ||
+            ((k->kind == TK_BN || k->kind == TK_BN_GRAD) &&
+             dtype != KEEL_F32))
             continue;
         kernel->fn = train_run;
         kernel->kernel_data = k;

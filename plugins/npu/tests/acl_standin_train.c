@@ -7,7 +7,9 @@
  * aclnnInplaceAddcmul / aclnnInplaceAddcdiv (selfRef += value t1 * t2,
  * value t1 / t2) and aclnnSqrt (out = sqrt(self)); aclnnLayerNorm and
  * aclnnLayerNormBackward (biased variance, rstd = 1 / sqrt(var + eps);
- * the backward's weight and dbias sums in its workspace). Each element is
+ * the backward's weight and dbias sums in its workspace); aclnnBatchNorm
+ * and aclnnBatchNormBackward (PyTorch's conventions, see there). Each
+ * element is
  * computed in double and stored through the destination's dtype.
  *
  * Checks: every tensor of an operator has the same dims and one float
@@ -498,4 +500,231 @@ API aclnnStatus aclnnLayerNormBackward(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnLayerNormBackward");
+}
+
+/* ---- aclnnBatchNorm, aclnnBatchNormBackward ------------------------------- */
+
+/* PyTorch's semantics over dim 1 of [N, C, ...]: training normalises with
+ * the batch statistics (biased variance) and, when running statistics are
+ * given, updates them as running = (1 - momentum) running + momentum
+ * batch, the variance unbiased; inference uses the running statistics.
+ * The backward uses saveMean / saveInvstd in training, the running
+ * statistics otherwise. */
+struct bn_priv {
+    bool grad, training;
+    struct aclTensor x, w, b, rm, rv, y, sm, si, dy, dx, dw, db;
+    bool has_w, has_b, has_rm, has_rv, has_sm, has_si;
+    int64_t c, inner, n; /* channels, elements per (n, c), per channel */
+    double mom, eps;
+};
+
+static double bn_get(const struct aclTensor *t, bool has, int64_t i,
+                     double def)
+{
+    return has ? ld_f(t, ln_at(t, i)) : def;
+}
+
+static void bn_host(void *priv, void *workspace)
+{
+    const struct bn_priv *p = priv;
+    int64_t total = ln_numel(&p->x);
+
+    (void)workspace;
+    for (int64_t ch = 0; ch < p->c; ch++) {
+        double mean = 0, var = 0, inv, sg = 0, sgx = 0, w;
+        int64_t f;
+
+        /* the channel's elements: f = (n * c + ch) * inner + i */
+        if (p->grad && p->training) {
+            mean = ld_f(&p->sm, ln_at(&p->sm, ch));
+            inv = ld_f(&p->si, ln_at(&p->si, ch));
+        } else if (p->training) {
+            for (f = ch * p->inner; f < total; f += p->c * p->inner)
+                for (int64_t i = 0; i < p->inner; i++)
+                    mean += ld_f(&p->x, ln_at(&p->x, f + i));
+            mean /= (double)p->n;
+            for (f = ch * p->inner; f < total; f += p->c * p->inner)
+                for (int64_t i = 0; i < p->inner; i++) {
+                    double d = ld_f(&p->x, ln_at(&p->x, f + i)) - mean;
+                    var += d * d;
+                }
+            var /= (double)p->n;
+            inv = 1 / sqrt(var + p->eps);
+        } else {
+            mean = ld_f(&p->rm, ln_at(&p->rm, ch));
+            inv = 1 / sqrt(ld_f(&p->rv, ln_at(&p->rv, ch)) + p->eps);
+        }
+        w = bn_get(&p->w, p->has_w, ch, 1);
+        if (!p->grad) {
+            for (f = ch * p->inner; f < total; f += p->c * p->inner)
+                for (int64_t i = 0; i < p->inner; i++)
+                    st_f(&p->y, ln_at(&p->y, f + i),
+                         (ld_f(&p->x, ln_at(&p->x, f + i)) - mean) * inv * w +
+                             bn_get(&p->b, p->has_b, ch, 0));
+            if (p->training && p->has_sm)
+                st_f(&p->sm, ln_at(&p->sm, ch), mean);
+            if (p->training && p->has_si)
+                st_f(&p->si, ln_at(&p->si, ch), inv);
+            if (p->training && p->has_rm)
+                st_f(&p->rm, ln_at(&p->rm, ch),
+                     (1 - p->mom) * ld_f(&p->rm, ln_at(&p->rm, ch)) +
+                         p->mom * mean);
+            if (p->training && p->has_rv)
+                st_f(&p->rv, ln_at(&p->rv, ch),
+                     (1 - p->mom) * ld_f(&p->rv, ln_at(&p->rv, ch)) +
+                         p->mom * var * (double)p->n /
+                             (double)(p->n > 1 ? p->n - 1 : 1));
+            continue;
+        }
+        for (f = ch * p->inner; f < total; f += p->c * p->inner)
+            for (int64_t i = 0; i < p->inner; i++) {
+                double dy = ld_f(&p->dy, ln_at(&p->dy, f + i));
+                sg += dy;
+                sgx += dy * (ld_f(&p->x, ln_at(&p->x, f + i)) - mean) * inv;
+            }
+        for (f = ch * p->inner; f < total; f += p->c * p->inner)
+            for (int64_t i = 0; i < p->inner; i++) {
+                double xh = (ld_f(&p->x, ln_at(&p->x, f + i)) - mean) * inv;
+                double dy = ld_f(&p->dy, ln_at(&p->dy, f + i));
+                double d = p->training ? dy - sg / (double)p->n -
+                                             xh * sgx / (double)p->n
+                                       : dy;
+                st_f(&p->dx, ln_at(&p->dx, f + i), w * inv * d);
+            }
+        st_f(&p->dw, ln_at(&p->dw, ch), sgx);
+        st_f(&p->db, ln_at(&p->db, ch), sg);
+    }
+}
+
+/* t is NULL or a 1-D float tensor of c elements. */
+static bool bn_vec(const aclTensor *t, int64_t c)
+{
+    return !t || (dt_float(t->dt) && t->ndim == 1 && t->dims[0] == c);
+}
+
+/* x is [N, C, ...] of 2 to 8 dims. */
+static bool bn_shape(const aclTensor *x, int64_t *c, int64_t *inner,
+                     int64_t *n)
+{
+    if (!dt_float(x->dt) || x->ndim < 2)
+        return false;
+    *c = x->dims[1];
+    *inner = 1;
+    for (int i = 2; i < x->ndim; i++)
+        *inner *= x->dims[i];
+    *n = x->dims[0] * *inner;
+    return true;
+}
+
+API aclnnStatus aclnnBatchNormGetWorkspaceSize(
+    const aclTensor *input, const aclTensor *weight, const aclTensor *bias,
+    aclTensor *runningMean, aclTensor *runningVar, bool training,
+    double momentum, double eps, aclTensor *output, aclTensor *saveMean,
+    aclTensor *saveInvstd, uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    const char *call = "aclnnBatchNormGetWorkspaceSize";
+    struct bn_priv *p;
+    int64_t c, inner, n;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!input || !output || !workspaceSize || !executor ||
+        (!training && (!runningMean || !runningVar)))
+        return err(161001, "%s: a NULL argument", call);
+    if (!bn_shape(input, &c, &inner, &n) || !tr_same(input, output) ||
+        !bn_vec(weight, c) || !bn_vec(bias, c) || !bn_vec(runningMean, c) ||
+        !bn_vec(runningVar, c) || !bn_vec(saveMean, c) ||
+        !bn_vec(saveInvstd, c) || !(eps >= 0))
+        return err(161002, "%s: shapes or dtypes do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->training = training;
+    p->x = *input;
+    p->y = *output;
+#define BN_TAKE(field, has, arg) \
+    if ((p->has = (arg) != NULL)) \
+        p->field = *(arg);
+    BN_TAKE(w, has_w, weight)
+    BN_TAKE(b, has_b, bias)
+    BN_TAKE(rm, has_rm, runningMean)
+    BN_TAKE(rv, has_rv, runningVar)
+    BN_TAKE(sm, has_sm, saveMean)
+    BN_TAKE(si, has_si, saveInvstd)
+    p->c = c;
+    p->inner = inner;
+    p->n = n;
+    p->mom = momentum;
+    p->eps = eps;
+    return standin_host_plan(call, 0, bn_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnBatchNorm(void *workspace, uint64_t workspaceSize,
+                               aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnBatchNorm");
+}
+
+API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
+    const aclTensor *gradOut, const aclTensor *input, const aclTensor *weight,
+    const aclTensor *runningMean, const aclTensor *runningVar,
+    const aclTensor *saveMean, const aclTensor *saveInvstd, bool training,
+    double eps, const aclBoolArray *outputMask, aclTensor *gradInput,
+    aclTensor *gradWeight, aclTensor *gradBias, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    const char *call = "aclnnBatchNormBackwardGetWorkspaceSize";
+    struct bn_priv *p;
+    int64_t c, inner, n;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!gradOut || !input || !outputMask || !workspaceSize || !executor ||
+        (training && (!saveMean || !saveInvstd)) ||
+        (!training && (!runningMean || !runningVar)))
+        return err(161001, "%s: a NULL argument", call);
+    /* the stand-in computes every output: the plugin asks for all three */
+    if (outputMask->n != 3 || !outputMask->v[0] || !outputMask->v[1] ||
+        !outputMask->v[2] || !gradInput || !gradWeight || !gradBias)
+        return err(161001, "%s: the stand-in wants all three outputs", call);
+    if (!bn_shape(input, &c, &inner, &n) || !tr_same(input, gradOut) ||
+        !tr_same(input, gradInput) || !bn_vec(weight, c) ||
+        !bn_vec(runningMean, c) || !bn_vec(runningVar, c) ||
+        !bn_vec(saveMean, c) || !bn_vec(saveInvstd, c) ||
+        !bn_vec(gradWeight, c) || !bn_vec(gradBias, c) || !(eps >= 0))
+        return err(161002, "%s: shapes or dtypes do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->grad = true;
+    p->training = training;
+    p->x = *input;
+    p->dy = *gradOut;
+    p->dx = *gradInput;
+    p->dw = *gradWeight;
+    p->db = *gradBias;
+    BN_TAKE(w, has_w, weight)
+    BN_TAKE(rm, has_rm, runningMean)
+    BN_TAKE(rv, has_rv, runningVar)
+    BN_TAKE(sm, has_sm, saveMean)
+    BN_TAKE(si, has_si, saveInvstd)
+#undef BN_TAKE
+    p->c = c;
+    p->inner = inner;
+    p->n = n;
+    p->eps = eps;
+    return standin_host_plan(call, 0, bn_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnBatchNormBackward(void *workspace, uint64_t workspaceSize,
+                                       aclOpExecutor *executor,
+                                       aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnBatchNormBackward");
 }

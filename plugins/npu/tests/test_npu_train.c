@@ -3,7 +3,7 @@
  * ACL and aclnn (meson test npu-train-standin, strict mode: a kernel that
  * refuses is an error, never a CPU fallback):
  *
- *   - each optimizer update, layer_norm and layer_norm_grad computes a small case whose result was worked
+ *   - each optimizer update, layer_norm, batch_norm and their grads compute a small case whose result was worked
  *     out by hand (below, next to each case), the gradient left as it was;
  *   - a configuration the kernel refuses answers NOT_SUPPORTED;
  *   - an aclnn phase 1 that refuses is NOT_SUPPORTED naming the aclnn
@@ -398,6 +398,83 @@ static void test_layer_norm_phase1(void)
     expect_msg("aclnnLayerNorm ", "aclnnStatus 561000");
 }
 
+/* ---- batch_norm ------------------------------------------------------------ */
+
+static void test_batch_norm(void)
+{
+    static const float xs[3] = {1, 2, 3}, sc[1] = {2}, bi[1] = {0.5f},
+                       rm0[1] = {0}, rv0[1] = {1};
+    int64_t xsh[2] = {3, 1}, csh[1] = {1};
+    keel_tensor *t[5] = {NULL}, *o[3] = {NULL};
+    keel_attr at[1] = {keel_attr_bool("training", false)};
+    float y[3], sm, si, rm, rv;
+    int nout = 0;
+    /* batch mean 2, biased variance 2/3 (unbiased 1) */
+    double inv = 1 / sqrt(2.0 / 3 + 1e-5);
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(xs, 2, xsh, KEEL_F32,
+                                                  "npu:0", &t[0]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(sc, 1, csh, KEEL_F32,
+                                                  "npu:0", &t[1]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(bi, 1, csh, KEEL_F32,
+                                                  "npu:0", &t[2]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(rm0, 1, csh, KEEL_F32,
+                                                  "npu:0", &t[3]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(rv0, 1, csh, KEEL_F32,
+                                                  "npu:0", &t[4]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_BATCH_NORM, t, 5, NULL, 0, o, 3,
+                                      &nout),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(nout, 3);
+    keel_tensor_to_host(o[0], y, sizeof(y));
+    keel_tensor_to_host(o[1], &sm, sizeof(sm));
+    keel_tensor_to_host(o[2], &si, sizeof(si));
+    keel_tensor_to_host(t[3], &rm, sizeof(rm));
+    keel_tensor_to_host(t[4], &rv, sizeof(rv));
+    /* y = (x - 2) inv 2 + 0.5 */
+    CU_ASSERT(near(y[0], -2 * inv + 0.5) && near(y[1], 0.5) &&
+              near(y[2], 2 * inv + 0.5));
+    CU_ASSERT(sm == 2 && near(si, inv));
+    /* keel: 0.9 running + 0.1 batch, the variance biased: 0.2 and
+     * 0.9 + 0.1 * 2/3 (PyTorch's rule would give 0.9 * 1 + 0.1 * 1) */
+    CU_ASSERT(near(rm, 0.2));
+    CU_ASSERT(near(rv, 0.9 + 0.1 * 2.0 / 3));
+    for (int i = 0; i < 3; i++)
+        keel_tensor_free(o[i]);
+    /* inference mode is refused */
+    CU_ASSERT_EQUAL(keel_op_run(KEEL_OP_BATCH_NORM, t, 5, at, 1, o, 3, &nout),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("batch_norm", "inference mode");
+    for (int i = 0; i < 5; i++)
+        keel_tensor_free(t[i]);
+}
+
+static void test_batch_norm_grad(void)
+{
+    static const float x[3] = {1, 2, 3}, w[1] = {2}, m[1] = {2},
+                       inv[1] = {1}, dy[3] = {1, 1, 2};
+    const struct ln_in in[5] = {{x, 2, {3, 1}}, {w, 1, {1}}, {m, 1, {1}},
+                                {inv, 1, {1}}, {dy, 2, {3, 1}}};
+    float out[3][6];
+
+    /* xhat = -1, 0, 1; sum dy = 4, sum dy xhat = 1; dx = scale invstd
+     * (dy - 4/3 - xhat / 3) = 2 (0, -1/3, 1/3); dscale 1, dbias 4 */
+    CU_ASSERT_EQUAL_FATAL(ln_case(KEEL_OP_BATCH_NORM_GRAD, in, 5, out, 6),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(out[0][0], 0) && near(out[0][1], -2.0 / 3) &&
+              near(out[0][2], 2.0 / 3));
+    CU_ASSERT(out[1][0] == 1 && out[2][0] == 4);
+    fail_next("aclnnBatchNormBackward", 561000);
+    CU_ASSERT_EQUAL(ln_case(KEEL_OP_BATCH_NORM_GRAD, in, 5, out, 6),
+                    KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnBatchNormBackward", "aclnnStatus 561000");
+}
+
 int main(void)
 {
     CU_pSuite suite;
@@ -427,6 +504,10 @@ int main(void)
                 test_layer_norm_grad_refused);
     CU_add_test(suite, "aclnnLayerNorm phase 1 / 2 failures",
                 test_layer_norm_phase1);
+    CU_add_test(suite, "batch_norm by hand; inference -> NOT_SUPPORTED",
+                test_batch_norm);
+    CU_add_test(suite, "batch_norm_grad by hand; aclnnBatchNormBackward fails",
+                test_batch_norm_grad);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
