@@ -26,9 +26,12 @@
 #define NPU_TRAIN_NEED_LN_GRAD 0x10u
 #define NPU_TRAIN_NEED_BN 0x20u
 #define NPU_TRAIN_NEED_BN_GRAD 0x40u
+#define NPU_TRAIN_NEED_SM_GRAD 0x80u
+#define NPU_TRAIN_NEED_LSM_GRAD 0x100u
 #define NPU_TRAIN_NEED_ALL                                                  \
     (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD |      \
-     NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_BN_GRAD)
+     NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_BN_GRAD | NPU_TRAIN_NEED_SM_GRAD |  \
+     NPU_TRAIN_NEED_LSM_GRAD)
 
 #define NPU_ACLNN_PHASE2_PARAMS                                               \
     (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,        \
@@ -122,6 +125,20 @@
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_BN_GRAD)                                                 \
     X(aclnnStatus, aclnnBatchNormBackward, NPU_ACLNN_PHASE2_PARAMS,           \
-      NPU_TRAIN_NEED_BN_GRAD)
+      NPU_TRAIN_NEED_BN_GRAD)                                                 \
+    /* out = output (gradOutput - sum(gradOutput output)) along dim */       \
+    X(aclnnStatus, aclnnSoftmaxBackwardGetWorkspaceSize,                      \
+      (const aclTensor *gradOutput, const aclTensor *output, int64_t dim,     \
+       aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor),    \
+      NPU_TRAIN_NEED_SM_GRAD)                                                 \
+    X(aclnnStatus, aclnnSoftmaxBackward, NPU_ACLNN_PHASE2_PARAMS,             \
+      NPU_TRAIN_NEED_SM_GRAD)                                                 \
+    /* out = gradOutput - exp(output) sum(gradOutput) along dim */           \
+    X(aclnnStatus, aclnnLogSoftmaxBackwardGetWorkspaceSize,                   \
+      (const aclTensor *gradOutput, const aclTensor *output, int64_t dim,     \
+       aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor),    \
+      NPU_TRAIN_NEED_LSM_GRAD)                                                \
+    X(aclnnStatus, aclnnLogSoftmaxBackward, NPU_ACLNN_PHASE2_PARAMS,          \
+      NPU_TRAIN_NEED_LSM_GRAD)
 
 #endif /* KEEL_NPU_ACLNN_TRAIN_API_H */

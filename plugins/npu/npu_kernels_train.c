@@ -9,8 +9,9 @@
  * aclnnLayerNormBackward, see ln_run for the mapping and what is refused).
  * batch_norm and batch_norm_grad in training mode, float32 (bn_run: how
  * keel's running statistics are kept, and why inference is refused).
- * cross_entropy and the softmax grads are not here: they take the CPU
- * fallback.
+ * softmax_grad and log_softmax_grad (float32, float16, bfloat16;
+ * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward). cross_entropy and its
+ * grad are not here: they take the CPU fallback.
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -66,7 +67,7 @@ static struct {
 static uint32_t tr_have;
 
 enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD,
-               TK_BN, TK_BN_GRAD };
+               TK_BN, TK_BN_GRAD, TK_SM_GRAD, TK_LSM_GRAD };
 
 struct tr_def {
     const char *name;
@@ -88,6 +89,8 @@ static struct tr_def tr_defs[] = {
     {"layer_norm_grad", TK_LN_GRAD, NPU_TRAIN_NEED_LN_GRAD, -1},
     {"batch_norm", TK_BN, NPU_TRAIN_NEED_BN, -1},
     {"batch_norm_grad", TK_BN_GRAD, NPU_TRAIN_NEED_BN_GRAD, -1},
+    {"softmax_grad", TK_SM_GRAD, NPU_TRAIN_NEED_SM_GRAD, -1},
+    {"log_softmax_grad", TK_LSM_GRAD, NPU_TRAIN_NEED_LSM_GRAD, -1},
 };
 
 #define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
@@ -340,6 +343,8 @@ static keel_status ln_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s);
 static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s);
+static keel_status sm_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s);
 
 static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
 {
@@ -372,6 +377,13 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
     }
     if (k->kind == TK_BN || k->kind == TK_BN_GRAD)
         return bn_run(k, a, s);
+    if (k->kind == TK_SM_GRAD || k->kind == TK_LSM_GRAD) {
+        if (!(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not "
+                            "handled", k->name,
+                            keel_kit_dtype_name(a->inputs[0].dtype));
+        return sm_run(k, a, s);
+    }
     for (int i = 0; i < nin; i++)
         if (a->inputs[i].dtype != a->inputs[0].dtype ||
             !(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[i].dtype)))
@@ -769,6 +781,58 @@ out:
             OPAPI.aclDestroyTensor(t[i]);
     if (mask)
         OPAPI.aclDestroyBoolArray(mask);
+    return st;
+}
+
+/* ---- softmax_grad and log_softmax_grad ------------------------------------- */
+
+/* keel's inputs (out, dout) are aclnn's (output, gradOutput), the axis
+ * normalised to aclnn's dim (0 for a 0-d tensor); the catalog's formulas
+ * are aclnnSoftmaxBackward's and aclnnLogSoftmaxBackward's. */
+static keel_status sm_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s)
+{
+    bool log = k->kind == TK_LSM_GRAD;
+    int64_t dim = keel_kit_axis_0d(keel_kit_attr_i(a, "axis", -1),
+                                   a->inputs[0].ndim);
+    aclTensor *t[3] = {NULL, NULL, NULL};
+    aclOpExecutor *ex = NULL;
+    uint64_t ws = 0;
+    keel_status st = KEEL_STATUS_OK;
+    aclnnStatus e;
+    const char *p1 = log ? "aclnnLogSoftmaxBackwardGetWorkspaceSize"
+                         : "aclnnSoftmaxBackwardGetWorkspaceSize";
+
+    if (dim < 0)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: axis out of range",
+                        k->name);
+    if (a->inputs[1].dtype != a->inputs[0].dtype ||
+        a->outputs[0].dtype != a->inputs[0].dtype)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: out, dout and dx of one dtype only", k->name);
+    if (keel_kit_numel(&a->inputs[0]) == 0)
+        return KEEL_STATUS_OK;
+    t[0] = npu_describe(&a->inputs[0], &st);
+    if (!st)
+        t[1] = npu_describe(&a->inputs[1], &st);
+    if (!st)
+        t[2] = npu_describe(&a->outputs[0], &st);
+    if (st)
+        goto out;
+    e = log ? TR.aclnnLogSoftmaxBackwardGetWorkspaceSize(t[1], t[0], dim,
+                                                          t[2], &ws, &ex)
+            : TR.aclnnSoftmaxBackwardGetWorkspaceSize(t[1], t[0], dim, t[2],
+                                                       &ws, &ex);
+    if (!(st = npu_aclnn_check(e, false, a->device, p1)))
+        st = npu_aclnn_launch(a, s, k->name, ws, ex,
+                              log ? TR.aclnnLogSoftmaxBackward
+                                  : TR.aclnnSoftmaxBackward,
+                              log ? "aclnnLogSoftmaxBackward"
+                                  : "aclnnSoftmaxBackward");
+out:
+    for (int i = 0; i < 3; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
     return st;
 }
 

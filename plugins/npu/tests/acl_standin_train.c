@@ -8,7 +8,8 @@
  * value t1 / t2) and aclnnSqrt (out = sqrt(self)); aclnnLayerNorm and
  * aclnnLayerNormBackward (biased variance, rstd = 1 / sqrt(var + eps);
  * the backward's weight and dbias sums in its workspace); aclnnBatchNorm
- * and aclnnBatchNormBackward (PyTorch's conventions, see there). Each
+ * and aclnnBatchNormBackward (PyTorch's conventions, see there);
+ * aclnnSoftmaxBackward and aclnnLogSoftmaxBackward along dim. Each
  * element is
  * computed in double and stored through the destination's dtype.
  *
@@ -727,4 +728,106 @@ API aclnnStatus aclnnBatchNormBackward(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnBatchNormBackward");
+}
+
+/* ---- aclnnSoftmaxBackward, aclnnLogSoftmaxBackward ------------------------- */
+
+struct smb_priv {
+    bool log;
+    struct aclTensor dy, y, dx;
+    int64_t outer, len, inner;
+};
+
+static void smb_host(void *priv, void *workspace)
+{
+    const struct smb_priv *p = priv;
+
+    (void)workspace;
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int64_t i = 0; i < p->inner; i++) {
+            double sum = 0;
+            int64_t f0 = o * p->len * p->inner + i;
+
+            for (int64_t j = 0; j < p->len; j++) {
+                int64_t f = f0 + j * p->inner;
+                double dy = ld_f(&p->dy, ln_at(&p->dy, f));
+                sum += p->log ? dy : dy * ld_f(&p->y, ln_at(&p->y, f));
+            }
+            for (int64_t j = 0; j < p->len; j++) {
+                int64_t f = f0 + j * p->inner;
+                double dy = ld_f(&p->dy, ln_at(&p->dy, f));
+                double y = ld_f(&p->y, ln_at(&p->y, f));
+                st_f(&p->dx, ln_at(&p->dx, f),
+                     p->log ? dy - exp(y) * sum : y * (dy - sum));
+            }
+        }
+}
+
+static aclnnStatus smb_plan(bool log, const aclTensor *gradOutput,
+                            const aclTensor *output, int64_t dim,
+                            aclTensor *out, uint64_t *ws, aclOpExecutor **ex,
+                            const char *call)
+{
+    struct smb_priv *p;
+    int nd;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!gradOutput || !output || !out || !ws || !ex)
+        return err(161001, "%s: a NULL argument", call);
+    nd = output->ndim;
+    if (!dt_float(output->dt) || !tr_same(output, gradOutput) ||
+        !tr_same(output, out) || dim < 0 || dim >= (nd ? nd : 1))
+        return err(161002, "%s: shapes, dtypes or dim do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->log = log;
+    p->dy = *gradOutput;
+    p->y = *output;
+    p->dx = *out;
+    p->outer = 1;
+    p->inner = 1;
+    p->len = nd ? output->dims[dim] : 1;
+    for (int i = 0; i < nd; i++) {
+        if (i < dim)
+            p->outer *= output->dims[i];
+        else if (i > dim)
+            p->inner *= output->dims[i];
+    }
+    return standin_host_plan(call, 0, smb_host, free, p, ws, ex);
+}
+
+API aclnnStatus aclnnSoftmaxBackwardGetWorkspaceSize(
+    const aclTensor *gradOutput, const aclTensor *output, int64_t dim,
+    aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    return smb_plan(false, gradOutput, output, dim, out, workspaceSize,
+                    executor, "aclnnSoftmaxBackwardGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnSoftmaxBackward(void *workspace, uint64_t workspaceSize,
+                                     aclOpExecutor *executor,
+                                     aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnSoftmaxBackward");
+}
+
+API aclnnStatus aclnnLogSoftmaxBackwardGetWorkspaceSize(
+    const aclTensor *gradOutput, const aclTensor *output, int64_t dim,
+    aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    return smb_plan(true, gradOutput, output, dim, out, workspaceSize,
+                    executor, "aclnnLogSoftmaxBackwardGetWorkspaceSize");
+}
+
+API aclnnStatus aclnnLogSoftmaxBackward(void *workspace,
+                                        uint64_t workspaceSize,
+                                        aclOpExecutor *executor,
+                                        aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnLogSoftmaxBackward");
 }

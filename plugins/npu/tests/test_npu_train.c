@@ -3,7 +3,7 @@
  * ACL and aclnn (meson test npu-train-standin, strict mode: a kernel that
  * refuses is an error, never a CPU fallback):
  *
- *   - each optimizer update, layer_norm, batch_norm and their grads compute a small case whose result was worked
+ *   - each optimizer update, layer_norm, batch_norm, the softmax grads compute a small case whose result was worked
  *     out by hand (below, next to each case), the gradient left as it was;
  *   - a configuration the kernel refuses answers NOT_SUPPORTED;
  *   - an aclnn phase 1 that refuses is NOT_SUPPORTED naming the aclnn
@@ -100,15 +100,25 @@ static void test_offered(void)
     const keel_plugin_api *api = npu_api();
     static const char *const ops[] = {"sgd_update", "momentum_update",
                                       "adam_update", "adamw_update",
-                                      "layer_norm", "layer_norm_grad"};
+                                      "layer_norm", "layer_norm_grad",
+                                      "softmax_grad", "log_softmax_grad"};
     static const keel_dtype dts[] = {KEEL_F32, KEEL_F16, KEEL_BF16};
     keel_kernel k;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         for (int j = 0; j < 3; j++)
             CU_ASSERT_EQUAL(api->kernel->lookup(0, ops[i], dts[j], &k),
                             KEEL_STATUS_OK);
+    /* batch_norm: float32 only (keel's statistics are float32) */
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "batch_norm", KEEL_F32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "batch_norm_grad", KEEL_F32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "batch_norm", KEEL_F16, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "cross_entropy", KEEL_F32, &k),
+                    KEEL_STATUS_NOT_FOUND);
     /* float64: aclnn computes it, the stand-in does not; not offered */
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "sgd_update", KEEL_F64, &k),
                     KEEL_STATUS_NOT_FOUND);
@@ -475,6 +485,48 @@ static void test_batch_norm_grad(void)
     expect_msg("aclnnBatchNormBackward", "aclnnStatus 561000");
 }
 
+/* ---- softmax_grad, log_softmax_grad ---------------------------------------- */
+
+static void test_softmax_grads(void)
+{
+    static const float y[2] = {0.25f, 0.75f}, dy[2] = {1, 3},
+                       ly[2] = {-1.38629436f, -0.28768207f}, ldy[2] = {2, 1};
+    const struct ln_in row[2] = {{y, 2, {1, 2}}, {dy, 2, {1, 2}}};
+    const struct ln_in col[2] = {{y, 2, {2, 1}}, {dy, 2, {2, 1}}};
+    const struct ln_in lrow[2] = {{ly, 1, {2}}, {ldy, 1, {2}}};
+    keel_tensor *t[2] = {NULL, NULL}, *o[1] = {NULL};
+    keel_attr ax0 = keel_attr_int("axis", 0);
+    float out[3][6];
+    int nout = 0;
+
+    /* sum(dout out) = 2.5; dx = out (dout - 2.5) = -0.375, 0.375 */
+    CU_ASSERT_EQUAL_FATAL(ln_case(KEEL_OP_SOFTMAX_GRAD, row, 2, out, 6),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(out[0][0] == -0.375f && out[0][1] == 0.375f);
+    /* the same along axis 0 of [2, 1] */
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(col[i].v, 2,
+                                                      col[i].shape, KEEL_F32,
+                                                      "npu:0", &t[i]),
+                              KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_op_run(KEEL_OP_SOFTMAX_GRAD, t, 2, &ax0, 1, o,
+                                      1, &nout),
+                          KEEL_STATUS_OK);
+    keel_tensor_to_host(o[0], out[1], 2 * sizeof(float));
+    CU_ASSERT(out[1][0] == -0.375f && out[1][1] == 0.375f);
+    keel_tensor_free(o[0]);
+    for (int i = 0; i < 2; i++)
+        keel_tensor_free(t[i]);
+    /* out = log(0.25, 0.75), dout = 2, 1: dx = dout - e^out 3 = 1.25, -1.25 */
+    CU_ASSERT_EQUAL_FATAL(ln_case(KEEL_OP_LOG_SOFTMAX_GRAD, lrow, 2, out, 6),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(near(out[0][0], 1.25) && near(out[0][1], -1.25));
+    fail_next("aclnnLogSoftmaxBackwardGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(ln_case(KEEL_OP_LOG_SOFTMAX_GRAD, lrow, 2, out, 6),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnLogSoftmaxBackwardGetWorkspaceSize", "161002");
+}
+
 int main(void)
 {
     CU_pSuite suite;
@@ -484,7 +536,7 @@ int main(void)
         return 1;
     suite = CU_add_suite("npu training kernels over the stand-in", train_init,
                          NULL);
-    CU_add_test(suite, "the six kernels are offered", test_offered);
+    CU_add_test(suite, "the float kernels are offered", test_offered);
     CU_add_test(suite, "sgd_update by hand", test_sgd);
     CU_add_test(suite, "momentum_update by hand", test_momentum);
     CU_add_test(suite, "adam_update by hand", test_adam);
@@ -508,6 +560,8 @@ int main(void)
                 test_batch_norm);
     CU_add_test(suite, "batch_norm_grad by hand; aclnnBatchNormBackward fails",
                 test_batch_norm_grad);
+    CU_add_test(suite, "softmax_grad and log_softmax_grad by hand",
+                test_softmax_grads);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
