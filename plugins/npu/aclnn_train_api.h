@@ -28,10 +28,11 @@
 #define NPU_TRAIN_NEED_BN_GRAD 0x40u
 #define NPU_TRAIN_NEED_SM_GRAD 0x80u
 #define NPU_TRAIN_NEED_LSM_GRAD 0x100u
+#define NPU_TRAIN_NEED_CE 0x200u
 #define NPU_TRAIN_NEED_ALL                                                  \
     (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD |      \
      NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_BN_GRAD | NPU_TRAIN_NEED_SM_GRAD |  \
-     NPU_TRAIN_NEED_LSM_GRAD)
+     NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE)
 
 #define NPU_ACLNN_PHASE2_PARAMS                                               \
     (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,        \
@@ -139,6 +140,15 @@
        aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor),    \
       NPU_TRAIN_NEED_LSM_GRAD)                                                \
     X(aclnnStatus, aclnnLogSoftmaxBackward, NPU_ACLNN_PHASE2_PARAMS,          \
-      NPU_TRAIN_NEED_LSM_GRAD)
+      NPU_TRAIN_NEED_LSM_GRAD)                                                \
+    /* out = -weight[t] self[n, t] per sample (0 where t is ignoreIndex),    \
+     * reduction 0 none, 1 mean (over the total weight), 2 sum */            \
+    X(aclnnStatus, aclnnNLLLossGetWorkspaceSize,                              \
+      (const aclTensor *self, const aclTensor *target,                        \
+       const aclTensor *weight, int64_t reduction, int64_t ignoreIndex,       \
+       aclTensor *out, aclTensor *totalWeightOut, uint64_t *workspaceSize,    \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_CE)                                                      \
+    X(aclnnStatus, aclnnNLLLoss, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_CE)
 
 #endif /* KEEL_NPU_ACLNN_TRAIN_API_H */

@@ -10,8 +10,9 @@
  * batch_norm and batch_norm_grad in training mode, float32 (bn_run: how
  * keel's running statistics are kept, and why inference is refused).
  * softmax_grad and log_softmax_grad (float32, float16, bfloat16;
- * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward). cross_entropy and its
- * grad are not here: they take the CPU fallback.
+ * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward); cross_entropy for hard
+ * labels with a class weight and reduction none or sum, float32 (ce_run).
+ * cross_entropy_grad is not here: it takes the CPU fallback.
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -67,7 +68,7 @@ static struct {
 static uint32_t tr_have;
 
 enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD,
-               TK_BN, TK_BN_GRAD, TK_SM_GRAD, TK_LSM_GRAD };
+               TK_BN, TK_BN_GRAD, TK_SM_GRAD, TK_LSM_GRAD, TK_CE };
 
 struct tr_def {
     const char *name;
@@ -91,6 +92,7 @@ static struct tr_def tr_defs[] = {
     {"batch_norm_grad", TK_BN_GRAD, NPU_TRAIN_NEED_BN_GRAD, -1},
     {"softmax_grad", TK_SM_GRAD, NPU_TRAIN_NEED_SM_GRAD, -1},
     {"log_softmax_grad", TK_LSM_GRAD, NPU_TRAIN_NEED_LSM_GRAD, -1},
+    {"cross_entropy", TK_CE, NPU_TRAIN_NEED_CE, -1},
 };
 
 #define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
@@ -190,6 +192,23 @@ static bool tr_room(struct tr_plan *p)
         return false;
     }
     return true;
+}
+
+/* Launch the planned calls in order. When one fails after others were
+ * queued, wait for the stream: the caller may release the operands (and
+ * the core the workspaces) as soon as the kernel returns, while the queued
+ * calls still use them. */
+static keel_status tr_launch(struct tr_plan *p, struct keel_stream_s *s)
+{
+    keel_status st = p->st;
+    int i;
+
+    for (i = 0; i < p->n && !st; i++)
+        st = npu_aclnn_launch(p->a, s, p->name, p->s[i].ws, p->s[i].ex,
+                              p->s[i].fn, p->s[i].call);
+    if (st && i > 1)
+        (void)ACL.aclrtSynchronizeStream(s->s);
+    return st;
 }
 
 /* x *= v */
@@ -345,6 +364,8 @@ static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s);
 static keel_status sm_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s);
+static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s);
 
 static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
 {
@@ -377,6 +398,8 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
     }
     if (k->kind == TK_BN || k->kind == TK_BN_GRAD)
         return bn_run(k, a, s);
+    if (k->kind == TK_CE)
+        return ce_run(k, a, s);
     if (k->kind == TK_SM_GRAD || k->kind == TK_LSM_GRAD) {
         if (!(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
             return npu_fail(KEEL_STATUS_NOT_SUPPORTED, "%s: %s is not "
@@ -481,10 +504,7 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
         break;
     }
     }
-    st = p.st;
-    for (int i = 0; i < p.n && !st; i++)
-        st = npu_aclnn_launch(a, s, k->name, p.s[i].ws, p.s[i].ex, p.s[i].fn,
-                              p.s[i].call);
+    st = tr_launch(&p, s);
     for (int i = 0; i < p.nsc; i++)
         OPAPI.aclDestroyScalar(p.sc[i]);
 out:
@@ -769,10 +789,7 @@ static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
                     TR.aclnnBatchNormBackward, "aclnnBatchNormBackward");
         }
     }
-    st = p.st;
-    for (int i = 0; i < p.n && !st; i++)
-        st = npu_aclnn_launch(a, s, k->name, p.s[i].ws, p.s[i].ex, p.s[i].fn,
-                              p.s[i].call);
+    st = tr_launch(&p, s);
     for (int i = 0; i < p.nsc; i++)
         OPAPI.aclDestroyScalar(p.sc[i]);
 out:
@@ -836,6 +853,144 @@ out:
     return st;
 }
 
+/* ---- cross_entropy ---------------------------------------------------------- */
+
+/* d (n elements: [n] or [n, 1]) as a 1-D view of n elements. */
+static bool ce_flat(const keel_tensor_desc *d, int64_t n, keel_tensor_desc *v)
+{
+    int64_t st = 1;
+    int k = 0;
+
+    if (keel_kit_numel(d) != n)
+        return false;
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] != 1) {
+            k++;
+            st = d->strides[i];
+        }
+    if (k > 1)
+        return false;
+    *v = *d;
+    v->ndim = 1;
+    v->shape[0] = n;
+    v->strides[0] = st;
+    return true;
+}
+
+/*
+ * cross_entropy with hard labels, use_softmax and the class axis last, of
+ * [N, C] float32 logits, int64 labels and a class weight:
+ * softmax = aclnnSoftmax(logits); logp = aclnnLogSoftmax(logits) (a
+ * temporary in the core's workspace); loss = aclnnNLLLoss(logp, label,
+ * weight, none or sum, ignore_index) — NLLLoss's per-sample loss
+ * -weight[label] logp[label] (0 for ignore_index) is keel's. Refused
+ * (NOT_SUPPORTED): reduction 'mean' (keel divides by N without weights
+ * when ignore_index < 0, and by 1 when nothing is kept, where NLLLoss
+ * divides by the kept weight), no weight (the aclnn headers checked do
+ * not mark it optional), soft labels, label_smoothing, use_softmax=0,
+ * another axis, other ranks and dtypes (NLLLoss takes float32 and int64
+ * labels). Label values are device data and are not range-checked here,
+ * as the CPU kernel does: a label outside [0, C) other than ignore_index
+ * is the caller's error.
+ */
+static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s)
+{
+    const keel_tensor_desc *x = &a->inputs[0];
+    int red = keel_kit_reduction(a);
+    int axis = keel_kit_axis(keel_kit_attr_i(a, "axis", -1), x->ndim);
+    aclTensor *t[7] = {NULL};
+    keel_tensor_desc v[7];
+    struct tr_plan p;
+    keel_dptr base = 0;
+    uint64_t lbytes;
+    int64_t n, c;
+    keel_status st = KEEL_STATUS_OK;
+
+    if (keel_kit_attr_i(a, "soft_label", 0) ||
+        keel_kit_attr_f(a, "label_smoothing", 0) != 0 ||
+        !keel_kit_attr_i(a, "use_softmax", 1) || x->ndim != 2 || axis != 1 ||
+        a->num_inputs != 3 || red == KEEL_KIT_RED_MEAN || red < 0 ||
+        x->dtype != KEEL_F32 || a->inputs[1].dtype != KEEL_I64 ||
+        a->inputs[2].dtype != KEEL_F32)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "cross_entropy: only hard int64 labels with a class "
+                        "weight, use_softmax, no smoothing, float32 [N, C] "
+                        "logits with the class axis last and reduction "
+                        "none or sum are passed to aclnnNLLLoss");
+    n = x->shape[0];
+    c = x->shape[1];
+    if (n == 0 || c == 0)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "cross_entropy: an empty tensor is not passed to "
+                        "aclnn");
+    if (!ce_flat(&a->inputs[1], n, &v[1]) ||
+        !ce_flat(&a->outputs[0], red == KEEL_KIT_RED_NONE ? n : 1, &v[3]))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "cross_entropy: label or loss of another layout than "
+                        "[N] / [N, 1]");
+    if ((uint64_t)n > UINT64_MAX / 4 / (uint64_t)c - 64)
+        return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                        "cross_entropy: temporaries overflow");
+    /* logp [N, C], then the total weight (one float) */
+    lbytes = ((uint64_t)n * (uint64_t)c * 4 + 63) / 64 * 64;
+    st = keel_kernel_workspace(a, lbytes + 64, &base);
+    if (st)
+        return npu_fail(st,
+                        "cross_entropy: no workspace for the temporaries "
+                        "(status %d)", (int)st);
+    /* logits, label, weight, loss, softmax, logp, total weight */
+    v[0] = *x;
+    v[2] = a->inputs[2];
+    v[4] = a->outputs[1];
+    v[5] = tr_temp(x, base);
+    memset(&v[6], 0, sizeof(v[6]));
+    v[6].data = base + lbytes;
+    v[6].dtype = KEEL_F32;
+    v[6].ndim = 1;
+    v[6].shape[0] = 1;
+    v[6].strides[0] = 1;
+    for (int i = 0; i < 7 && !st; i++)
+        t[i] = npu_describe(&v[i], &st);
+    if (st)
+        goto out;
+    memset(&p, 0, sizeof(p));
+    p.a = a;
+    p.name = k->name;
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        aclnnStatus e = OPAPI.aclnnSoftmaxGetWorkspaceSize(t[0], 1, t[4], &ws,
+                                                           &ex);
+        tr_push(&p, e, "aclnnSoftmaxGetWorkspaceSize", ws, ex,
+                OPAPI.aclnnSoftmax, "aclnnSoftmax");
+    }
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        aclnnStatus e = OPAPI.aclnnLogSoftmaxGetWorkspaceSize(t[0], 1, t[5],
+                                                              &ws, &ex);
+        tr_push(&p, e, "aclnnLogSoftmaxGetWorkspaceSize", ws, ex,
+                OPAPI.aclnnLogSoftmax, "aclnnLogSoftmax");
+    }
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        /* aclnn's reduction: 0 none, 2 sum (KEEL_KIT_RED_* agree) */
+        aclnnStatus e = TR.aclnnNLLLossGetWorkspaceSize(
+            t[5], t[1], t[2], red == KEEL_KIT_RED_NONE ? 0 : 2,
+            keel_kit_attr_i(a, "ignore_index", -100), t[3], t[6], &ws, &ex);
+        tr_push(&p, e, "aclnnNLLLossGetWorkspaceSize", ws, ex,
+                TR.aclnnNLLLoss, "aclnnNLLLoss");
+    }
+    st = tr_launch(&p, s);
+out:
+    for (int i = 0; i < 7; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    return st;
+}
+
 keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
                                      keel_kernel *kernel)
 {
@@ -845,7 +1000,7 @@ keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
         struct tr_def *k = &tr_defs[i];
         if (k->op < 0 || (tr_have & k->need) != k->need ||
             strcmp(k->name, op_name) ||
-            ((k->kind == TK_BN || k->kind == TK_BN_GRAD) &&
+            ((k->kind == TK_BN || k->kind == TK_BN_GRAD || k->kind == TK_CE) &&
              dtype != KEEL_F32))
             continue;
         kernel->fn = train_run;

@@ -9,7 +9,8 @@
  * aclnnLayerNormBackward (biased variance, rstd = 1 / sqrt(var + eps);
  * the backward's weight and dbias sums in its workspace); aclnnBatchNorm
  * and aclnnBatchNormBackward (PyTorch's conventions, see there);
- * aclnnSoftmaxBackward and aclnnLogSoftmaxBackward along dim. Each
+ * aclnnSoftmaxBackward and aclnnLogSoftmaxBackward along dim; aclnnNLLLoss
+ * (float32, int64 targets). Each
  * element is
  * computed in double and stored through the destination's dtype.
  *
@@ -830,4 +831,87 @@ API aclnnStatus aclnnLogSoftmaxBackward(void *workspace,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnLogSoftmaxBackward");
+}
+
+/* ---- aclnnNLLLoss ----------------------------------------------------------- */
+
+/* PyTorch's nll_loss: per sample -weight[t] self[n, t], 0 (and no weight)
+ * where t is ignoreIndex; reduction 0 none, 1 mean (sum over the total
+ * weight), 2 sum; totalWeightOut the total weight of the kept samples. */
+struct nll_priv {
+    struct aclTensor x, t, w, out, tw;
+    int64_t n, c, red, ignore;
+};
+
+static void nll_host(void *priv, void *workspace)
+{
+    const struct nll_priv *p = priv;
+    double sum = 0, tw = 0;
+
+    (void)workspace;
+    for (int64_t i = 0; i < p->n; i++) {
+        int64_t y = ld_i(&p->t, ln_at(&p->t, i));
+        double l = 0;
+
+        if (y != p->ignore && y >= 0 && y < p->c) {
+            double w = ld_f(&p->w, ln_at(&p->w, y));
+            l = -w * ld_f(&p->x, ln_at(&p->x, i * p->c + y));
+            tw += w;
+        }
+        if (p->red == 0)
+            st_f(&p->out, ln_at(&p->out, i), l);
+        sum += l;
+    }
+    if (p->red != 0)
+        st_f(&p->out, ln_at(&p->out, 0), p->red == 1 ? sum / tw : sum);
+    st_f(&p->tw, ln_at(&p->tw, 0), tw);
+}
+
+API aclnnStatus aclnnNLLLossGetWorkspaceSize(
+    const aclTensor *self, const aclTensor *target, const aclTensor *weight,
+    int64_t reduction, int64_t ignoreIndex, aclTensor *out,
+    aclTensor *totalWeightOut, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    const char *call = "aclnnNLLLossGetWorkspaceSize";
+    struct nll_priv *p;
+    int64_t n, c;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!self || !target || !weight || !out || !totalWeightOut ||
+        !workspaceSize || !executor)
+        return err(161001, "%s: a NULL argument", call);
+    n = self->ndim == 2 ? self->dims[0] : 1;
+    c = self->ndim ? self->dims[self->ndim - 1] : 0;
+    if (self->dt != ACL_FLOAT || (self->ndim != 1 && self->ndim != 2) ||
+        target->dt != ACL_INT64 || ln_numel(target) != n ||
+        !bn_vec(weight, c) || weight->dt != ACL_FLOAT || reduction < 0 ||
+        reduction > 2 || !dt_float(out->dt) ||
+        ln_numel(out) != (reduction == 0 ? n : 1) ||
+        !dt_float(totalWeightOut->dt) || ln_numel(totalWeightOut) != 1)
+        return err(161002, "%s: shapes, dtypes or reduction do not agree",
+                   call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->x = *self;
+    p->t = *target;
+    p->w = *weight;
+    p->out = *out;
+    p->tw = *totalWeightOut;
+    p->n = n;
+    p->c = c;
+    p->red = reduction;
+    p->ignore = ignoreIndex;
+    return standin_host_plan(call, 0, nll_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnNLLLoss(void *workspace, uint64_t workspaceSize,
+                             aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnNLLLoss");
 }

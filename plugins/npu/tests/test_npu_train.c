@@ -3,7 +3,8 @@
  * ACL and aclnn (meson test npu-train-standin, strict mode: a kernel that
  * refuses is an error, never a CPU fallback):
  *
- *   - each optimizer update, layer_norm, batch_norm, the softmax grads compute a small case whose result was worked
+ *   - each kernel (optimizer updates, norms, softmax grads, cross_entropy)
+ *     computes a small case whose result was worked
  *     out by hand (below, next to each case), the gradient left as it was;
  *   - a configuration the kernel refuses answers NOT_SUPPORTED;
  *   - an aclnn phase 1 that refuses is NOT_SUPPORTED naming the aclnn
@@ -118,6 +119,9 @@ static void test_offered(void)
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "batch_norm", KEEL_F16, &k),
                     KEEL_STATUS_NOT_FOUND);
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "cross_entropy", KEEL_F32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "cross_entropy_grad", KEEL_F32,
+                                        &k),
                     KEEL_STATUS_NOT_FOUND);
     /* float64: aclnn computes it, the stand-in does not; not offered */
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "sgd_update", KEEL_F64, &k),
@@ -527,6 +531,68 @@ static void test_softmax_grads(void)
     expect_msg("aclnnLogSoftmaxBackwardGetWorkspaceSize", "161002");
 }
 
+/* ---- cross_entropy ---------------------------------------------------------- */
+
+/* logits [[0, 0], [ln 3, 0]], labels 0, 1, class weight 1, 2; loss and
+ * softmax read back. */
+static keel_status ce_case(const keel_attr *at, int nat, float *loss,
+                           float *sm)
+{
+    static const float lg[4] = {0, 0, 1.09861229f, 0}, w[2] = {1, 2};
+    static const int64_t lb[2] = {0, 1};
+    int64_t xs[2] = {2, 2}, ns[1] = {2};
+    keel_tensor *t[3] = {NULL}, *o[2] = {NULL};
+    keel_status st;
+    int nout = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(lg, 2, xs, KEEL_F32,
+                                                  "npu:0", &t[0]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_host(lb, KEEL_I64, 1, ns,
+                                                "npu:0", &t[1]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(w, 1, ns, KEEL_F32,
+                                                  "npu:0", &t[2]),
+                          KEEL_STATUS_OK);
+    st = keel_op_run(KEEL_OP_CROSS_ENTROPY, t, 3, at, nat, o, 2, &nout);
+    if (st == KEEL_STATUS_OK) {
+        keel_tensor_to_host(o[0], loss,
+                            (size_t)keel_tensor_numel(o[0]) * sizeof(float));
+        keel_tensor_to_host(o[1], sm, 4 * sizeof(float));
+    }
+    for (int i = 0; i < 3; i++)
+        keel_tensor_free(t[i]);
+    for (int i = 0; i < nout; i++)
+        keel_tensor_free(o[i]);
+    return st;
+}
+
+static void test_cross_entropy(void)
+{
+    keel_attr none[2] = {keel_attr_str("reduction", "none"),
+                         keel_attr_int("ignore_index", 1)};
+    keel_attr sum[1] = {keel_attr_str("reduction", "sum")};
+    float loss[2], sm[4];
+
+    /* softmax rows 0.5, 0.5 and 0.75, 0.25; loss = -w[y] ln p[y] =
+     * ln 2, -2 ln 0.25 */
+    CU_ASSERT_EQUAL_FATAL(ce_case(none, 1, loss, sm), KEEL_STATUS_OK);
+    CU_ASSERT(near(sm[0], 0.5) && near(sm[1], 0.5) && near(sm[2], 0.75) &&
+              near(sm[3], 0.25));
+    CU_ASSERT(near(loss[0], log(2.0)) && near(loss[1], -2 * log(0.25)));
+    /* ignore_index 1: the second sample counts 0 */
+    CU_ASSERT_EQUAL_FATAL(ce_case(none, 2, loss, sm), KEEL_STATUS_OK);
+    CU_ASSERT(near(loss[0], log(2.0)) && loss[1] == 0);
+    CU_ASSERT_EQUAL_FATAL(ce_case(sum, 1, loss, sm), KEEL_STATUS_OK);
+    CU_ASSERT(near(loss[0], log(2.0) - 2 * log(0.25)));
+    /* 'mean' (the default) is refused: Paddle's divisor */
+    CU_ASSERT_EQUAL(ce_case(NULL, 0, loss, sm), KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("cross_entropy", "none or sum");
+    fail_next("aclnnNLLLoss", 561000);
+    CU_ASSERT_EQUAL(ce_case(sum, 1, loss, sm), KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnNLLLoss ", "aclnnStatus 561000");
+}
+
 int main(void)
 {
     CU_pSuite suite;
@@ -562,6 +628,8 @@ int main(void)
                 test_batch_norm_grad);
     CU_add_test(suite, "softmax_grad and log_softmax_grad by hand",
                 test_softmax_grads);
+    CU_add_test(suite, "cross_entropy by hand; mean -> NOT_SUPPORTED",
+                test_cross_entropy);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
