@@ -29,10 +29,11 @@
 #define NPU_TRAIN_NEED_SM_GRAD 0x80u
 #define NPU_TRAIN_NEED_LSM_GRAD 0x100u
 #define NPU_TRAIN_NEED_CE 0x200u
+#define NPU_TRAIN_NEED_CE_GRAD 0x400u
 #define NPU_TRAIN_NEED_ALL                                                  \
     (NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_LN | NPU_TRAIN_NEED_LN_GRAD |      \
      NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_BN_GRAD | NPU_TRAIN_NEED_SM_GRAD |  \
-     NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE)
+     NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE | NPU_TRAIN_NEED_CE_GRAD)
 
 #define NPU_ACLNN_PHASE2_PARAMS                                               \
     (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,        \
@@ -51,17 +52,19 @@
     X(aclnnStatus, aclnnInplaceMulsGetWorkspaceSize,                          \
       (aclTensor *selfRef, const aclScalar *other, uint64_t *workspaceSize,   \
        aclOpExecutor **executor),                                             \
-      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                 \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE)             \
     X(aclnnStatus, aclnnInplaceMuls, NPU_ACLNN_PHASE2_PARAMS,                 \
-      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE)                                                     \
     /* selfRef += alpha * other (both scalars) */                             \
     X(aclnnStatus, aclnnInplaceAddsGetWorkspaceSize,                          \
       (const aclTensor *selfRef, const aclScalar *other,                      \
        const aclScalar *alpha, uint64_t *workspaceSize,                       \
        aclOpExecutor **executor),                                             \
-      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE |           \
+          NPU_TRAIN_NEED_CE_GRAD)                                             \
     X(aclnnStatus, aclnnInplaceAdds, NPU_ACLNN_PHASE2_PARAMS,                 \
-      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE |           \
+          NPU_TRAIN_NEED_CE_GRAD)                                                    \
     /* selfRef += value * tensor1 * tensor2 */                                \
     X(aclnnStatus, aclnnInplaceAddcmulGetWorkspaceSize,                       \
       (const aclTensor *selfRef, const aclTensor *tensor1,                    \
@@ -138,9 +141,9 @@
     X(aclnnStatus, aclnnLogSoftmaxBackwardGetWorkspaceSize,                   \
       (const aclTensor *gradOutput, const aclTensor *output, int64_t dim,     \
        aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor),    \
-      NPU_TRAIN_NEED_LSM_GRAD)                                                \
+      NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE_GRAD)                       \
     X(aclnnStatus, aclnnLogSoftmaxBackward, NPU_ACLNN_PHASE2_PARAMS,          \
-      NPU_TRAIN_NEED_LSM_GRAD)                                                \
+      NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE_GRAD)                                                \
     /* out = -weight[t] self[n, t] per sample (0 where t is ignoreIndex),    \
      * reduction 0 none, 1 mean (over the total weight), 2 sum */            \
     X(aclnnStatus, aclnnNLLLossGetWorkspaceSize,                              \
@@ -149,6 +152,22 @@
        aclTensor *out, aclTensor *totalWeightOut, uint64_t *workspaceSize,    \
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_CE)                                                      \
-    X(aclnnStatus, aclnnNLLLoss, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_CE)
+    X(aclnnStatus, aclnnNLLLoss, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_CE)  \
+    /* out[n, t] = -weight[t] gradOutput[n] (over totalWeight for mean),    \
+     * 0 elsewhere and where t is ignoreIndex */                             \
+    X(aclnnStatus, aclnnNLLLossBackwardGetWorkspaceSize,                      \
+      (const aclTensor *gradOutput, const aclTensor *self,                    \
+       const aclTensor *target, const aclTensor *weight, int64_t reduction,   \
+       int64_t ignoreIndex, const aclTensor *totalWeight, aclTensor *out,     \
+       uint64_t *workspaceSize, aclOpExecutor **executor),                    \
+      NPU_TRAIN_NEED_CE_GRAD)                                                 \
+    X(aclnnStatus, aclnnNLLLossBackward, NPU_ACLNN_PHASE2_PARAMS,             \
+      NPU_TRAIN_NEED_CE_GRAD)                                                 \
+    /* out = ln(self) */                                                      \
+    X(aclnnStatus, aclnnLogGetWorkspaceSize,                                  \
+      (const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,        \
+       aclOpExecutor **executor),                                             \
+      NPU_TRAIN_NEED_CE_GRAD)                                                 \
+    X(aclnnStatus, aclnnLog, NPU_ACLNN_PHASE2_PARAMS, NPU_TRAIN_NEED_CE_GRAD)
 
 #endif /* KEEL_NPU_ACLNN_TRAIN_API_H */

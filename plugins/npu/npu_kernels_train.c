@@ -11,8 +11,8 @@
  * keel's running statistics are kept, and why inference is refused).
  * softmax_grad and log_softmax_grad (float32, float16, bfloat16;
  * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward); cross_entropy for hard
- * labels with a class weight and reduction none or sum, float32 (ce_run).
- * cross_entropy_grad is not here: it takes the CPU fallback.
+ * labels with a class weight and reduction none or sum, float32, and its
+ * grad (ce_run, ceg_run).
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -68,7 +68,8 @@ static struct {
 static uint32_t tr_have;
 
 enum tr_kind { TK_SGD, TK_MOMENTUM, TK_ADAM, TK_ADAMW, TK_LN, TK_LN_GRAD,
-               TK_BN, TK_BN_GRAD, TK_SM_GRAD, TK_LSM_GRAD, TK_CE };
+               TK_BN, TK_BN_GRAD, TK_SM_GRAD, TK_LSM_GRAD, TK_CE,
+               TK_CE_GRAD };
 
 struct tr_def {
     const char *name;
@@ -93,6 +94,7 @@ static struct tr_def tr_defs[] = {
     {"softmax_grad", TK_SM_GRAD, NPU_TRAIN_NEED_SM_GRAD, -1},
     {"log_softmax_grad", TK_LSM_GRAD, NPU_TRAIN_NEED_LSM_GRAD, -1},
     {"cross_entropy", TK_CE, NPU_TRAIN_NEED_CE, -1},
+    {"cross_entropy_grad", TK_CE_GRAD, NPU_TRAIN_NEED_CE_GRAD, -1},
 };
 
 #define TR_NDEFS (sizeof(tr_defs) / sizeof(tr_defs[0]))
@@ -398,7 +400,7 @@ static keel_status train_run(void *kernel_data, const keel_kernel_args *a)
     }
     if (k->kind == TK_BN || k->kind == TK_BN_GRAD)
         return bn_run(k, a, s);
-    if (k->kind == TK_CE)
+    if (k->kind == TK_CE || k->kind == TK_CE_GRAD)
         return ce_run(k, a, s);
     if (k->kind == TK_SM_GRAD || k->kind == TK_LSM_GRAD) {
         if (!(TR_DTYPES & KEEL_DTYPE_BIT(a->inputs[0].dtype)))
@@ -878,16 +880,137 @@ static bool ce_flat(const keel_tensor_desc *d, int64_t n, keel_tensor_desc *v)
 }
 
 /*
+ * cross_entropy_grad, same configurations as cross_entropy: with
+ * logp = aclnnLog(softmax) and gi = aclnnNLLLossBackward(dloss, logp,
+ * label, weight) (-weight[y] dloss at the label, 0 elsewhere and for
+ * ignore_index), aclnnLogSoftmaxBackward(gi, logp) = gi - softmax sum(gi)
+ * = weight[y] dloss (softmax - onehot(y)), keel's dlogits. totalWeight,
+ * which NLLLossBackward reads only for 'mean', is a temporary.
+ */
+static keel_status ceg_run(const struct tr_def *k, const keel_kernel_args *a,
+                           struct keel_stream_s *s, int red)
+{
+    const keel_tensor_desc *x = &a->inputs[0];
+    aclTensor *t[11] = {NULL};
+    keel_tensor_desc v[11];
+    bool has_w = a->num_inputs > 3, mean = red == KEEL_KIT_RED_MEAN;
+    uint64_t cbytes;
+    struct tr_plan p;
+    keel_dptr base = 0;
+    uint64_t bytes;
+    int64_t n = x->shape[0], c = x->shape[1];
+    keel_status st = KEEL_STATUS_OK;
+
+    if (n == 0 || c == 0)
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: an empty tensor is not passed to aclnn", k->name);
+    /* softmax, label, dloss, weight, dlogits, logp, gi, total weight */
+    if (!ce_flat(&a->inputs[1], n, &v[1]) ||
+        !ce_flat(&a->inputs[2], red == KEEL_KIT_RED_NONE ? n : 1, &v[2]))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: label or dloss of another layout than [N] / "
+                        "[N, 1]", k->name);
+    if ((uint64_t)n > UINT64_MAX / 8 / (uint64_t)c - 64)
+        return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                        "%s: temporaries overflow", k->name);
+    bytes = ((uint64_t)n * (uint64_t)c * 4 + 63) / 64 * 64;
+    cbytes = ((uint64_t)c * 4 + 63) / 64 * 64;
+    /* logp, gi, total weight, ones [C], dloss / N */
+    if ((st = keel_kernel_workspace(a, 2 * bytes + 128 + cbytes, &base)))
+        return npu_fail(st, "%s: no workspace for the temporaries (status "
+                        "%d)", k->name, (int)st);
+    v[0] = *x;
+    if (has_w) {
+        v[3] = a->inputs[3];
+    } else {
+        /* ones [C], and the first row of softmax to make them from */
+        v[3] = tr_temp(x, base + 2 * bytes + 64);
+        v[3].ndim = 1;
+        v[3].shape[0] = c;
+        v[3].strides[0] = 1;
+        v[8] = *x;
+        v[8].ndim = 1;
+        v[8].shape[0] = c;
+        v[8].strides[0] = x->strides[1];
+    }
+    if (mean) {
+        /* dloss / N, which 'sum' then takes */
+        v[9] = v[2];
+        v[10] = v[2];
+        v[10].data = base + 2 * bytes + 64 + cbytes;
+        v[10].strides[0] = 1;
+    }
+    v[4] = a->outputs[0];
+    v[5] = tr_temp(x, base);
+    v[6] = tr_temp(x, base + bytes);
+    memset(&v[7], 0, sizeof(v[7]));
+    v[7].data = base + 2 * bytes;
+    v[7].dtype = KEEL_F32;
+    v[7].ndim = 1;
+    v[7].shape[0] = 1;
+    v[7].strides[0] = 1;
+    for (int i = 0; i < 11 && !st; i++)
+        if (i < 8 || (i == 8 && !has_w) || (i >= 9 && mean))
+            t[i] = npu_describe(&v[i], &st);
+    if (st)
+        goto out;
+    memset(&p, 0, sizeof(p));
+    p.a = a;
+    p.name = k->name;
+    if (!has_w) {
+        /* ones = p - p + 1 from probabilities, which are finite */
+        tr_add_out(&p, t[8], t[8], -1, t[3]);
+        tr_adds(&p, t[3], 1);
+    }
+    if (mean) /* g / N = g + (1/N - 1) g: Paddle's divisor */
+        tr_add_out(&p, t[9], t[9], 1.0 / (double)n - 1, t[10]);
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        aclnnStatus e = TR.aclnnLogGetWorkspaceSize(t[0], t[5], &ws, &ex);
+        tr_push(&p, e, "aclnnLogGetWorkspaceSize", ws, ex, TR.aclnnLog,
+                "aclnnLog");
+    }
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        aclnnStatus e = TR.aclnnNLLLossBackwardGetWorkspaceSize(
+            mean ? t[10] : t[2], t[5], t[1], t[3],
+            red == KEEL_KIT_RED_NONE ? 0 : 2,
+            keel_kit_attr_i(a, "ignore_index", -100), t[7], t[6], &ws, &ex);
+        tr_push(&p, e, "aclnnNLLLossBackwardGetWorkspaceSize", ws, ex,
+                TR.aclnnNLLLossBackward, "aclnnNLLLossBackward");
+    }
+    if (tr_room(&p)) {
+        aclOpExecutor *ex = NULL;
+        uint64_t ws = 0;
+        aclnnStatus e = TR.aclnnLogSoftmaxBackwardGetWorkspaceSize(
+            t[6], t[5], 1, t[4], &ws, &ex);
+        tr_push(&p, e, "aclnnLogSoftmaxBackwardGetWorkspaceSize", ws, ex,
+                TR.aclnnLogSoftmaxBackward, "aclnnLogSoftmaxBackward");
+    }
+    st = tr_launch(&p, s);
+    for (int i = 0; i < p.nsc; i++)
+        OPAPI.aclDestroyScalar(p.sc[i]);
+out:
+    for (int i = 0; i < 11; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    return st;
+}
+
+/*
  * cross_entropy with hard labels, use_softmax and the class axis last, of
  * [N, C] float32 logits, int64 labels and a class weight:
  * softmax = aclnnSoftmax(logits); logp = aclnnLogSoftmax(logits) (a
  * temporary in the core's workspace); loss = aclnnNLLLoss(logp, label,
  * weight, none or sum, ignore_index) — NLLLoss's per-sample loss
- * -weight[label] logp[label] (0 for ignore_index) is keel's. Refused
- * (NOT_SUPPORTED): reduction 'mean' (keel divides by N without weights
- * when ignore_index < 0, and by 1 when nothing is kept, where NLLLoss
- * divides by the kept weight), no weight (the aclnn headers checked do
- * not mark it optional), soft labels, label_smoothing, use_softmax=0,
+ * -weight[label] logp[label] (0 for ignore_index) is keel's. Without a
+ * weight, ones (aclnn's headers do not mark it optional) are made from
+ * softmax's first row (p - p + 1). 'mean' only where Paddle divides by N
+ * (no weight, ignore_index < 0): NLLLoss's sum, then times 1/N; refused
+ * (NOT_SUPPORTED) otherwise, as Paddle divides by 1 when nothing is kept
+ * and NLLLoss by 0. Refused too: soft labels, label_smoothing, use_softmax=0,
  * another axis, other ranks and dtypes (NLLLoss takes float32 and int64
  * labels). Label values are device data and are not range-checked here,
  * as the CPU kernel does: a label outside [0, C) other than ignore_index
@@ -897,10 +1020,12 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
                           struct keel_stream_s *s)
 {
     const keel_tensor_desc *x = &a->inputs[0];
+    bool grad = k->kind == TK_CE_GRAD;
+    int wi = grad ? 3 : 2; /* the weight's input */
     int red = keel_kit_reduction(a);
     int axis = keel_kit_axis(keel_kit_attr_i(a, "axis", -1), x->ndim);
-    aclTensor *t[7] = {NULL};
-    keel_tensor_desc v[7];
+    aclTensor *t[8] = {NULL};
+    keel_tensor_desc v[8];
     struct tr_plan p;
     keel_dptr base = 0;
     uint64_t lbytes;
@@ -910,14 +1035,25 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
     if (keel_kit_attr_i(a, "soft_label", 0) ||
         keel_kit_attr_f(a, "label_smoothing", 0) != 0 ||
         !keel_kit_attr_i(a, "use_softmax", 1) || x->ndim != 2 || axis != 1 ||
-        a->num_inputs != 3 || red == KEEL_KIT_RED_MEAN || red < 0 ||
-        x->dtype != KEEL_F32 || a->inputs[1].dtype != KEEL_I64 ||
-        a->inputs[2].dtype != KEEL_F32)
+        red < 0 || x->dtype != KEEL_F32 || a->inputs[1].dtype != KEEL_I64 ||
+        (a->num_inputs > wi && a->inputs[wi].dtype != KEEL_F32) ||
+        (grad && a->inputs[2].dtype != KEEL_F32))
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
-                        "cross_entropy: only hard int64 labels with a class "
-                        "weight, use_softmax, no smoothing, float32 [N, C] "
-                        "logits with the class axis last and reduction "
-                        "none or sum are passed to aclnnNLLLoss");
+                        "%s: only hard int64 labels, use_softmax, no "
+                        "smoothing and float32 [N, C] logits with the class "
+                        "axis last are passed to aclnnNLLLoss", k->name);
+    /* 'mean' is NLLLoss's sum over N only without weights and with
+     * ignore_index < 0 (Paddle's divisor N); else Paddle divides by the
+     * kept weight but by 1 when nothing is kept, NLLLoss by 0 */
+    if (red == KEEL_KIT_RED_MEAN &&
+        (a->num_inputs > wi || keel_kit_attr_i(a, "ignore_index", -100) >= 0))
+        return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                        "%s: reduction 'mean' with a class weight or "
+                        "ignore_index >= 0 divides as Paddle, not as "
+                        "aclnnNLLLoss (all samples ignored: 1, not 0)",
+                        k->name);
+    if (grad)
+        return ceg_run(k, a, s, red);
     n = x->shape[0];
     c = x->shape[1];
     if (n == 0 || c == 0)
@@ -932,16 +1068,29 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
     if ((uint64_t)n > UINT64_MAX / 4 / (uint64_t)c - 64)
         return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
                         "cross_entropy: temporaries overflow");
-    /* logp [N, C], then the total weight (one float) */
+    /* logp [N, C], the total weight (one float), ones [C] */
     lbytes = ((uint64_t)n * (uint64_t)c * 4 + 63) / 64 * 64;
-    st = keel_kernel_workspace(a, lbytes + 64, &base);
+    st = keel_kernel_workspace(a, lbytes + 64 + ((uint64_t)c * 4 + 63) / 64 *
+                                                    64, &base);
     if (st)
         return npu_fail(st,
                         "cross_entropy: no workspace for the temporaries "
                         "(status %d)", (int)st);
-    /* logits, label, weight, loss, softmax, logp, total weight */
+    /* logits, label, weight, loss, softmax, logp, total weight, and
+     * without a weight: ones [C] and softmax's first row */
     v[0] = *x;
-    v[2] = a->inputs[2];
+    if (a->num_inputs > 2) {
+        v[2] = a->inputs[2];
+    } else {
+        v[2] = tr_temp(&a->outputs[1], base + lbytes + 64);
+        v[2].ndim = 1;
+        v[2].shape[0] = c;
+        v[2].strides[0] = 1;
+        v[7] = a->outputs[1];
+        v[7].ndim = 1;
+        v[7].shape[0] = c;
+        v[7].strides[0] = a->outputs[1].strides[1];
+    }
     v[4] = a->outputs[1];
     v[5] = tr_temp(x, base);
     memset(&v[6], 0, sizeof(v[6]));
@@ -950,7 +1099,7 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
     v[6].ndim = 1;
     v[6].shape[0] = 1;
     v[6].strides[0] = 1;
-    for (int i = 0; i < 7 && !st; i++)
+    for (int i = 0; i < (a->num_inputs > 2 ? 7 : 8) && !st; i++)
         t[i] = npu_describe(&v[i], &st);
     if (st)
         goto out;
@@ -964,6 +1113,11 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
                                                            &ex);
         tr_push(&p, e, "aclnnSoftmaxGetWorkspaceSize", ws, ex,
                 OPAPI.aclnnSoftmax, "aclnnSoftmax");
+    }
+    if (a->num_inputs == 2) {
+        /* ones = p - p + 1 from probabilities, which are finite */
+        tr_add_out(&p, t[7], t[7], -1, t[2]);
+        tr_adds(&p, t[2], 1);
     }
     if (tr_room(&p)) {
         aclOpExecutor *ex = NULL;
@@ -983,9 +1137,13 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
         tr_push(&p, e, "aclnnNLLLossGetWorkspaceSize", ws, ex,
                 TR.aclnnNLLLoss, "aclnnNLLLoss");
     }
+    if (red == KEEL_KIT_RED_MEAN)
+        tr_muls(&p, t[3], 1.0 / (double)n); /* Paddle's divisor N */
     st = tr_launch(&p, s);
+    for (int i = 0; i < p.nsc; i++)
+        OPAPI.aclDestroyScalar(p.sc[i]);
 out:
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (t[i])
             OPAPI.aclDestroyTensor(t[i]);
     return st;
@@ -1000,7 +1158,8 @@ keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
         struct tr_def *k = &tr_defs[i];
         if (k->op < 0 || (tr_have & k->need) != k->need ||
             strcmp(k->name, op_name) ||
-            ((k->kind == TK_BN || k->kind == TK_BN_GRAD || k->kind == TK_CE) &&
+            ((k->kind == TK_BN || k->kind == TK_BN_GRAD || k->kind == TK_CE ||
+              k->kind == TK_CE_GRAD) &&
              dtype != KEEL_F32))
             continue;
         kernel->fn = train_run;

@@ -10,7 +10,7 @@
  * the backward's weight and dbias sums in its workspace); aclnnBatchNorm
  * and aclnnBatchNormBackward (PyTorch's conventions, see there);
  * aclnnSoftmaxBackward and aclnnLogSoftmaxBackward along dim; aclnnNLLLoss
- * (float32, int64 targets). Each
+ * and aclnnNLLLossBackward (float32, int64 targets); aclnnLog. Each
  * element is
  * computed in double and stored through the destination's dtype.
  *
@@ -914,4 +914,124 @@ API aclnnStatus aclnnNLLLoss(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnNLLLoss");
+}
+
+/* ---- aclnnNLLLossBackward, aclnnLog ------------------------------------------ */
+
+struct nllb_priv {
+    struct aclTensor g, t, w, tw, out;
+    int64_t n, c, red, ignore;
+};
+
+static void nllb_host(void *priv, void *workspace)
+{
+    const struct nllb_priv *p = priv;
+    double tw = p->red == 1 ? ld_f(&p->tw, ln_at(&p->tw, 0)) : 1;
+
+    (void)workspace;
+    for (int64_t i = 0; i < p->n; i++) {
+        int64_t y = ld_i(&p->t, ln_at(&p->t, i));
+        double g = ld_f(&p->g, ln_at(&p->g, p->red == 0 ? i : 0));
+
+        for (int64_t j = 0; j < p->c; j++)
+            st_f(&p->out, ln_at(&p->out, i * p->c + j),
+                 j == y && y != p->ignore
+                     ? -ld_f(&p->w, ln_at(&p->w, y)) * g / tw
+                     : 0);
+    }
+}
+
+API aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(
+    const aclTensor *gradOutput, const aclTensor *self,
+    const aclTensor *target, const aclTensor *weight, int64_t reduction,
+    int64_t ignoreIndex, const aclTensor *totalWeight, aclTensor *out,
+    uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    const char *call = "aclnnNLLLossBackwardGetWorkspaceSize";
+    struct nllb_priv *p;
+    int64_t n, c;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!gradOutput || !self || !target || !weight || !totalWeight || !out ||
+        !workspaceSize || !executor)
+        return err(161001, "%s: a NULL argument", call);
+    n = self->ndim == 2 ? self->dims[0] : 1;
+    c = self->ndim ? self->dims[self->ndim - 1] : 0;
+    if (self->dt != ACL_FLOAT || (self->ndim != 1 && self->ndim != 2) ||
+        !tr_same(self, out) || target->dt != ACL_INT64 ||
+        ln_numel(target) != n || !bn_vec(weight, c) ||
+        weight->dt != ACL_FLOAT || reduction < 0 || reduction > 2 ||
+        !dt_float(gradOutput->dt) ||
+        ln_numel(gradOutput) != (reduction == 0 ? n : 1) ||
+        totalWeight->dt != ACL_FLOAT || ln_numel(totalWeight) != 1)
+        return err(161002, "%s: shapes, dtypes or reduction do not agree",
+                   call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->g = *gradOutput;
+    p->t = *target;
+    p->w = *weight;
+    p->tw = *totalWeight;
+    p->out = *out;
+    p->n = n;
+    p->c = c;
+    p->red = reduction;
+    p->ignore = ignoreIndex;
+    return standin_host_plan(call, 0, nllb_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnNLLLossBackward(void *workspace, uint64_t workspaceSize,
+                                     aclOpExecutor *executor,
+                                     aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream,
+                     "aclnnNLLLossBackward");
+}
+
+struct log_priv {
+    struct aclTensor x, out;
+};
+
+static void log_host(void *priv, void *workspace)
+{
+    const struct log_priv *p = priv;
+    int64_t n = ln_numel(&p->x);
+
+    (void)workspace;
+    for (int64_t i = 0; i < n; i++)
+        st_f(&p->out, ln_at(&p->out, i), log(ld_f(&p->x, ln_at(&p->x, i))));
+}
+
+API aclnnStatus aclnnLogGetWorkspaceSize(const aclTensor *self,
+                                         aclTensor *out,
+                                         uint64_t *workspaceSize,
+                                         aclOpExecutor **executor)
+{
+    const char *call = "aclnnLogGetWorkspaceSize";
+    struct log_priv *p;
+    aclError inj = injected(call);
+
+    if (inj)
+        return inj;
+    if (!self || !out || !workspaceSize || !executor)
+        return err(161001, "%s: a NULL argument", call);
+    if (!dt_float(self->dt) || !tr_same(self, out))
+        return err(161002, "%s: shapes or dtypes do not agree", call);
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return err(ACL_ERROR_BAD_ALLOC, "%s: no memory", call);
+    p->x = *self;
+    p->out = *out;
+    return standin_host_plan(call, 0, log_host, free, p, workspaceSize,
+                             executor);
+}
+
+API aclnnStatus aclnnLog(void *workspace, uint64_t workspaceSize,
+                         aclOpExecutor *executor, aclrtStream stream)
+{
+    return op_launch(workspace, workspaceSize, executor, stream, "aclnnLog");
 }

@@ -122,6 +122,8 @@ static void test_offered(void)
                     KEEL_STATUS_OK);
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "cross_entropy_grad", KEEL_F32,
                                         &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "cross_entropy", KEEL_F16, &k),
                     KEEL_STATUS_NOT_FOUND);
     /* float64: aclnn computes it, the stand-in does not; not offered */
     CU_ASSERT_EQUAL(api->kernel->lookup(0, "sgd_update", KEEL_F64, &k),
@@ -585,12 +587,61 @@ static void test_cross_entropy(void)
     CU_ASSERT(near(loss[0], log(2.0)) && loss[1] == 0);
     CU_ASSERT_EQUAL_FATAL(ce_case(sum, 1, loss, sm), KEEL_STATUS_OK);
     CU_ASSERT(near(loss[0], log(2.0) - 2 * log(0.25)));
-    /* 'mean' (the default) is refused: Paddle's divisor */
+    /* 'mean' with a class weight is refused: Paddle's divisor */
     CU_ASSERT_EQUAL(ce_case(NULL, 0, loss, sm), KEEL_STATUS_NOT_SUPPORTED);
-    expect_msg("cross_entropy", "none or sum");
+    expect_msg("cross_entropy", "reduction 'mean'");
     fail_next("aclnnNLLLoss", 561000);
     CU_ASSERT_EQUAL(ce_case(sum, 1, loss, sm), KEEL_STATUS_DEVICE_ERROR);
     expect_msg("aclnnNLLLoss ", "aclnnStatus 561000");
+}
+
+/* softmax [[0.5, 0.5], [0.75, 0.25]], labels 0, 1, no weight. */
+static keel_status ceg_case(const keel_attr *at, int nat, const float *dl,
+                            int ndl, float *dx)
+{
+    static const float sm[4] = {0.5f, 0.5f, 0.75f, 0.25f};
+    static const int64_t lb[2] = {0, 1};
+    int64_t xs[2] = {2, 2}, ns[1] = {2};
+    keel_tensor *t[3] = {NULL}, *o[1] = {NULL};
+    keel_status st;
+    int nout = 0;
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(sm, 2, xs, KEEL_F32,
+                                                  "npu:0", &t[0]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_host(lb, KEEL_I64, 1, ns, "npu:0",
+                                                &t[1]),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(dl, ndl, ns, KEEL_F32,
+                                                  "npu:0", &t[2]),
+                          KEEL_STATUS_OK);
+    st = keel_op_run(KEEL_OP_CROSS_ENTROPY_GRAD, t, 3, at, nat, o, 1, &nout);
+    if (st == KEEL_STATUS_OK)
+        keel_tensor_to_host(o[0], dx, 4 * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        keel_tensor_free(t[i]);
+    for (int i = 0; i < nout; i++)
+        keel_tensor_free(o[i]);
+    return st;
+}
+
+static void test_cross_entropy_grad(void)
+{
+    keel_attr none[1] = {keel_attr_str("reduction", "none")};
+    static const float dl2[2] = {1, 2}, dl1[1] = {1};
+    float dx[4];
+
+    /* dloss (softmax - onehot): 1 (-0.5, 0.5), 2 (0.75, -0.75) */
+    CU_ASSERT_EQUAL_FATAL(ceg_case(none, 1, dl2, 1, dx), KEEL_STATUS_OK);
+    CU_ASSERT(near(dx[0], -0.5) && near(dx[1], 0.5) && near(dx[2], 1.5) &&
+              near(dx[3], -1.5));
+    /* 'mean' without weight, ignore_index -100: divided by N = 2 */
+    CU_ASSERT_EQUAL_FATAL(ceg_case(NULL, 0, dl1, 0, dx), KEEL_STATUS_OK);
+    CU_ASSERT(near(dx[0], -0.25) && near(dx[1], 0.25) && near(dx[2], 0.375) &&
+              near(dx[3], -0.375));
+    fail_next("aclnnNLLLossBackwardGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(ceg_case(none, 1, dl2, 1, dx), KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnNLLLossBackwardGetWorkspaceSize", "161002");
 }
 
 int main(void)
@@ -630,6 +681,7 @@ int main(void)
                 test_softmax_grads);
     CU_add_test(suite, "cross_entropy by hand; mean -> NOT_SUPPORTED",
                 test_cross_entropy);
+    CU_add_test(suite, "cross_entropy_grad by hand", test_cross_entropy_grad);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
