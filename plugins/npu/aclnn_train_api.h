@@ -47,14 +47,14 @@
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                 \
     X(aclnnStatus, aclnnInplaceAdd, NPU_ACLNN_PHASE2_PARAMS,                  \
-      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN)                                 \
     /* selfRef *= other (a scalar) */                                         \
     X(aclnnStatus, aclnnInplaceMulsGetWorkspaceSize,                          \
       (aclTensor *selfRef, const aclScalar *other, uint64_t *workspaceSize,   \
        aclOpExecutor **executor),                                             \
       NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE)             \
     X(aclnnStatus, aclnnInplaceMuls, NPU_ACLNN_PHASE2_PARAMS,                 \
-      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE)                                                     \
+      NPU_TRAIN_NEED_OPT | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE)             \
     /* selfRef += alpha * other (both scalars) */                             \
     X(aclnnStatus, aclnnInplaceAddsGetWorkspaceSize,                          \
       (const aclTensor *selfRef, const aclScalar *other,                      \
@@ -64,7 +64,7 @@
           NPU_TRAIN_NEED_CE_GRAD)                                             \
     X(aclnnStatus, aclnnInplaceAdds, NPU_ACLNN_PHASE2_PARAMS,                 \
       NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN | NPU_TRAIN_NEED_CE |           \
-          NPU_TRAIN_NEED_CE_GRAD)                                                    \
+          NPU_TRAIN_NEED_CE_GRAD)                                             \
     /* selfRef += value * tensor1 * tensor2 */                                \
     X(aclnnStatus, aclnnInplaceAddcmulGetWorkspaceSize,                       \
       (const aclTensor *selfRef, const aclTensor *tensor1,                    \
@@ -80,7 +80,7 @@
        uint64_t *workspaceSize, aclOpExecutor **executor),                    \
       NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                \
     X(aclnnStatus, aclnnInplaceAddcdiv, NPU_ACLNN_PHASE2_PARAMS,              \
-      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                                    \
+      NPU_TRAIN_NEED_ADAM | NPU_TRAIN_NEED_BN)                                \
     /* out = sqrt(self) */                                                    \
     X(aclnnStatus, aclnnSqrtGetWorkspaceSize,                                 \
       (const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,        \
@@ -143,7 +143,7 @@
        aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor),    \
       NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE_GRAD)                       \
     X(aclnnStatus, aclnnLogSoftmaxBackward, NPU_ACLNN_PHASE2_PARAMS,          \
-      NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE_GRAD)                                                \
+      NPU_TRAIN_NEED_LSM_GRAD | NPU_TRAIN_NEED_CE_GRAD)                       \
     /* out = -weight[t] self[n, t] per sample (0 where t is ignoreIndex),    \
      * reduction 0 none, 1 mean (over the total weight), 2 sum */            \
     X(aclnnStatus, aclnnNLLLossGetWorkspaceSize,                              \

@@ -10,9 +10,9 @@
  * batch_norm and batch_norm_grad in training mode, float32 (bn_run: how
  * keel's running statistics are kept, and why inference is refused).
  * softmax_grad and log_softmax_grad (float32, float16, bfloat16;
- * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward); cross_entropy for hard
- * labels with a class weight and reduction none or sum, float32, and its
- * grad (ce_run, ceg_run).
+ * aclnnSoftmaxBackward / aclnnLogSoftmaxBackward); cross_entropy and
+ * cross_entropy_grad for hard labels, float32, where Paddle's reduction
+ * can be met exactly (ce_run, ceg_run).
  *
  * Why they are composed. aclnn's fused optimizer operators follow
  * PyTorch: aclnnApplyAdamW takes a step count and adds epsilon after the
@@ -126,7 +126,7 @@ void npu_kernels_train_unload(void)
     tr_have = 0;
 }
 
-/* ---- a planned sequence of aclnn calls ------------------------------------ */
+/* ---- a planned sequence of aclnn calls ----------------------------------- */
 
 #define TR_MAX_STEPS 12
 
@@ -326,7 +326,7 @@ static void tr_sqrt(struct tr_plan *p, const aclTensor *x, aclTensor *out)
             "aclnnSqrt");
 }
 
-/* ---- the kernel ------------------------------------------------------------- */
+/* ---- the kernel ---------------------------------------------------------- */
 
 /* sqrt(x) for x in (0, 1] (1 - beta2_pow), by Newton's iteration from 1:
  * the plugin does not link libm. Decreasing to the root, it stops when a
@@ -516,7 +516,7 @@ out:
     return st;
 }
 
-/* ---- layer_norm and layer_norm_grad ---------------------------------------- */
+/* ---- layer_norm and layer_norm_grad -------------------------------------- */
 
 /* d seen with `ndim` dims `dims`: its own strides when it has those dims
  * (or those dims without trailing 1s), else, for a contiguous or 1-D
@@ -675,7 +675,7 @@ out:
     return st;
 }
 
-/* ---- batch_norm and batch_norm_grad ---------------------------------------- */
+/* ---- batch_norm and batch_norm_grad -------------------------------------- */
 
 /*
  * batch_norm, training: aclnnBatchNorm with the running statistics absent
@@ -803,7 +803,7 @@ out:
     return st;
 }
 
-/* ---- softmax_grad and log_softmax_grad ------------------------------------- */
+/* ---- softmax_grad and log_softmax_grad ----------------------------------- */
 
 /* keel's inputs (out, dout) are aclnn's (output, gradOutput), the axis
  * normalised to aclnn's dim (0 for a 0-d tensor); the catalog's formulas
@@ -855,7 +855,7 @@ out:
     return st;
 }
 
-/* ---- cross_entropy ---------------------------------------------------------- */
+/* ---- cross_entropy ------------------------------------------------------- */
 
 /* d (n elements: [n] or [n, 1]) as a 1-D view of n elements. */
 static bool ce_flat(const keel_tensor_desc *d, int64_t n, keel_tensor_desc *v)

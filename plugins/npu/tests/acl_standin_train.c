@@ -257,7 +257,7 @@ API aclnnStatus aclnnSqrt(void *workspace, uint64_t workspaceSize,
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnSqrt");
 }
 
-/* ---- aclnnLayerNorm, aclnnLayerNormBackward ------------------------------- */
+/* ---- aclnnLayerNorm, aclnnLayerNormBackward ------------------------------ */
 
 /* The element of t at row-major position f of its dims. */
 static char *ln_at(const struct aclTensor *t, int64_t f)
@@ -504,7 +504,7 @@ API aclnnStatus aclnnLayerNormBackward(void *workspace, uint64_t workspaceSize,
                      "aclnnLayerNormBackward");
 }
 
-/* ---- aclnnBatchNorm, aclnnBatchNormBackward ------------------------------- */
+/* ---- aclnnBatchNorm, aclnnBatchNormBackward ------------------------------ */
 
 /* PyTorch's semantics over dim 1 of [N, C, ...]: training normalises with
  * the batch statistics (biased variance) and, when running statistics are
@@ -731,7 +731,7 @@ API aclnnStatus aclnnBatchNormBackward(void *workspace, uint64_t workspaceSize,
                      "aclnnBatchNormBackward");
 }
 
-/* ---- aclnnSoftmaxBackward, aclnnLogSoftmaxBackward ------------------------- */
+/* ---- aclnnSoftmaxBackward, aclnnLogSoftmaxBackward ----------------------- */
 
 struct smb_priv {
     bool log;
@@ -833,7 +833,7 @@ API aclnnStatus aclnnLogSoftmaxBackward(void *workspace,
                      "aclnnLogSoftmaxBackward");
 }
 
-/* ---- aclnnNLLLoss ----------------------------------------------------------- */
+/* ---- aclnnNLLLoss -------------------------------------------------------- */
 
 /* PyTorch's nll_loss: per sample -weight[t] self[n, t], 0 (and no weight)
  * where t is ignoreIndex; reduction 0 none, 1 mean (sum over the total
@@ -916,7 +916,7 @@ API aclnnStatus aclnnNLLLoss(void *workspace, uint64_t workspaceSize,
                      "aclnnNLLLoss");
 }
 
-/* ---- aclnnNLLLossBackward, aclnnLog ------------------------------------------ */
+/* ---- aclnnNLLLossBackward, aclnnLog -------------------------------------- */
 
 struct nllb_priv {
     struct aclTensor g, t, w, tw, out;

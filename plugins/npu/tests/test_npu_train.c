@@ -312,7 +312,7 @@ static void test_launch_failure(void)
     expect_msg("aclnnInplaceMuls", "aclnnStatus 561000");
 }
 
-/* ---- layer_norm ------------------------------------------------------------ */
+/* ---- layer_norm ---------------------------------------------------------- */
 
 struct ln_in {
     const float *v;
@@ -414,7 +414,7 @@ static void test_layer_norm_phase1(void)
     expect_msg("aclnnLayerNorm ", "aclnnStatus 561000");
 }
 
-/* ---- batch_norm ------------------------------------------------------------ */
+/* ---- batch_norm ---------------------------------------------------------- */
 
 static void test_batch_norm(void)
 {
@@ -491,7 +491,7 @@ static void test_batch_norm_grad(void)
     expect_msg("aclnnBatchNormBackward", "aclnnStatus 561000");
 }
 
-/* ---- softmax_grad, log_softmax_grad ---------------------------------------- */
+/* ---- softmax_grad, log_softmax_grad -------------------------------------- */
 
 static void test_softmax_grads(void)
 {
@@ -533,7 +533,7 @@ static void test_softmax_grads(void)
     expect_msg("aclnnLogSoftmaxBackwardGetWorkspaceSize", "161002");
 }
 
-/* ---- cross_entropy ---------------------------------------------------------- */
+/* ---- cross_entropy ------------------------------------------------------- */
 
 /* logits [[0, 0], [ln 3, 0]], labels 0, 1, class weight 1, 2; loss and
  * softmax read back. */
