@@ -728,8 +728,13 @@ static keel_status bn_run(const struct tr_def *k, const keel_kernel_args *a,
     p.name = k->name;
     if (!grad) {
         int64_t c = x->shape[1];
-        uint64_t bytes = ((uint64_t)c * 4 + 63) / 64 * 64;
+        uint64_t bytes;
         keel_dptr base = 0;
+        if ((uint64_t)c > (UINT64_MAX >> 4))
+            return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                            "batch_norm: %" PRId64 " channels of "
+                            "temporaries overflow", c);
+        bytes = ((uint64_t)c * 4 + 63) / 64 * 64;
         /* the C-element temporaries t and ones */
         st = keel_kernel_workspace(a, 2 * bytes, &base);
         if (st == KEEL_STATUS_NOT_SUPPORTED)
@@ -910,7 +915,9 @@ static keel_status ceg_run(const struct tr_def *k, const keel_kernel_args *a,
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
                         "%s: label or dloss of another layout than [N] / "
                         "[N, 1]", k->name);
-    if ((uint64_t)n > UINT64_MAX / 8 / (uint64_t)c - 64)
+    /* n c elements twice, c more and 192 bytes, each rounded up to 64 */
+    if ((uint64_t)c > (UINT64_MAX >> 8) ||
+        (uint64_t)n > ((UINT64_MAX >> 4) - (uint64_t)c) / (uint64_t)c)
         return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
                         "%s: temporaries overflow", k->name);
     bytes = ((uint64_t)n * (uint64_t)c * 4 + 63) / 64 * 64;
@@ -1065,7 +1072,9 @@ static keel_status ce_run(const struct tr_def *k, const keel_kernel_args *a,
         return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
                         "cross_entropy: label or loss of another layout than "
                         "[N] / [N, 1]");
-    if ((uint64_t)n > UINT64_MAX / 4 / (uint64_t)c - 64)
+    /* n c elements, c more and 128 bytes, each rounded up to 64 */
+    if ((uint64_t)c > (UINT64_MAX >> 8) ||
+        (uint64_t)n > ((UINT64_MAX >> 4) - (uint64_t)c) / (uint64_t)c)
         return npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
                         "cross_entropy: temporaries overflow");
     /* logp [N, C], the total weight (one float), ones [C] */
