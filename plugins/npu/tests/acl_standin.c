@@ -212,6 +212,7 @@ static void arm_from_env(void)
     g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
     nn_conv_wrong = fault && !strcmp(fault, "conv_wrong");
+    standin_train_fault(fault);
 }
 
 /* The armed code when this call of `name` is the one to fail, else 0. */

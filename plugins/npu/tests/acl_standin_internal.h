@@ -72,5 +72,8 @@ aclnnStatus op_launch(void *workspace, uint64_t wsSize, aclOpExecutor *ex,
 /* ACL_STANDIN_FAULT=conv_wrong: every aclnnConvolution result gets 1 too
  * much in its first element (acl_standin_nn.c). */
 bool standin_conv_wrong(void);
+/* acl_standin_train.c: arm its planted bugs from ACL_STANDIN_FAULT's
+ * value (NULL when unset): addcdiv_wrong. */
+void standin_train_fault(const char *fault);
 
 #endif
