@@ -686,13 +686,49 @@ static keel_status describe_nhwc(int32_t dev, keel_dtype dt,
 
 enum { CD_X, CD_W, CD_Y, CD_XN, CD_WN, CD_YN, CD_B, CD_T, CD_BE, CD_N };
 
+/* The two NCHW <-> NHWC transposes and the convolution descriptor of g
+ * (float accumulation for float16 too), for conv2d and its grad. On
+ * failure what was made is left for the caller to destroy. */
+static keel_status conv_descs(int32_t dev, const struct conv_geo *g,
+                              cnnlTransposeDescriptor_t *tin,
+                              cnnlTransposeDescriptor_t *tout,
+                              cnnlConvolutionDescriptor_t *cd)
+{
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    const int pad[4] = {(int)g->pad[0], (int)g->pad[1], (int)g->pad[2],
+                        (int)g->pad[3]};
+    const int str[2] = {(int)g->stride[0], (int)g->stride[1]};
+    const int dil[2] = {(int)g->dil[0], (int)g->dil[1]};
+    keel_status st;
+
+    st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(tin), dev,
+                      "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(tout), dev,
+                          "cnnlCreateTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(*tin, 4, to_nhwc), dev,
+                          "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(*tout, 4, to_nchw),
+                          dev, "cnnlSetTransposeDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlCreateConvolutionDescriptor(cd), dev,
+                          "cnnlCreateConvolutionDescriptor");
+    if (!st)
+        st = mlu_nn_check(F.cnnlSetConvolutionDescriptor(*cd, 4, pad, str, dil,
+                                                         (int)g->groups,
+                                                         CNNL_DTYPE_FLOAT),
+                          dev, "cnnlSetConvolutionDescriptor");
+    return st;
+}
+
 static keel_status conv2d(const struct ndef *k, const keel_kernel_args *a,
                           struct keel_stream_s *s, cnnlHandle_t h)
 {
     const keel_tensor_desc *x = &a->inputs[0], *w = &a->inputs[1];
     const keel_tensor_desc *b = a->num_inputs > 2 ? &a->inputs[2] : NULL;
     const keel_tensor_desc *o = &a->outputs[0];
-    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     cnnlTensorDescriptor_t td[CD_N] = {NULL};
     cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
     cnnlConvolutionDescriptor_t cd = NULL;
@@ -762,31 +798,7 @@ static keel_status conv2d(const struct ndef *k, const keel_kernel_args *a,
         }
     }
     if (!st)
-        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
-                          "cnnlCreateTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tout), dev,
-                          "cnnlCreateTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tin, 4, to_nhwc), dev,
-                          "cnnlSetTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tout, 4, to_nchw),
-                          dev, "cnnlSetTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlCreateConvolutionDescriptor(&cd), dev,
-                          "cnnlCreateConvolutionDescriptor");
-    if (!st) {
-        const int pad[4] = {(int)g.pad[0], (int)g.pad[1], (int)g.pad[2],
-                            (int)g.pad[3]};
-        const int str[2] = {(int)g.stride[0], (int)g.stride[1]};
-        const int dil[2] = {(int)g.dil[0], (int)g.dil[1]};
-        /* float accumulation for float16 too */
-        st = mlu_nn_check(F.cnnlSetConvolutionDescriptor(cd, 4, pad, str, dil,
-                                                         (int)g.groups,
-                                                         CNNL_DTYPE_FLOAT),
-                          dev, "cnnlSetConvolutionDescriptor");
-    }
+        st = conv_descs(dev, &g, &tin, &tout, &cd);
     if (!st)
         st = mlu_nn_check(F.cnnlGetTransposeWorkspaceSize(h, td[CD_X], tin,
                                                           &t1),
@@ -921,7 +933,6 @@ static keel_status conv2d_grad(const struct ndef *k,
     const keel_tensor_desc *dx = &a->outputs[0], *dw = &a->outputs[1];
     const keel_tensor_desc *db = a->num_outputs > 2 ? &a->outputs[2] : NULL;
     bool need_dx = keel_kit_attr_i(a, "need_dx", 1) != 0;
-    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     cnnlTensorDescriptor_t td[GD_N] = {NULL};
     cnnlTransposeDescriptor_t tin = NULL, tout = NULL;
     cnnlConvolutionDescriptor_t cd = NULL;
@@ -1008,30 +1019,7 @@ static keel_status conv2d_grad(const struct ndef *k,
         }
     }
     if (!st)
-        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tin), dev,
-                          "cnnlCreateTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlCreateTransposeDescriptor(&tout), dev,
-                          "cnnlCreateTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tin, 4, to_nhwc), dev,
-                          "cnnlSetTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlSetTransposeDescriptor(tout, 4, to_nchw),
-                          dev, "cnnlSetTransposeDescriptor");
-    if (!st)
-        st = mlu_nn_check(F.cnnlCreateConvolutionDescriptor(&cd), dev,
-                          "cnnlCreateConvolutionDescriptor");
-    if (!st) {
-        const int pad[4] = {(int)g.pad[0], (int)g.pad[1], (int)g.pad[2],
-                            (int)g.pad[3]};
-        const int str[2] = {(int)g.stride[0], (int)g.stride[1]};
-        const int dil[2] = {(int)g.dil[0], (int)g.dil[1]};
-        st = mlu_nn_check(F.cnnlSetConvolutionDescriptor(cd, 4, pad, str, dil,
-                                                         (int)g.groups,
-                                                         CNNL_DTYPE_FLOAT),
-                          dev, "cnnlSetConvolutionDescriptor");
-    }
+        st = conv_descs(dev, &g, &tin, &tout, &cd);
     for (int i = 0; i < 5 && !st; i++) {
         /* into NHWC: x, w, dout; back: dx, dweight */
         static const int which[5] = {GD_X, GD_W, GD_DY, GD_DXN, GD_DWN};

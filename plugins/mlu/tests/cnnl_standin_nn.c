@@ -939,6 +939,36 @@ SI_API cnnlStatus_t cnnlGetConvolutionForwardWorkspaceSize(
     return CNNL_STATUS_SUCCESS;
 }
 
+/* Queue a convolution job (forward, backward data or backward filter):
+ * a and b the inputs, c the output, alpha and beta as CNNL blends them. */
+static cnnlStatus_t conv_submit(cnnlHandle_t handle, enum job_kind kind,
+                                const struct cnnlTensorStruct *a,
+                                const void *ap,
+                                const struct cnnlTensorStruct *b,
+                                const void *bp,
+                                const struct cnnlTensorStruct *c, void *cp,
+                                const struct cnnlConvolutionStruct *cv,
+                                void *workspace, size_t workspace_size,
+                                const void *alpha, const void *beta)
+{
+    struct job *j = job_new(kind);
+
+    if (!j)
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->a = *a;
+    j->b = *b;
+    j->c = *c;
+    j->ap = ap;
+    j->bp = bp;
+    j->cp = cp;
+    j->cv = *cv;
+    j->ws = workspace;
+    j->ws_n = workspace_size;
+    j->alpha = alpha ? *(const float *)alpha : 1.0;
+    j->beta = beta ? *(const float *)beta : 0.0;
+    return submit(handle, j);
+}
+
 SI_API cnnlStatus_t cnnlConvolutionForward(
     cnnlHandle_t handle, const cnnlConvolutionDescriptor_t conv_desc,
     cnnlConvolutionForwardAlgo_t algo, const void *alpha,
@@ -948,28 +978,15 @@ SI_API cnnlStatus_t cnnlConvolutionForward(
     void *workspace, size_t workspace_size, const void *beta,
     const cnnlTensorDescriptor_t y_desc, void *y)
 {
-    struct job *j;
-
     NN_ARMED("cnnlConvolutionForward");
     if ((int)algo != 3 || bias_desc || bias ||
         !conv_ok(conv_desc, x_desc, w_desc, y_desc))
         return CNNL_STATUS_BAD_PARAM;
     if (workspace_size < CONV_WORKSPACE || !workspace)
         return CNNL_STATUS_BAD_PARAM;
-    if (!(j = job_new(J_CONV)))
-        return CNNL_STATUS_ALLOC_FAILED;
-    j->a = *x_desc;
-    j->b = *w_desc;
-    j->c = *y_desc;
-    j->ap = x;
-    j->bp = w;
-    j->cp = y;
-    j->cv = *conv_desc;
-    j->ws = workspace;
-    j->ws_n = workspace_size;
-    j->alpha = alpha ? *(const float *)alpha : 1.0;
-    j->beta = beta ? *(const float *)beta : 0.0;
-    return submit(handle, j);
+    return conv_submit(handle, J_CONV, x_desc, x, w_desc, w,
+                       y_desc, y, conv_desc, workspace, workspace_size,
+                       alpha, beta);
 }
 
 /* ---- convolution gradients, fill ----------------------------------------- */
@@ -1014,26 +1031,13 @@ SI_API cnnlStatus_t cnnlConvolutionBackwardData(
     size_t workspace_size, const void *beta,
     const cnnlTensorDescriptor_t dx_desc, void *dx)
 {
-    struct job *j;
-
     NN_ARMED("cnnlConvolutionBackwardData");
     if ((int)algo != 5 || !conv_ok(conv_desc, dx_desc, w_desc, dy_desc) ||
         workspace_size < CONV_WORKSPACE || !workspace)
         return CNNL_STATUS_BAD_PARAM;
-    if (!(j = job_new(J_BWD_DATA)))
-        return CNNL_STATUS_ALLOC_FAILED;
-    j->a = *dy_desc;
-    j->b = *w_desc;
-    j->c = *dx_desc;
-    j->ap = dy;
-    j->bp = w;
-    j->cp = dx;
-    j->cv = *conv_desc;
-    j->ws = workspace;
-    j->ws_n = workspace_size;
-    j->alpha = alpha ? *(const float *)alpha : 1.0;
-    j->beta = beta ? *(const float *)beta : 0.0;
-    return submit(handle, j);
+    return conv_submit(handle, J_BWD_DATA, dy_desc, dy, w_desc, w,
+                       dx_desc, dx, conv_desc, workspace, workspace_size,
+                       alpha, beta);
 }
 
 SI_API cnnlStatus_t cnnlGetConvolutionBackwardFilterAlgorithm(
@@ -1076,26 +1080,13 @@ SI_API cnnlStatus_t cnnlConvolutionBackwardFilter(
     size_t workspace_size, const void *beta,
     const cnnlTensorDescriptor_t dw_desc, void *dw)
 {
-    struct job *j;
-
     NN_ARMED("cnnlConvolutionBackwardFilter");
     if ((int)algo != 6 || !conv_ok(conv_desc, x_desc, dw_desc, dy_desc) ||
         workspace_size < CONV_WORKSPACE || !workspace)
         return CNNL_STATUS_BAD_PARAM;
-    if (!(j = job_new(J_BWD_FILTER)))
-        return CNNL_STATUS_ALLOC_FAILED;
-    j->a = *x_desc;
-    j->b = *dy_desc;
-    j->c = *dw_desc;
-    j->ap = x;
-    j->bp = dy;
-    j->cp = dw;
-    j->cv = *conv_desc;
-    j->ws = workspace;
-    j->ws_n = workspace_size;
-    j->alpha = alpha ? *(const float *)alpha : 1.0;
-    j->beta = beta ? *(const float *)beta : 0.0;
-    return submit(handle, j);
+    return conv_submit(handle, J_BWD_FILTER, x_desc, x, dy_desc, dy,
+                       dw_desc, dw, conv_desc, workspace, workspace_size,
+                       alpha, beta);
 }
 
 SI_API cnnlStatus_t cnnlFill(cnnlHandle_t handle, float value,

@@ -1295,68 +1295,31 @@ API aclnnStatus aclDestroyScalar(const aclScalar *scalar)
 }
 
 /* The arrays copy their values, as aclnn's do. */
-API aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size)
-{
-    struct aclIntArray *a;
-
-    if ((size && !value) || size > 64)
-        return NULL;
-    a = calloc(1, sizeof(*a));
-    if (!a)
-        return NULL;
-    a->n = size;
-    if (size)
-        memcpy(a->v, value, size * sizeof(*value));
-    return a;
-}
-
-API aclnnStatus aclDestroyIntArray(const aclIntArray *array)
-{
-    free((void *)array);
-    return 0;
-}
-
-API aclBoolArray *aclCreateBoolArray(const bool *value, uint64_t size)
-{
-    struct aclBoolArray *a;
-
-    if ((size && !value) || size > 64)
-        return NULL;
-    a = calloc(1, sizeof(*a));
-    if (!a)
-        return NULL;
-    a->n = size;
-    if (size)
-        memcpy(a->v, value, size * sizeof(*value));
-    return a;
-}
-
-API aclnnStatus aclDestroyBoolArray(const aclBoolArray *array)
-{
-    free((void *)array);
-    return 0;
-}
-
-API aclFloatArray *aclCreateFloatArray(const float *value, uint64_t size)
-{
-    struct aclFloatArray *a;
-
-    if ((size && !value) || size > 64)
-        return NULL;
-    a = calloc(1, sizeof(*a));
-    if (!a)
-        return NULL;
-    a->n = size;
-    if (size)
-        memcpy(a->v, value, size * sizeof(*value));
-    return a;
-}
-
-API aclnnStatus aclDestroyFloatArray(const aclFloatArray *array)
-{
-    free((void *)array);
-    return 0;
-}
+#define STANDIN_ARRAY(Type, elem)                                            \
+    API acl##Type *aclCreate##Type(const elem *value, uint64_t size)         \
+    {                                                                        \
+        struct acl##Type *a;                                                 \
+                                                                             \
+        if ((size && !value) || size > 64)                                   \
+            return NULL;                                                     \
+        a = calloc(1, sizeof(*a));                                           \
+        if (!a)                                                              \
+            return NULL;                                                     \
+        a->n = size;                                                         \
+        if (size)                                                            \
+            memcpy(a->v, value, size * sizeof(*value));                      \
+        return a;                                                            \
+    }                                                                        \
+                                                                             \
+    API aclnnStatus aclDestroy##Type(const acl##Type *array)                 \
+    {                                                                        \
+        free((void *)array);                                                 \
+        return 0;                                                            \
+    }
+STANDIN_ARRAY(IntArray, int64_t)
+STANDIN_ARRAY(BoolArray, bool)
+STANDIN_ARRAY(FloatArray, float)
+#undef STANDIN_ARRAY
 
 aclnnStatus standin_host_plan(const char *call, uint64_t ws,
                               void (*host)(void *priv, void *workspace),
