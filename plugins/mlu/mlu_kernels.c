@@ -96,8 +96,8 @@ static struct kdef {
 /* KEEL_MLU_UNVERIFIED_KERNELS=1 at load (see withheld below) */
 static bool unverified_ok;
 
-/* The optional entry point op calls, if it did not resolve (NULL: all
- * there). */
+/* The first optional entry point op needs that did not resolve; NULL
+ * when all did, or when op needs only the required ones. */
 static const char *ew_missing(enum kop op)
 {
     switch (op) {
