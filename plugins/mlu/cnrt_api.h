@@ -281,4 +281,58 @@ typedef enum { CNNL_NOT_PROPAGATE_NAN = 0 } cnnlNanPropagation_t;
        const void *alpha, const cnnlTensorDescriptor_t x, const void *x_ptr,  \
        const void *beta, const cnnlTensorDescriptor_t y, void *y_ptr))
 
+/*
+ * The elementwise kernels past add, multiply and relu (mlu_kernels.c).
+ * Optional, each resolved on its own: a library without one of them does
+ * not get the kernels that call it offered, and keeps the others.
+ * Checked against public callers (docs/mlu-plugin.md, "Kernels on CNNL"):
+ *   - cnnlExp_v2(handle, prefer, x_desc, x, y_desc, y): PaddleCustomDevice
+ *     backends/mlu mlu_baseop.cc (MLUCnnl::Exp), torch_mlu's exp, DeepLink
+ *     and MegEngine's Cambricon elemwise;
+ *   - cnnlLog_v2(handle, prefer, cnnlLogBase_t base, x_desc, x, y_desc,
+ *     y): the same mlu_baseop.cc (MLUCnnl::Log, base CNNL_LOG_E), torch_mlu
+ *     and MegEngine; CNNL_LOG_E 0 (with LOG_2 1, LOG_10 2) is given by a
+ *     comment in PaddleCustomDevice's MLU activation kernels, not by a
+ *     header;
+ *   - cnnlNegTensor(handle, x_desc, x, y_desc, y) and cnnlAbs(handle,
+ *     x_desc, x, y_desc, y): mlu_baseop.cc (MLUCnnl::Neg, MLUCnnl::Abs),
+ *     Oneflow's cambricon unary primitive, and a copy of cnnl.h's cnnlAbs
+ *     prototype in a public repository;
+ *   - cnnlCopy(handle, x_desc, x, y_desc, y): mlu_baseop.cc
+ *     (MLUCnnl::Assign), Oneflow's cambricon CopyNd (strided descriptors
+ *     on both sides) and MegEngine;
+ *   - the activation modes CNNL_ACTIVATION_SIGMOID and CNNL_ACTIVATION_TANH
+ *     by name (PaddleCustomDevice's MLU activation kernels, DeepLink);
+ *     their VALUES below are NOT verified.
+ */
+typedef enum { CNNL_LOG_E = 0 } cnnlLogBase_t;
+
+/* NOT VERIFIED: taken in cuDNN's order around RELU 1; the kernels that
+ * pass them are withheld unless KEEL_MLU_UNVERIFIED_KERNELS=1. */
+#define MLU_CNNL_ACTIVATION_SIGMOID ((cnnlActivationMode_t)0)
+#define MLU_CNNL_ACTIVATION_TANH ((cnnlActivationMode_t)2)
+
+/* `prefer` is a cnnlComputationPreference_t (CNNL_COMPUTATION_FAST 0,
+ * HIGH_PRECISION 1, verified: cnnl_train_api.h), passed as the int it is:
+ * that enum is declared by cnnl_nn_api.h and cnnl_train_api.h, and a
+ * second declaration here would clash with theirs. */
+#define MLU_CNNL_EW_FUNCS(X)                                                  \
+    X(cnnlStatus_t, cnnlExp_v2,                                               \
+      (cnnlHandle_t handle, int prefer,                                       \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t y_desc, void *y))                         \
+    X(cnnlStatus_t, cnnlLog_v2,                                               \
+      (cnnlHandle_t handle, int prefer, cnnlLogBase_t base,                   \
+       const cnnlTensorDescriptor_t x_desc, const void *x,                    \
+       const cnnlTensorDescriptor_t y_desc, void *y))                         \
+    X(cnnlStatus_t, cnnlNegTensor,                                            \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const void *x, const cnnlTensorDescriptor_t y_desc, void *y))          \
+    X(cnnlStatus_t, cnnlAbs,                                                  \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const void *x, const cnnlTensorDescriptor_t y_desc, void *y))          \
+    X(cnnlStatus_t, cnnlCopy,                                                 \
+      (cnnlHandle_t handle, const cnnlTensorDescriptor_t x_desc,              \
+       const void *x, const cnnlTensorDescriptor_t y_desc, void *y))
+
 #endif /* KEEL_MLU_CNRT_API_H */

@@ -7,7 +7,7 @@
  *                     handle registry, probe, device group, visible devices
  *   mlu_memory.c      cnrtMalloc / cnrtHostMalloc, copies, memsets, info
  *   mlu_queue.c       keel streams as CNRT queues, events as notifiers
- *   mlu_kernels.c     add, multiply, relu on CNNL (libcnnl.so)
+ *   mlu_kernels.c     the elementwise ops and copy on CNNL (libcnnl.so)
  *   mlu_collective.c  the collective group on CNCL (libcncl.so), or on the
  *                     kit's in-process engine without it
  *

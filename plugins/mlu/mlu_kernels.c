@@ -3,8 +3,19 @@
  * when CNRT has devices; KEEL_MLU_CNNL_LIBRARY overrides the name).
  *
  * add and multiply are cnnlOpTensor (c = alpha1*a op alpha2*b + beta*c with
- * alphas 1 and beta 0), relu is cnnlActivationForward with a RELU
- * activation descriptor. Every operand gets a tensor descriptor in
+ * alphas 1 and beta 0); subtract is its ADD with alpha2 = -1 (ADD is the
+ * one op-tensor value verified, and x + (-1)*y is x - y exactly: negating
+ * a float is exact, and in int32 both wrap modulo 2^32). relu, sigmoid
+ * and tanh are cnnlActivationForward with an activation descriptor of
+ * that mode. divide is cnnlDiv_v2 (with its workspace), sqrt cnnlSqrt_v2,
+ * exp cnnlExp_v2, log cnnlLog_v2 (base e), neg cnnlNegTensor, abs cnnlAbs
+ * and copy cnnlCopy (a strided view into the contiguous output, one
+ * dtype). Those past add, multiply and relu are optional entry points
+ * (cnrt_api.h's MLU_CNNL_EW_FUNCS, and cnnl_train_api.h's for divide and
+ * sqrt), each resolved on its own: a library without one does not get
+ * the kernels that call it offered and keeps the others. sigmoid and tanh
+ * pass activation modes whose values are not verified (unverified_ops).
+ * Every operand gets a tensor descriptor in
  * CNNL_LAYOUT_ARRAY with keel's shape and element strides
  * (cnnlSetTensorDescriptorEx). Each device has one cnnlHandle_t, made on
  * the first kernel and pointed at the launch's queue (cnnlSetQueue) under
@@ -15,9 +26,13 @@
  * kernel returns. An older core offers none; then it is cnrtMalloc'd and
  * freed after cnrtQueueSync, so that launch waits.
  *
- * float32, float16 and int32 (relu: the two float types). Anything CNNL or
- * the descriptor rules refuse is NOT_SUPPORTED, which the core answers with
- * its CPU fallback.
+ * float32, float16 and int32 for add, subtract, multiply, neg, abs and
+ * copy; the two float types for the others (the catalog's float-only ops,
+ * and relu). Refused at phase 1 with NOT_SUPPORTED (the core then runs its
+ * CPU fallback): mixed dtypes, other dtypes (copy's bool, int8, int64 ...:
+ * no CNNL dtype value for them is verified), views with a negative stride
+ * or a size or stride past INT_MAX (a CNNL descriptor cannot say them);
+ * anything CNNL itself refuses comes back NOT_SUPPORTED too.
  */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -28,12 +43,27 @@
 
 #include <keel/kit.h>
 
+#include "cnnl_train_api.h" /* cnnlDiv_v2, cnnlSqrt_v2, the preference */
 #include "mlu_internal.h"
 
 #define MLU_CNNL_SONAME "libcnnl.so"
 #define NN (mlu.nn)
 
-enum kop { OP_ADD, OP_MUL, OP_RELU };
+enum kop {
+    OP_ADD, OP_MUL, OP_RELU, OP_SUB, OP_DIV, OP_SQRT, OP_EXP, OP_LOG,
+    OP_NEG, OP_ABS, OP_SIGMOID, OP_TANH, OP_COPY,
+};
+
+/* The optional entry points (cnnlTransform, of the same list, is unused). */
+static struct {
+#define EW_SLOT(ret, name, params) ret(*name) params;
+    MLU_CNNL_ADAM_FUNCS(EW_SLOT)
+    MLU_CNNL_EW_FUNCS(EW_SLOT)
+#undef EW_SLOT
+} EW;
+
+#define EW_FLOAT (KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16))
+#define EW_NUM (EW_FLOAT | KEEL_DTYPE_BIT(KEEL_I32))
 
 static struct kdef {
     const char *name;
@@ -50,11 +80,40 @@ static struct kdef {
          KEEL_DTYPE_BIT(KEEL_I32),
      -1},
     {"relu", OP_RELU, KEEL_DTYPE_BIT(KEEL_F32) | KEEL_DTYPE_BIT(KEEL_F16), -1},
+    {"subtract", OP_SUB, EW_NUM, -1},
+    {"divide", OP_DIV, EW_FLOAT, -1},
+    {"sqrt", OP_SQRT, EW_FLOAT, -1},
+    {"exp", OP_EXP, EW_FLOAT, -1},
+    {"log", OP_LOG, EW_FLOAT, -1},
+    {"neg", OP_NEG, EW_NUM, -1},
+    {"abs", OP_ABS, EW_NUM, -1},
+    {"sigmoid", OP_SIGMOID, EW_FLOAT, -1},
+    {"tanh", OP_TANH, EW_FLOAT, -1},
+    {"copy", OP_COPY, EW_NUM, -1},
 };
 #define NKDEFS (sizeof(kdefs) / sizeof(kdefs[0]))
 
 /* KEEL_MLU_UNVERIFIED_KERNELS=1 at load (see withheld below) */
 static bool unverified_ok;
+
+/* The first optional entry point op needs that did not resolve; NULL
+ * when all did, or when op needs only the required ones. */
+static const char *ew_missing(enum kop op)
+{
+    switch (op) {
+    case OP_DIV:
+        return !EW.cnnlGetDivWorkspaceSize ? "cnnlGetDivWorkspaceSize"
+               : !EW.cnnlDiv_v2            ? "cnnlDiv_v2"
+                                           : NULL;
+    case OP_SQRT: return EW.cnnlSqrt_v2 ? NULL : "cnnlSqrt_v2";
+    case OP_EXP: return EW.cnnlExp_v2 ? NULL : "cnnlExp_v2";
+    case OP_LOG: return EW.cnnlLog_v2 ? NULL : "cnnlLog_v2";
+    case OP_NEG: return EW.cnnlNegTensor ? NULL : "cnnlNegTensor";
+    case OP_ABS: return EW.cnnlAbs ? NULL : "cnnlAbs";
+    case OP_COPY: return EW.cnnlCopy ? NULL : "cnnlCopy";
+    default: return NULL; /* the required list */
+    }
+}
 
 void mlu_kernels_open(void)
 {
@@ -84,17 +143,28 @@ void mlu_kernels_open(void)
         dlclose(h);
         return;
     }
-    for (size_t i = 0; i < NKDEFS; i++)
-        kdefs[i].id = keel_kit_op_id(kdefs[i].name);
+#define EW_GET(ret, name, params) *(void **)&EW.name = dlsym(h, #name);
+    MLU_CNNL_ADAM_FUNCS(EW_GET)
+    MLU_CNNL_EW_FUNCS(EW_GET)
+#undef EW_GET
+    for (size_t i = 0; i < NKDEFS; i++) {
+        const char *miss = ew_missing(kdefs[i].op);
+        kdefs[i].id = miss ? -1 : keel_kit_op_id(kdefs[i].name);
+        if (miss)
+            mlu_note(KEEL_LOG_INFO,
+                     "mlu: %s takes the CPU fallback: %s (%s) has no %s",
+                     kdefs[i].name, MLU_CNNL_SONAME, path, miss);
+    }
     NN.lib = h;
     {
         const char *u = getenv("KEEL_MLU_UNVERIFIED_KERNELS");
         unverified_ok = u && !strcmp(u, "1");
         if (!unverified_ok)
             mlu_note(KEEL_LOG_INFO,
-                     "mlu: cast, softmax, log_softmax and avg pooling take "
-                     "the CPU fallback: their CNNL enum values are not "
-                     "verified (KEEL_MLU_UNVERIFIED_KERNELS=1 offers them)");
+                     "mlu: cast, softmax, log_softmax, avg pooling, sigmoid "
+                     "and tanh take the CPU fallback: their CNNL enum values "
+                     "are not verified (KEEL_MLU_UNVERIFIED_KERNELS=1 offers "
+                     "them)");
     }
     mlu_kernels_nn_open(h);
     mlu_kernels_train_open(h);
@@ -116,6 +186,7 @@ void mlu_kernels_close(void)
     if (NN.lib)
         dlclose(NN.lib);
     memset(&NN, 0, sizeof(NN));
+    memset(&EW, 0, sizeof(EW));
 }
 
 /* A CNNL status as a keel one, with CNNL's name for it. */
@@ -257,7 +328,8 @@ keel_status mlu_nn_workspace_done(const keel_kernel_args *a,
     return st;
 }
 
-/* cnnlOpTensor with its workspace (add, multiply). */
+/* cnnlOpTensor with its workspace (add, multiply; subtract as ADD with
+ * alpha2 = -1). */
 static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
                              struct keel_stream_s *s, cnnlHandle_t h,
                              cnnlTensorDescriptor_t td[3])
@@ -266,8 +338,8 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
     size_t ws = 0;
     void *wsp = NULL;
     bool ours = false;
-    float f1 = 1.0f, f0 = 0.0f;
-    int i1 = 1, i0 = 0;
+    float f1 = 1.0f, f0 = 0.0f, f2 = k->op == OP_SUB ? -1.0f : 1.0f;
+    int i1 = 1, i0 = 0, i2 = k->op == OP_SUB ? -1 : 1;
     bool fl = a->inputs[0].dtype != KEEL_I32;
     cnnlDataType_t compute = fl ? CNNL_DTYPE_FLOAT : CNNL_DTYPE_INT32;
     int32_t dev = a->device;
@@ -277,8 +349,8 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
                        "cnnlCreateOpTensorDescriptor")))
         return st;
     st = mlu_nn_check(NN.cnnlSetOpTensorDescriptor(
-                      od, k->op == OP_ADD ? CNNL_OP_TENSOR_ADD
-                                          : CNNL_OP_TENSOR_MUL,
+                      od, k->op == OP_MUL ? CNNL_OP_TENSOR_MUL
+                                          : CNNL_OP_TENSOR_ADD,
                       compute, CNNL_NOT_PROPAGATE_NAN),
                   dev, "cnnlSetOpTensorDescriptor");
     if (!st)
@@ -290,7 +362,7 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
     if (!st)
         st = mlu_nn_check(NN.cnnlOpTensor(h, od, fl ? (void *)&f1 : (void *)&i1,
                                       td[0], MLU_PTR(a->inputs[0].data),
-                                      fl ? (void *)&f1 : (void *)&i1, td[1],
+                                      fl ? (void *)&f2 : (void *)&i2, td[1],
                                       MLU_PTR(a->inputs[1].data), wsp, ws,
                                       fl ? (void *)&f0 : (void *)&i0, td[2],
                                       MLU_PTR(a->outputs[0].data)),
@@ -300,9 +372,14 @@ static keel_status op_tensor(const struct kdef *k, const keel_kernel_args *a,
     return st;
 }
 
-static keel_status relu(const keel_kernel_args *a, cnnlHandle_t h,
-                        cnnlTensorDescriptor_t td[3])
+/* relu, sigmoid, tanh: cnnlActivationForward in that mode. */
+static keel_status activation(const struct kdef *k, const keel_kernel_args *a,
+                              cnnlHandle_t h, cnnlTensorDescriptor_t td[3])
 {
+    cnnlActivationMode_t mode =
+        k->op == OP_SIGMOID ? MLU_CNNL_ACTIVATION_SIGMOID
+        : k->op == OP_TANH  ? MLU_CNNL_ACTIVATION_TANH
+                            : CNNL_ACTIVATION_RELU;
     cnnlActivationDescriptor_t ad = NULL;
     keel_status st = mlu_nn_check(NN.cnnlCreateActivationDescriptor(&ad), a->device,
                               "cnnlCreateActivationDescriptor");
@@ -310,7 +387,7 @@ static keel_status relu(const keel_kernel_args *a, cnnlHandle_t h,
     if (st)
         return st;
     st = mlu_nn_check(NN.cnnlSetActivationDescriptor_v2(
-                      ad, CNNL_ACTIVATION_RELU, CNNL_ACTIVATION_HIGH_PRECISION,
+                      ad, mode, CNNL_ACTIVATION_HIGH_PRECISION,
                       CNNL_NOT_PROPAGATE_NAN, 0.0f),
                   a->device, "cnnlSetActivationDescriptor_v2");
     if (!st)
@@ -323,6 +400,63 @@ static keel_status relu(const keel_kernel_args *a, cnnlHandle_t h,
     return st;
 }
 
+/* cnnlDiv_v2 with its workspace. */
+static keel_status divide(const struct kdef *k, const keel_kernel_args *a,
+                          struct keel_stream_s *s, cnnlHandle_t h,
+                          cnnlTensorDescriptor_t td[3])
+{
+    size_t ws = 0;
+    void *wsp = NULL;
+    bool ours = false;
+    keel_status st = mlu_nn_check(
+        EW.cnnlGetDivWorkspaceSize(h, td[0], td[1], td[2], &ws), a->device,
+        "cnnlGetDivWorkspaceSize");
+
+    if (!st)
+        st = mlu_nn_workspace(a, k->name, ws, &wsp, &ours);
+    if (!st)
+        st = mlu_nn_check(
+            EW.cnnlDiv_v2(h, CNNL_COMPUTATION_HIGH_PRECISION, td[0],
+                          MLU_PTR(a->inputs[0].data), td[1],
+                          MLU_PTR(a->inputs[1].data), wsp, ws, td[2],
+                          MLU_PTR(a->outputs[0].data)),
+            a->device, "cnnlDiv_v2");
+    return mlu_nn_workspace_done(a, s, k->name, wsp, ours, st);
+}
+
+/* The one-call unary ops: y = f(x), x a view, y the contiguous output. */
+static keel_status unary(const struct kdef *k, const keel_kernel_args *a,
+                         cnnlHandle_t h, cnnlTensorDescriptor_t td[3])
+{
+    const void *x = MLU_PTR(a->inputs[0].data);
+    void *y = MLU_PTR(a->outputs[0].data);
+    int32_t dev = a->device;
+
+    switch (k->op) {
+    case OP_SQRT:
+        return mlu_nn_check(EW.cnnlSqrt_v2(h, CNNL_COMPUTATION_HIGH_PRECISION,
+                                           td[0], x, td[2], y),
+                            dev, "cnnlSqrt_v2");
+    case OP_EXP:
+        return mlu_nn_check(EW.cnnlExp_v2(h, CNNL_COMPUTATION_HIGH_PRECISION,
+                                          td[0], x, td[2], y),
+                            dev, "cnnlExp_v2");
+    case OP_LOG:
+        return mlu_nn_check(EW.cnnlLog_v2(h, CNNL_COMPUTATION_HIGH_PRECISION,
+                                          CNNL_LOG_E, td[0], x, td[2], y),
+                            dev, "cnnlLog_v2");
+    case OP_NEG:
+        return mlu_nn_check(EW.cnnlNegTensor(h, td[0], x, td[2], y), dev,
+                            "cnnlNegTensor");
+    case OP_ABS:
+        return mlu_nn_check(EW.cnnlAbs(h, td[0], x, td[2], y), dev,
+                            "cnnlAbs");
+    default:
+        return mlu_nn_check(EW.cnnlCopy(h, td[0], x, td[2], y), dev,
+                            "cnnlCopy");
+    }
+}
+
 static keel_status launch(void *kernel_data, const keel_kernel_args *a)
 {
     const struct kdef *k = kernel_data;
@@ -331,7 +465,9 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
     cnnlHandle_t h;
     keel_kit_msg msg;
     keel_status st;
-    int nin = k->op == OP_RELU ? 1 : 2;
+    bool binary = k->op == OP_ADD || k->op == OP_MUL || k->op == OP_SUB ||
+                  k->op == OP_DIV;
+    int nin = binary ? 2 : 1;
 
     if (!a)
         return mlu_err(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
@@ -355,7 +491,16 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
     if (!st)
         st = mlu_nn_describe(a->device, &a->outputs[0], &td[2]);
     if (!st && !(st = mlu_nn_lock(a->device, s, &h))) {
-        st = k->op == OP_RELU ? relu(a, h, td) : op_tensor(k, a, s, h, td);
+        switch (k->op) {
+        case OP_ADD:
+        case OP_MUL:
+        case OP_SUB: st = op_tensor(k, a, s, h, td); break;
+        case OP_DIV: st = divide(k, a, s, h, td); break;
+        case OP_RELU:
+        case OP_SIGMOID:
+        case OP_TANH: st = activation(k, a, h, td); break;
+        default: st = unary(k, a, h, td);
+        }
         mlu_nn_unlock(a->device);
     }
     for (int i = 0; i < 3; i++)
@@ -367,14 +512,16 @@ static keel_status launch(void *kernel_data, const keel_kernel_args *a)
 /*
  * Kernels that pass a CNNL enum value no public source confirms, and for
  * which the value taken is a guess with no evidence behind it (the cast
- * codes, the softmax algorithm and mode, the pooling mode: a wrong one
- * computes another function, silently). They are offered only when
+ * codes, the softmax algorithm and mode, the pooling mode, the sigmoid
+ * and tanh activation modes: a wrong one computes another function,
+ * silently). They are offered only when
  * KEEL_MLU_UNVERIFIED_KERNELS=1, as the stand-in tests and the vendor
  * script do, so that on silicon they run only where conformance checks
  * them against the CPU plugin. docs/mlu-plugin.md lists the values.
  */
 static const char *const unverified_ops[] = {
     "cast", "softmax", "log_softmax", "avg_pool2d", "avg_pool2d_grad",
+    "sigmoid", "tanh",
 };
 
 static bool withheld(const char *op_name)

@@ -8,7 +8,17 @@
  * have the same dims. The computation runs on the queue's worker, in
  * order with the rest of its work, and writes the workspace first so that
  * memory given back early would be caught by the sanitizers.
+ *
+ * Also the optional elementwise calls (cnrt_api.h's MLU_CNNL_EW_FUNCS:
+ * exp, log base e, neg, abs, copy) and the sigmoid and tanh activation
+ * modes, each with x and y of one dtype and the same dims.
+ *
+ * Planted fault (CNRT_STANDIN_FAULT): add_wrong makes cnnlOpTensor's ADD
+ * with alpha2 1 one too large in its first element (add shows it);
+ * sub_wrong does the same to an ADD with alpha2 -1 (subtract shows it,
+ * add does not).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +29,7 @@
 
 #define NN_PROTO(ret, name, params) SI_API ret name params;
 MLU_CNNL_FUNCS(NN_PROTO)
+MLU_CNNL_EW_FUNCS(NN_PROTO)
 #undef NN_PROTO
 
 #define NN_WORKSPACE 256
@@ -147,7 +158,9 @@ SI_API cnnlStatus_t cnnlSetActivationDescriptor_v2(
     (void)pref;
     (void)nan;
     (void)coef;
-    if (!desc || mode != CNNL_ACTIVATION_RELU)
+    if (!desc || (mode != CNNL_ACTIVATION_RELU &&
+                  mode != MLU_CNNL_ACTIVATION_SIGMOID &&
+                  mode != MLU_CNNL_ACTIVATION_TANH))
         return CNNL_STATUS_BAD_PARAM;
     desc->mode = mode;
     desc->set = true;
@@ -220,7 +233,25 @@ void nn_store(const struct cnnlTensorStruct *t, char *p, double v)
     }
 }
 
-enum nn_kind { NN_ADD, NN_MUL, NN_RELU };
+enum nn_kind {
+    NN_ADD, NN_MUL, NN_RELU, NN_SIGMOID, NN_TANH, NN_EXP, NN_LOG, NN_NEG,
+    NN_ABS, NN_COPY,
+};
+
+/* The one-input kinds: y = f(x). */
+static double nn_unary(enum nn_kind kind, double x)
+{
+    switch (kind) {
+    case NN_RELU: return x > 0 ? x : 0;
+    case NN_SIGMOID: return 1 / (1 + exp(-x));
+    case NN_TANH: return tanh(x);
+    case NN_EXP: return exp(x);
+    case NN_LOG: return log(x);
+    case NN_NEG: return -x;
+    case NN_ABS: return fabs(x);
+    default: return x; /* NN_COPY */
+    }
+}
 
 struct nn_job {
     enum nn_kind kind;
@@ -241,9 +272,11 @@ static void nn_run(void *arg)
         memset(j->ws, 0xa5, j->ws_n);
     for (size_t k = 0; k < n; k++) {
         double x = nn_load(&j->a, j->ap + nn_offset(&j->a, k)), v;
-        if (j->kind == NN_RELU)
-            v = x > 0 ? x : 0;
-        else {
+        if (j->kind != NN_ADD && j->kind != NN_MUL) {
+            /* int32 neg and abs wrap (-INT32_MIN is INT32_MIN), as
+             * nn_store does */
+            v = nn_unary(j->kind, x);
+        } else {
             double y = nn_load(&j->b, j->bp + nn_offset(&j->b, k));
             if (j->alpha1 != 1 || j->alpha2 != 1 || j->beta != 0) {
                 /* scaled: CNNL's c = alpha1 a op alpha2 b + beta c; c is
@@ -252,14 +285,20 @@ static void nn_run(void *arg)
                 y *= j->alpha2;
             }
             if (j->c.dt == CNNL_DTYPE_INT32)
+                /* scaled int32 operands are exact in int64 (|alpha| 1
+                 * here); the sum or product wraps modulo 2^32 */
                 v = j->kind == NN_ADD
-                        ? (double)(int32_t)((uint32_t)(int32_t)x +
-                                            (uint32_t)(int32_t)y)
-                        : (double)(int32_t)((uint32_t)(int32_t)x *
-                                            (uint32_t)(int32_t)y);
+                        ? (double)(int32_t)((uint32_t)(int64_t)x +
+                                            (uint32_t)(int64_t)y)
+                        : (double)(int32_t)((uint32_t)(int64_t)x *
+                                            (uint32_t)(int64_t)y);
             else
                 v = j->kind == NN_ADD ? x + y : x * y;
-            if (k == 0 && j->kind == NN_ADD && si_fault("add_wrong"))
+            if (k == 0 && j->kind == NN_ADD && j->alpha2 == 1 &&
+                si_fault("add_wrong"))
+                v += 1;
+            if (k == 0 && j->kind == NN_ADD && j->alpha2 == -1 &&
+                si_fault("sub_wrong"))
                 v += 1;
             if (j->beta != 0)
                 v += j->beta * nn_load(&j->c, j->cp + nn_offset(&j->c, k));
@@ -288,7 +327,7 @@ static cnnlStatus_t nn_launch(cnnlHandle_t h, struct nn_job *j)
     nn_numel(&j->a, &span);
     if (!si_device_mem(j->ap, span, dev))
         goto bad;
-    if (j->kind != NN_RELU) {
+    if (j->kind == NN_ADD || j->kind == NN_MUL) {
         nn_numel(&j->b, &span);
         if (!si_device_mem(j->bp, span, dev))
             goto bad;
@@ -377,10 +416,91 @@ SI_API cnnlStatus_t cnnlActivationForward(
         return CNNL_STATUS_BAD_PARAM;
     if (!(j = calloc(1, sizeof(*j))))
         return CNNL_STATUS_ALLOC_FAILED;
-    j->kind = NN_RELU;
+    j->kind = desc->mode == MLU_CNNL_ACTIVATION_SIGMOID ? NN_SIGMOID
+              : desc->mode == MLU_CNNL_ACTIVATION_TANH  ? NN_TANH
+                                                        : NN_RELU;
     j->a = *x;
     j->c = *y;
     j->ap = x_ptr;
     j->cp = y_ptr;
     return nn_launch(handle, j);
+}
+
+/* ---- the optional elementwise calls ---------------------------------------- */
+
+/* Queues y = f(x) after the checks the calls share. */
+static cnnlStatus_t nn_unary_call(cnnlHandle_t handle, enum nn_kind kind,
+                                  bool float_only,
+                                  const cnnlTensorDescriptor_t x,
+                                  const void *x_ptr,
+                                  const cnnlTensorDescriptor_t y, void *y_ptr)
+{
+    struct nn_job *j;
+
+    if (!x || !y || !x->set || !y->set || !same_dims(x, y))
+        return CNNL_STATUS_BAD_PARAM;
+    if (float_only && x->dt == CNNL_DTYPE_INT32)
+        return CNNL_STATUS_NOT_SUPPORTED;
+    if (!(j = calloc(1, sizeof(*j))))
+        return CNNL_STATUS_ALLOC_FAILED;
+    j->kind = kind;
+    j->a = *x;
+    j->c = *y;
+    j->ap = x_ptr;
+    j->cp = y_ptr;
+    return nn_launch(handle, j);
+}
+
+static bool nn_prefer_ok(int prefer)
+{
+    return prefer == 0 || prefer == 1; /* FAST, HIGH_PRECISION */
+}
+
+SI_API cnnlStatus_t cnnlExp_v2(cnnlHandle_t handle, int prefer,
+                               const cnnlTensorDescriptor_t x_desc,
+                               const void *x,
+                               const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    NN_ARMED("cnnlExp_v2");
+    if (!nn_prefer_ok(prefer))
+        return CNNL_STATUS_BAD_PARAM;
+    return nn_unary_call(handle, NN_EXP, true, x_desc, x, y_desc, y);
+}
+
+SI_API cnnlStatus_t cnnlLog_v2(cnnlHandle_t handle, int prefer,
+                               cnnlLogBase_t base,
+                               const cnnlTensorDescriptor_t x_desc,
+                               const void *x,
+                               const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    NN_ARMED("cnnlLog_v2");
+    if (!nn_prefer_ok(prefer) || base != CNNL_LOG_E)
+        return CNNL_STATUS_BAD_PARAM;
+    return nn_unary_call(handle, NN_LOG, true, x_desc, x, y_desc, y);
+}
+
+SI_API cnnlStatus_t cnnlNegTensor(cnnlHandle_t handle,
+                                  const cnnlTensorDescriptor_t x_desc,
+                                  const void *x,
+                                  const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    NN_ARMED("cnnlNegTensor");
+    return nn_unary_call(handle, NN_NEG, false, x_desc, x, y_desc, y);
+}
+
+SI_API cnnlStatus_t cnnlAbs(cnnlHandle_t handle,
+                            const cnnlTensorDescriptor_t x_desc, const void *x,
+                            const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    NN_ARMED("cnnlAbs");
+    return nn_unary_call(handle, NN_ABS, false, x_desc, x, y_desc, y);
+}
+
+SI_API cnnlStatus_t cnnlCopy(cnnlHandle_t handle,
+                             const cnnlTensorDescriptor_t x_desc,
+                             const void *x,
+                             const cnnlTensorDescriptor_t y_desc, void *y)
+{
+    NN_ARMED("cnnlCopy");
+    return nn_unary_call(handle, NN_COPY, false, x_desc, x, y_desc, y);
 }

@@ -31,7 +31,8 @@
  * code) arms the same from a test. CNRT_STANDIN_FAULT plants a bug the
  * conformance suite must catch: corrupt_d2h (a byte of every device-to-host
  * copy flipped), skip_wait (cnrtQueueWaitNotifier waits for nothing),
- * add_wrong (cnnlOpTensor ADD is one too large in its first element).
+ * add_wrong (cnnlOpTensor ADD is one too large in its first element),
+ * sub_wrong (the same for an ADD with alpha2 -1, which subtract is).
  * CNRT_STANDIN_JOB_DELAY_US makes every queued job take that long.
  */
 #ifndef _GNU_SOURCE

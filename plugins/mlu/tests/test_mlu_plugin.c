@@ -197,7 +197,8 @@ static void t_translation(void)
     CU_ASSERT_EQUAL(keel_mem_free(mlu0, p), KEEL_STATUS_OK);
 }
 
-/* A 2x3 float32 operation on mlu:0: 'a' add, 'm' multiply, 'r' relu. */
+/* A 2x3 float32 operation on mlu:0: 'a' add, 'm' multiply, 'r' relu,
+ * 's' subtract, 'd' divide. */
 static const float lhs[6] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 0.0f};
 static const float rhs[6] = {2.0f, 4.0f, -8.0f, 0.5f, 1.0f, -3.0f};
 
@@ -215,6 +216,8 @@ static keel_status run_op(char op, float out[6])
     switch (op) {
     case 'a': st = keel_add(in[0], in[1], &res); break;
     case 'm': st = keel_multiply(in[0], in[1], &res); break;
+    case 's': st = keel_subtract(in[0], in[1], &res); break;
+    case 'd': st = keel_divide(in[0], in[1], &res); break;
     default: st = keel_relu(in[0], &res); break;
     }
     if (st == KEEL_STATUS_OK)
@@ -227,18 +230,122 @@ static keel_status run_op(char op, float out[6])
 
 static void t_kernels(void)
 {
-    const char ops[3] = {'a', 'm', 'r'};
+    const char ops[5] = {'a', 'm', 'r', 's', 'd'};
+    /* lhs / rhs, worked out by hand (all exact in float32) */
+    static const float quot[6] = {0.75f, -0.5f, -0.03125f, 6.0f, -0.5f,
+                                  -0.0f};
     float got[6];
 
-    for (int o = 0; o < 3; o++) {
+    for (int o = 0; o < 5; o++) {
         CU_ASSERT_EQUAL_FATAL(run_op(ops[o], got), KEEL_STATUS_OK);
         for (int i = 0; i < 6; i++) {
             float want = ops[o] == 'a'   ? lhs[i] + rhs[i]
                          : ops[o] == 'm' ? lhs[i] * rhs[i]
+                         : ops[o] == 's' ? lhs[i] - rhs[i]
+                         : ops[o] == 'd' ? quot[i]
                                          : (lhs[i] > 0 ? lhs[i] : 0.0f);
             CU_ASSERT_EQUAL(got[i], want);
         }
     }
+}
+
+/* The one-input ops on six float32 values each, against results worked
+ * out by hand (to 10 digits where they are not exact). */
+static const struct unary_case {
+    const char *name;
+    keel_status (*fn)(const keel_tensor *, keel_tensor **);
+    const char *cnnl; /* the CNNL call behind it */
+    float in[6], want[6];
+} unary_cases[] = {
+    {"sqrt", keel_sqrt, "cnnlSqrt_v2",
+     {4.0f, 0.25f, 1.0f, 9.0f, 0.0f, 2.25f},
+     {2.0f, 0.5f, 1.0f, 3.0f, 0.0f, 1.5f}},
+    {"exp", keel_exp, "cnnlExp_v2",
+     {0.0f, 1.0f, -1.0f, 2.0f, 0.5f, -0.5f},
+     {1.0f, 2.718281828f, 0.3678794412f, 7.389056099f, 1.648721271f,
+      0.6065306597f}},
+    {"log", keel_log, "cnnlLog_v2",
+     {1.0f, 0.5f, 4.0f, 10.0f, 0.25f, 2.0f},
+     {0.0f, -0.6931471806f, 1.386294361f, 2.302585093f, -1.386294361f,
+      0.6931471806f}},
+    {"neg", keel_neg, "cnnlNegTensor",
+     {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 0.0f},
+     {-1.5f, 2.0f, -0.25f, -3.0f, 0.5f, -0.0f}},
+    {"abs", keel_abs, "cnnlAbs",
+     {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, -0.0f},
+     {1.5f, 2.0f, 0.25f, 3.0f, 0.5f, 0.0f}},
+    {"sigmoid", keel_sigmoid, "cnnlActivationForward",
+     {0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f},
+     {0.5f, 0.7310585786f, 0.2689414214f, 0.8807970780f, 0.1192029220f,
+      0.6224593312f}},
+    {"tanh", keel_tanh, "cnnlActivationForward",
+     {0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f},
+     {0.0f, 0.7615941560f, -0.7615941560f, 0.9640275801f, -0.9640275801f,
+      0.4621171573f}},
+};
+#define NUNARY (sizeof(unary_cases) / sizeof(unary_cases[0]))
+
+static keel_status run_unary(const struct unary_case *c, float out[6])
+{
+    const int64_t dims[2] = {2, 3};
+    keel_tensor *in = NULL, *res = NULL;
+    keel_status st = keel_tensor_from_floats(c->in, 2, dims, KEEL_F32,
+                                             "mlu:0", &in);
+
+    CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
+    st = c->fn(in, &res);
+    if (st == KEEL_STATUS_OK)
+        st = keel_tensor_to_host(res, out, 6 * sizeof(float));
+    keel_tensor_free(res);
+    keel_tensor_free(in);
+    return st;
+}
+
+static void t_unary_kernels(void)
+{
+    float got[6];
+
+    for (size_t c = 0; c < NUNARY; c++) {
+        printf("\n    %s", unary_cases[c].name);
+        CU_ASSERT_EQUAL_FATAL(run_unary(&unary_cases[c], got),
+                              KEEL_STATUS_OK);
+        for (int i = 0; i < 6; i++) {
+            float d = got[i] - unary_cases[c].want[i];
+            CU_ASSERT(d < 1e-6f && d > -1e-6f);
+        }
+    }
+}
+
+/* copy: the transpose of lhs (a strided view) made contiguous. */
+static keel_status run_copy(float out[6])
+{
+    const int64_t dims[2] = {2, 3};
+    keel_tensor *in = NULL, *t = NULL, *res = NULL;
+    keel_status st = keel_tensor_from_floats(lhs, 2, dims, KEEL_F32, "mlu:0",
+                                             &in);
+
+    CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
+    st = keel_transpose(in, 0, 1, &t);
+    if (st == KEEL_STATUS_OK)
+        st = keel_contiguous(t, &res);
+    if (st == KEEL_STATUS_OK)
+        st = keel_tensor_to_host(res, out, 6 * sizeof(float));
+    keel_tensor_free(res);
+    keel_tensor_free(t);
+    keel_tensor_free(in);
+    return st;
+}
+
+static void t_copy_kernel(void)
+{
+    static const float want[6] = {1.5f, 3.0f, -2.0f, -0.5f, 0.25f, 0.0f};
+    uint64_t before = keel_fallback_count(KEEL_OP_COPY);
+    float got[6];
+
+    CU_ASSERT_EQUAL_FATAL(run_copy(got), KEEL_STATUS_OK);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(got[i], want[i]);
+    CU_ASSERT_EQUAL(keel_fallback_count(KEEL_OP_COPY), before);
 }
 
 static void t_kernel_failures(void)
@@ -253,6 +360,76 @@ static void t_kernel_failures(void)
     arm("cnnlActivationForward", CNNL_STATUS_BAD_PARAM);
     CU_ASSERT_EQUAL(run_op('r', got), KEEL_STATUS_NOT_SUPPORTED);
     saw("cnnlActivationForward", "CNNL_STATUS_BAD_PARAM");
+
+    /* each new op's CNNL call, failing, is named in the error */
+    arm("cnnlOpTensor", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_op('s', got), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlOpTensor", "CNNL_STATUS_EXECUTION_FAILED");
+    arm("cnnlDiv_v2", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_op('d', got), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlDiv_v2", "CNNL_STATUS_EXECUTION_FAILED");
+    for (size_t c = 0; c < NUNARY; c++) {
+        arm(unary_cases[c].cnnl, CNNL_STATUS_EXECUTION_FAILED);
+        CU_ASSERT_EQUAL(run_unary(&unary_cases[c], got),
+                        KEEL_STATUS_DEVICE_ERROR);
+        saw(unary_cases[c].cnnl, "CNNL_STATUS_EXECUTION_FAILED");
+    }
+    arm("cnnlCopy", CNNL_STATUS_EXECUTION_FAILED);
+    CU_ASSERT_EQUAL(run_copy(got), KEEL_STATUS_DEVICE_ERROR);
+    saw("cnnlCopy", "CNNL_STATUS_EXECUTION_FAILED");
+}
+
+/* What the new kernels refuse at phase 1, called directly (so the status
+ * is the kernel's own, with no dispatch around it): a view with a
+ * negative stride and one of 2^31 elements (no CNNL descriptor says
+ * them). */
+static void t_kernel_refusals(void)
+{
+    const keel_plugin_api *api = mlu_table(NULL);
+    keel_dptr d[3] = {0};
+    keel_tensor_desc td[3];
+    keel_kernel_args a;
+    keel_kernel k;
+    keel_status st;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    memset(td, 0, sizeof(td));
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(mlu0, 64, &d[i]),
+                              KEEL_STATUS_OK);
+        td[i] = (keel_tensor_desc){.data = d[i], .dtype = KEEL_F32, .ndim = 1};
+        td[i].shape[0] = 4;
+        td[i].strides[0] = 1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.struct_size = (uint32_t)KEEL_KERNEL_ARGS_MIN_SIZE;
+    a.outputs = &td[2];
+    a.num_outputs = 1;
+
+    /* copy of x[::-1]: its data points at the last element */
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "copy", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    td[0].data = d[0] + 3 * sizeof(float);
+    td[0].strides[0] = -1;
+    a.inputs = td;
+    a.num_inputs = 1;
+    st = k.fn(k.kernel_data, &a);
+    printf("\n    copy of a reversed view: %s", keel_status_name(st));
+    CU_ASSERT_EQUAL(st, KEEL_STATUS_NOT_SUPPORTED);
+    td[0].data = d[0];
+    td[0].strides[0] = 1;
+
+    /* divide of 2^31 elements: a size past INT_MAX (never touched) */
+    CU_ASSERT_EQUAL_FATAL(api->kernel->lookup(0, "divide", KEEL_F32, &k),
+                          KEEL_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        td[i].shape[0] = (int64_t)1 << 31;
+    a.num_inputs = 2;
+    st = k.fn(k.kernel_data, &a);
+    printf("\n    divide of 2^31 elements: %s", keel_status_name(st));
+    CU_ASSERT_EQUAL(st, KEEL_STATUS_NOT_SUPPORTED);
+    for (int i = 0; i < 3; i++)
+        keel_mem_free(mlu0, d[i]);
 }
 
 /* add's workspace is a block of the core's caching allocator: x, y, the
@@ -370,7 +547,11 @@ int main(int argc, char **argv)
         s = CU_add_suite("mlu over the stand-in Neuware", standin_setup, NULL);
         CU_add_test(s, "CNRT failures map to keel statuses", t_translation);
         CU_add_test(s, "CNNL add, multiply, relu compute", t_kernels);
+        CU_add_test(s, "CNNL sqrt, exp, log, neg, abs, sigmoid, tanh",
+                    t_unary_kernels);
+        CU_add_test(s, "CNNL copy of a strided view", t_copy_kernel);
         CU_add_test(s, "CNNL failures and refusals", t_kernel_failures);
+        CU_add_test(s, "phase-1 refusals", t_kernel_refusals);
         CU_add_test(s, "the workspace comes from the core", t_workspace);
         CU_add_test(s, "older core: cnrtMalloc workspace",
                     t_workspace_older_core);
