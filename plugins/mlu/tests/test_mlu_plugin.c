@@ -13,6 +13,8 @@
  *                               mode: no CPU fallback), their workspace
  *                               comes from the core, and visible devices
  *                               are refused after init.
+ *   test_mlu_plugin partial     over a stand-in built without cnnlExp_v2:
+ *                               exp is not offered, the rest still is.
  *   test_mlu_plugin visible     over the stand-in's 2 devices with
  *                               KEEL_VISIBLE_DEVICES=mlu:1: one device,
  *                               CNRT's device 1, and it works.
@@ -520,19 +522,55 @@ static void t_visible(void)
     CU_ASSERT_EQUAL(keel_mem_free(pl, p), KEEL_STATUS_OK);
 }
 
+/* Over the partial stand-in (no cnnlExp_v2): exp is not offered, so in
+ * strict mode it fails instead of falling back, while sqrt and log, whose
+ * entry points are there, still compute. */
+static void t_partial(void)
+{
+    const keel_plugin_api *api = mlu_table(NULL);
+    keel_kernel k;
+    float got[6];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "exp", KEEL_F32, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "sqrt", KEEL_F32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "add", KEEL_F32, &k),
+                    KEEL_STATUS_OK);
+    for (size_t c = 0; c < NUNARY; c++) {
+        keel_status st = run_unary(&unary_cases[c], got);
+        if (!strcmp(unary_cases[c].name, "exp")) {
+            CU_ASSERT_NOT_EQUAL(st, KEEL_STATUS_OK);
+            continue;
+        }
+        if (strcmp(unary_cases[c].name, "sqrt") &&
+            strcmp(unary_cases[c].name, "log"))
+            continue;
+        CU_ASSERT_EQUAL_FATAL(st, KEEL_STATUS_OK);
+        for (int i = 0; i < 6; i++) {
+            float d = got[i] - unary_cases[c].want[i];
+            CU_ASSERT(d < 1e-6f && d > -1e-6f);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     bool standin = argc >= 2 && !strcmp(argv[1], "standin");
     bool visible = argc >= 2 && !strcmp(argv[1], "visible");
+    bool partial = argc >= 2 && !strcmp(argv[1], "partial");
     CU_pSuite s;
     unsigned bad;
 
-    if (!standin && !visible && (argc < 3 || strcmp(argv[1], "none"))) {
-        fprintf(stderr, "usage: %s none TEXT | standin | visible\n", argv[0]);
+    if (!standin && !visible && !partial &&
+        (argc < 3 || strcmp(argv[1], "none"))) {
+        fprintf(stderr, "usage: %s none TEXT | standin | visible | partial\n",
+                argv[0]);
         return 2;
     }
-    reason_text = standin || visible ? "" : argv[2];
-    if (!standin && !visible && !getenv("KEEL_MLU_CNRT_LIBRARY") &&
+    reason_text = standin || visible || partial ? "" : argv[2];
+    if (!standin && !visible && !partial && !getenv("KEEL_MLU_CNRT_LIBRARY") &&
         keel_device_count("mlu") > 0) {
         printf("SKIP: a libcnrt.so with devices is on the library path\n");
         keel_shutdown();
@@ -540,7 +578,11 @@ int main(int argc, char **argv)
     }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    if (visible) {
+    if (partial) {
+        s = CU_add_suite("mlu over a stand-in without cnnlExp_v2",
+                         standin_setup, NULL);
+        CU_add_test(s, "exp falls back, the others stay", t_partial);
+    } else if (visible) {
         s = CU_add_suite("mlu with KEEL_VISIBLE_DEVICES", NULL, NULL);
         CU_add_test(s, "mlu:1 only", t_visible);
     } else if (standin) {
