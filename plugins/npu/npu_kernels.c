@@ -18,9 +18,16 @@
  * pair along the `axis` attribute, passed to aclnn normalised) and
  * matmul (float32, float16) for 2-D operands only: the core hands the
  * transposes over as strides, which aclnn views carry; batched and 1-D
- * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast between
- * any two of float32, float16, bfloat16, int32, int64. Which of them a given Ascend part
- * runs is aclnn's business; a refusal falls back as above.
+ * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast
+ * between any two of float32, float16, bfloat16, int32, int64.
+ *
+ * The elementwise set (second table, NPU_OPAPI_EW_FUNCS, each kernel
+ * offered only when its own two entry points resolved): subtract, neg,
+ * abs and copy (float32, float16, bfloat16, int32, int64); divide, exp,
+ * log, sqrt, sigmoid, tanh, silu and gelu in both forms (float32,
+ * float16, bfloat16); maximum and minimum in int32 and int64 only (their
+ * NaN rule is not documented by aclnn, see ewdefs). Which of them a given
+ * Ascend part runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
 #include <inttypes.h>
