@@ -449,7 +449,21 @@ static void test_ew_int_and_copy(void)
 
 static void test_ew_errors(void)
 {
+    keel_plugin_info info;
+    const keel_plugin_api *api = keel_plugin_table(npu_index(&info));
+    keel_kernel k;
     float got[5];
+
+    /* maximum / minimum: integers only (aclnn's NaN rule is unknown) */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "maximum", KEEL_I32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "maximum", KEEL_F32, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "minimum", KEEL_F16, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "divide", KEEL_I32, &k),
+                    KEEL_STATUS_NOT_FOUND);
 
     /* phase 1 refuses: NOT_SUPPORTED (strict mode: no CPU fallback) */
     fail_next("aclnnSubGetWorkspaceSize", 161002);
@@ -752,8 +766,9 @@ int main(int argc, char **argv)
         CU_add_test(suite, "aclnn maximum, minimum (int32), copy; "
                     "aclnnInplaceCopy fails -> DEVICE_ERROR",
                     test_ew_int_and_copy);
-        CU_add_test(suite, "aclnnSub refuses -> NOT_SUPPORTED; aclnnGeluV2 "
-                    "fails -> DEVICE_ERROR", test_ew_errors);
+        CU_add_test(suite, "float maximum not offered; aclnnSub refuses -> "
+                    "NOT_SUPPORTED; aclnnGeluV2 fails -> DEVICE_ERROR",
+                    test_ew_errors);
         CU_add_test(suite, "the workspace comes from the core",
                     test_workspace_from_core);
         CU_add_test(suite, "older core: own workspace; aclrtMalloc fails -> "
