@@ -308,4 +308,50 @@ typedef enum aclFormat {
       (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
        aclrtStream stream))
 
+/* The elementwise arithmetic, activations and copy (npu_kernels.c). Not
+ * required: each is resolved on its own with dlsym, and a kernel is offered
+ * only when both of its halves resolved, so a CANN without one of them
+ * keeps the others. Every phase 2 has the signature of aclnnAdd. */
+#define NPU_OPAPI_EW_PHASE2(X, name)                                          \
+    X(aclnnStatus, name,                                                      \
+      (void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,      \
+       aclrtStream stream))
+/* out = f(self, other) */
+#define NPU_OPAPI_EW_BINARY(X, name, phase1)                                  \
+    X(aclnnStatus, phase1,                                                    \
+      (const aclTensor *self, const aclTensor *other, aclTensor *out,         \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    NPU_OPAPI_EW_PHASE2(X, name)
+/* out = f(self) */
+#define NPU_OPAPI_EW_UNARY(X, name, phase1)                                   \
+    X(aclnnStatus, phase1,                                                    \
+      (const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,        \
+       aclOpExecutor **executor))                                             \
+    NPU_OPAPI_EW_PHASE2(X, name)
+
+#define NPU_OPAPI_EW_FUNCS(X)                                                 \
+    X(aclnnStatus, aclnnSubGetWorkspaceSize,                                  \
+      (const aclTensor *self, const aclTensor *other, const aclScalar *alpha, \
+       aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor))    \
+    NPU_OPAPI_EW_PHASE2(X, aclnnSub)                                          \
+    NPU_OPAPI_EW_BINARY(X, aclnnDiv, aclnnDivGetWorkspaceSize)                \
+    NPU_OPAPI_EW_BINARY(X, aclnnMaximum, aclnnMaximumGetWorkspaceSize)        \
+    NPU_OPAPI_EW_BINARY(X, aclnnMinimum, aclnnMinimumGetWorkspaceSize)        \
+    NPU_OPAPI_EW_UNARY(X, aclnnNeg, aclnnNegGetWorkspaceSize)                 \
+    NPU_OPAPI_EW_UNARY(X, aclnnAbs, aclnnAbsGetWorkspaceSize)                 \
+    NPU_OPAPI_EW_UNARY(X, aclnnExp, aclnnExpGetWorkspaceSize)                 \
+    NPU_OPAPI_EW_UNARY(X, aclnnLog, aclnnLogGetWorkspaceSize)                 \
+    NPU_OPAPI_EW_UNARY(X, aclnnSqrt, aclnnSqrtGetWorkspaceSize)               \
+    NPU_OPAPI_EW_UNARY(X, aclnnSigmoid, aclnnSigmoidGetWorkspaceSize)         \
+    NPU_OPAPI_EW_UNARY(X, aclnnTanh, aclnnTanhGetWorkspaceSize)               \
+    NPU_OPAPI_EW_UNARY(X, aclnnSilu, aclnnSiluGetWorkspaceSize)               \
+    X(aclnnStatus, aclnnGeluV2GetWorkspaceSize,                               \
+      (const aclTensor *x, int64_t approximate, aclTensor *y,                 \
+       uint64_t *workspaceSize, aclOpExecutor **executor))                    \
+    NPU_OPAPI_EW_PHASE2(X, aclnnGeluV2)                                       \
+    X(aclnnStatus, aclnnInplaceCopyGetWorkspaceSize,                          \
+      (aclTensor *selfRef, const aclTensor *src, uint64_t *workspaceSize,     \
+       aclOpExecutor **executor))                                             \
+    NPU_OPAPI_EW_PHASE2(X, aclnnInplaceCopy)
+
 #endif /* KEEL_NPU_ACL_API_H */

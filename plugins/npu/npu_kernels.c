@@ -18,9 +18,16 @@
  * pair along the `axis` attribute, passed to aclnn normalised) and
  * matmul (float32, float16) for 2-D operands only: the core hands the
  * transposes over as strides, which aclnn views carry; batched and 1-D
- * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast between
- * any two of float32, float16, bfloat16, int32, int64. Which of them a given Ascend part
- * runs is aclnn's business; a refusal falls back as above.
+ * launches, and an empty inner dimension, answer NOT_SUPPORTED; cast
+ * between any two of float32, float16, bfloat16, int32, int64.
+ *
+ * The elementwise set (second table, NPU_OPAPI_EW_FUNCS, each kernel
+ * offered only when its own two entry points resolved): subtract, neg,
+ * abs and copy (float32, float16, bfloat16, int32, int64); divide, exp,
+ * log, sqrt, sigmoid, tanh, silu and gelu in both forms (float32,
+ * float16, bfloat16); maximum and minimum in int32 and int64 only (their
+ * NaN rule is not documented by aclnn, see ewdefs). Which of them a given
+ * Ascend part runs is aclnn's business; a refusal falls back as above.
  */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -64,6 +71,103 @@ static struct npu_kdef kdefs[] = {
      -1},
 };
 
+/* The elementwise kernels of NPU_OPAPI_EW_FUNCS (acl_api.h): each one's two
+ * entry points are resolved on their own, and a kernel missing either is
+ * not offered. */
+static struct {
+#define NPU_EW_MEMBER(ret, name, params) ret(*name) params;
+    NPU_OPAPI_EW_FUNCS(NPU_EW_MEMBER)
+#undef NPU_EW_MEMBER
+} ewf;
+
+typedef aclnnStatus (*npu_ew_binary)(const aclTensor *self,
+                                     const aclTensor *other, aclTensor *out,
+                                     uint64_t *ws, aclOpExecutor **ex);
+typedef aclnnStatus (*npu_ew_unary)(const aclTensor *self, aclTensor *out,
+                                    uint64_t *ws, aclOpExecutor **ex);
+
+enum npu_ew_form {
+    EW_SUB,    /* aclnnSub: self - alpha * other, alpha 1 */
+    EW_BINARY, /* out = f(self, other) */
+    EW_UNARY,  /* out = f(self) */
+    EW_GELU,   /* aclnnGeluV2 with keel's `approximate` as its mode */
+    EW_COPY,   /* aclnnInplaceCopy(out, in) */
+};
+
+struct npu_ewdef {
+    const char *name;
+    enum npu_ew_form form;
+    uint32_t dtypes;     /* KEEL_DTYPE_BIT mask */
+    const char *call;    /* phase 2's name; phase 1 adds GetWorkspaceSize */
+    npu_ew_binary *bin;  /* EW_BINARY's phase 1 */
+    npu_ew_unary *un;    /* EW_UNARY's phase 1 */
+    npu_aclnn_phase2 *p2;
+    bool have;           /* both halves resolved */
+    int op;              /* catalog id */
+};
+
+#define INT_DTYPES (KEEL_DTYPE_BIT(KEEL_I32) | KEEL_DTYPE_BIT(KEEL_I64))
+#define EW_BIN(kname, fn, dt)                                               \
+    {kname, EW_BINARY, dt, #fn, &ewf.fn##GetWorkspaceSize, NULL, &ewf.fn,   \
+     false, -1}
+#define EW_UN(kname, fn, dt)                                                \
+    {kname, EW_UNARY, dt, #fn, NULL, &ewf.fn##GetWorkspaceSize, &ewf.fn,    \
+     false, -1}
+
+/*
+ * Dtypes: the catalog's, cut to those aclnn documents for the operator
+ * and the stand-in computes. divide: float only (the catalog casts
+ * integer inputs to float32 before the kernel). maximum / minimum: the
+ * catalog wants NaN when either input is NaN; aclnnMaximum / aclnnMinimum's
+ * own documentation does not say what a NaN gives, so float launches are
+ * not offered (the CPU kernel runs them) and only int32 / int64, where no
+ * NaN exists, go to aclnn. copy: one dtype on both sides (the catalog's
+ * `same` rule), any strides on the input.
+ */
+static struct npu_ewdef ewdefs[] = {
+    {"subtract", EW_SUB, BINARY_DTYPES, "aclnnSub", NULL, NULL, &ewf.aclnnSub,
+     false, -1},
+    EW_BIN("divide", aclnnDiv, FLOAT_DTYPES),
+    EW_BIN("maximum", aclnnMaximum, INT_DTYPES),
+    EW_BIN("minimum", aclnnMinimum, INT_DTYPES),
+    EW_UN("neg", aclnnNeg, BINARY_DTYPES),
+    EW_UN("abs", aclnnAbs, BINARY_DTYPES),
+    EW_UN("exp", aclnnExp, FLOAT_DTYPES),
+    EW_UN("log", aclnnLog, FLOAT_DTYPES),
+    EW_UN("sqrt", aclnnSqrt, FLOAT_DTYPES),
+    EW_UN("sigmoid", aclnnSigmoid, FLOAT_DTYPES),
+    EW_UN("tanh", aclnnTanh, FLOAT_DTYPES),
+    EW_UN("silu", aclnnSilu, FLOAT_DTYPES),
+    {"gelu", EW_GELU, FLOAT_DTYPES, "aclnnGeluV2", NULL, NULL,
+     &ewf.aclnnGeluV2, false, -1},
+    {"copy", EW_COPY, BINARY_DTYPES, "aclnnInplaceCopy", NULL, NULL,
+     &ewf.aclnnInplaceCopy, false, -1},
+};
+
+static void npu_ew_load(void *h)
+{
+#define NPU_EW_RESOLVE(ret, name, params) \
+    *(void **)&ewf.name = dlsym(h, #name);
+    NPU_OPAPI_EW_FUNCS(NPU_EW_RESOLVE)
+#undef NPU_EW_RESOLVE
+    for (size_t i = 0; i < sizeof(ewdefs) / sizeof(ewdefs[0]); i++) {
+        struct npu_ewdef *k = &ewdefs[i];
+        bool p1;
+        switch (k->form) {
+        case EW_SUB: p1 = ewf.aclnnSubGetWorkspaceSize != NULL; break;
+        case EW_GELU: p1 = ewf.aclnnGeluV2GetWorkspaceSize != NULL; break;
+        case EW_COPY: p1 = ewf.aclnnInplaceCopyGetWorkspaceSize != NULL; break;
+        case EW_BINARY: p1 = *k->bin != NULL; break;
+        default: p1 = *k->un != NULL; break;
+        }
+        k->have = p1 && *k->p2 != NULL;
+        k->op = keel_kit_op_id(k->name);
+        if (!k->have)
+            npu_log(KEEL_LOG_INFO, "npu: %s lacks %s or its phase 1: %s runs "
+                    "on the CPU fallback", NPU_OPAPI_SONAME, k->call, k->name);
+    }
+}
+
 /* ---- loading -------------------------------------------------------------- */
 
 void npu_kernels_load(void)
@@ -99,6 +203,7 @@ void npu_kernels_load(void)
     for (size_t i = 0; i < sizeof(kdefs) / sizeof(kdefs[0]); i++)
         kdefs[i].op = keel_kit_op_id(kdefs[i].name);
     OPAPI.lib = h;
+    npu_ew_load(h);
     npu_kernels_nn_load(h);
     npu_kernels_train_load(h);
 }
@@ -110,6 +215,9 @@ void npu_kernels_unload(void)
     if (OPAPI.lib)
         dlclose(OPAPI.lib);
     memset(&OPAPI, 0, sizeof(OPAPI));
+    memset(&ewf, 0, sizeof(ewf));
+    for (size_t i = 0; i < sizeof(ewdefs) / sizeof(ewdefs[0]); i++)
+        ewdefs[i].have = false;
 }
 
 /* ---- descriptors ------------------------------------------------------------ */
@@ -348,6 +456,93 @@ out:
     return st;
 }
 
+/* The elementwise kernels and copy: operands already broadcast to the
+ * output's shape (stride-0 dims included, which aclnn views take), one
+ * dtype throughout. */
+static keel_status ew_run(void *kernel_data, const keel_kernel_args *a)
+{
+    const struct npu_ewdef *k = kernel_data;
+    aclTensor *t[3] = {NULL, NULL, NULL};
+    aclScalar *alpha = NULL;
+    aclOpExecutor *ex = NULL;
+    struct keel_stream_s *s;
+    uint64_t ws = 0;
+    keel_kit_msg msg;
+    keel_status st;
+    int nin = k->form == EW_SUB || k->form == EW_BINARY ? 2 : 1;
+    char phase1[64];
+    aclnnStatus e;
+
+    if (!a)
+        return npu_fail(KEEL_STATUS_INVALID_ARGUMENT, "%s: args is NULL",
+                        k->name);
+    if ((st = keel_kit_check(k->op, a, &msg)))
+        return npu_fail(st, "%s", msg.text);
+    if ((st = npu_enter(a->device, k->name)) ||
+        (st = npu_stream_get(a->device, a->stream, k->name, &s)))
+        return st;
+    for (int i = 0; i < nin; i++)
+        if (a->inputs[i].dtype != a->outputs[0].dtype ||
+            !(k->dtypes & KEEL_DTYPE_BIT(a->inputs[i].dtype)))
+            return npu_fail(KEEL_STATUS_NOT_SUPPORTED,
+                            "%s: %s is not handled", k->name,
+                            keel_kit_dtype_name(a->inputs[i].dtype));
+    if (keel_kit_numel(&a->outputs[0]) == 0)
+        return KEEL_STATUS_OK;
+    for (int i = 0; i < nin && !st; i++)
+        t[i] = npu_describe(&a->inputs[i], &st);
+    if (!st)
+        t[2] = npu_describe(&a->outputs[0], &st);
+    if (st)
+        goto out;
+    snprintf(phase1, sizeof(phase1), "%sGetWorkspaceSize", k->call);
+
+    switch (k->form) {
+    case EW_SUB: {
+        /* out = self - alpha * other with alpha 1, as keel's x - y */
+        float one_f = 1.0f;
+        int64_t one_i = 1;
+        bool fl = keel_kit_float_dtype(a->inputs[0].dtype);
+        alpha = fl ? OPAPI.aclCreateScalar(&one_f, ACL_FLOAT)
+                   : OPAPI.aclCreateScalar(&one_i, ACL_INT64);
+        if (!alpha) {
+            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                          "aclCreateScalar(1) returned NULL");
+            goto out;
+        }
+        e = ewf.aclnnSubGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
+        break;
+    }
+    case EW_BINARY:
+        e = (*k->bin)(t[0], t[1], t[2], &ws, &ex);
+        break;
+    case EW_GELU:
+        /* aclnnGeluV2's mode 0 is the erf form x * Phi(x), 1 the tanh
+         * form: keel's approximate false / true, the same formulas */
+        e = ewf.aclnnGeluV2GetWorkspaceSize(
+            t[0], keel_kit_attr_i(a, "approximate", 0) ? 1 : 0, t[2], &ws,
+            &ex);
+        break;
+    case EW_COPY:
+        /* selfRef is keel's output, src its strided input */
+        e = ewf.aclnnInplaceCopyGetWorkspaceSize(t[2], t[0], &ws, &ex);
+        break;
+    default:
+        e = (*k->un)(t[0], t[2], &ws, &ex);
+        break;
+    }
+    if ((st = npu_aclnn_check(e, false, a->device, phase1)))
+        goto out;
+    st = npu_aclnn_launch(a, s, k->name, ws, ex, *k->p2, k->call);
+out:
+    for (int i = 0; i < 3; i++)
+        if (t[i])
+            OPAPI.aclDestroyTensor(t[i]);
+    if (alpha)
+        OPAPI.aclDestroyScalar(alpha);
+    return st;
+}
+
 static keel_status npu_lookup(int32_t device, const char *op_name,
                               keel_dtype dtype, keel_kernel *kernel)
 {
@@ -369,6 +564,15 @@ static keel_status npu_lookup(int32_t device, const char *op_name,
             !(k->dtypes & KEEL_DTYPE_BIT(dtype)))
             continue;
         kernel->fn = run;
+        kernel->kernel_data = k;
+        return KEEL_STATUS_OK;
+    }
+    for (size_t i = 0; i < sizeof(ewdefs) / sizeof(ewdefs[0]); i++) {
+        struct npu_ewdef *k = &ewdefs[i];
+        if (!k->have || k->op < 0 || strcmp(k->name, op_name) ||
+            !(k->dtypes & KEEL_DTYPE_BIT(dtype)))
+            continue;
+        kernel->fn = ew_run;
         kernel->kernel_data = k;
         return KEEL_STATUS_OK;
     }

@@ -31,7 +31,8 @@
  * ACL_STANDIN_FAULT plants a bug that conformance must catch: corrupt_d2h
  * flips a byte of every device-to-host copy, skip_wait makes
  * aclrtStreamWaitEvent wait for nothing, add_wrong puts 1 too much into
- * one element of every aclnnAdd result, matmul_wrong into the first
+ * one element of every aclnnAdd result, sub_wrong likewise into every
+ * aclnnSub result, matmul_wrong into the first
  * element of every aclnnMatmul result, allreduce_wrong likewise into
  * one element of every HcclAllReduce result.
  *
@@ -67,6 +68,7 @@
 #define STANDIN_PROTO(ret, name, params) API ret name params;
 NPU_ACL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
 NPU_OPAPI_FUNCS(STANDIN_PROTO)
+NPU_OPAPI_EW_FUNCS(STANDIN_PROTO)
 NPU_HCCL_FUNCS(STANDIN_PROTO, STANDIN_PROTO)
 #undef STANDIN_PROTO
 API void acl_standin_fail_next(const char *name, int code);
@@ -149,7 +151,8 @@ static struct {
     struct sblock *blocks;
     struct sstream *streams;
     struct report *reports;
-    bool corrupt_d2h, skip_wait, add_wrong, matmul_wrong, allreduce_wrong;
+    bool corrupt_d2h, skip_wait, add_wrong, sub_wrong, matmul_wrong,
+        allreduce_wrong;
     /* one armed failure */
     char fail_name[64];
     int fail_code;
@@ -209,6 +212,7 @@ static void arm_from_env(void)
     g.corrupt_d2h = fault && !strcmp(fault, "corrupt_d2h");
     g.skip_wait = fault && !strcmp(fault, "skip_wait");
     g.add_wrong = fault && !strcmp(fault, "add_wrong");
+    g.sub_wrong = fault && !strcmp(fault, "sub_wrong");
     g.matmul_wrong = fault && !strcmp(fault, "matmul_wrong");
     g.allreduce_wrong = fault && !strcmp(fault, "allreduce_wrong");
     nn_conv_wrong = fault && !strcmp(fault, "conv_wrong");
@@ -1156,13 +1160,23 @@ API aclError aclrtProcessReport(int32_t timeout)
 /* struct aclTensor and struct aclScalar: acl_standin_internal.h */
 
 enum op_kind { OP_ADD, OP_MUL, OP_RELU, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_MATMUL,
-               OP_CAST, OP_HOST };
+               OP_CAST, OP_HOST,
+               /* the elementwise set (NPU_OPAPI_EW_FUNCS) */
+               OP_SUB, OP_DIV, OP_MAX, OP_MIN, OP_NEG, OP_ABS, OP_EXP, OP_LOG,
+               OP_SQRT, OP_SIGMOID, OP_TANH, OP_SILU, OP_GELU, OP_COPY };
 
 /* The ops with one operand. */
 static bool op_unary(enum op_kind k)
 {
     return k == OP_RELU || k == OP_SOFTMAX || k == OP_LOG_SOFTMAX ||
-           k == OP_CAST;
+           k == OP_CAST || (k >= OP_NEG && k <= OP_COPY);
+}
+
+/* The ops that take integer dtypes too. */
+static bool op_any_dtype(enum op_kind k)
+{
+    return k == OP_ADD || k == OP_MUL || k == OP_SUB || k == OP_MAX ||
+           k == OP_MIN || k == OP_NEG || k == OP_ABS || k == OP_COPY;
 }
 
 struct aclOpExecutor {
@@ -1171,6 +1185,7 @@ struct aclOpExecutor {
     double alpha_f;
     int64_t alpha_i;
     int dim; /* the softmax pair: the axis, normalised (0 for 0-d) */
+    int64_t approx; /* aclnnGeluV2's mode: 0 erf, 1 tanh */
     uint64_t ws; /* the workspace it asked for */
     int device;
     struct aclOpExecutor *next, **prev; /* planned, not yet launched */
@@ -1400,12 +1415,12 @@ static aclnnStatus op_plan(enum op_kind kind, const aclTensor *x,
     if (inj)
         return inj;
     if (!x || !out || !ws || !ex || (!op_unary(kind) && !y) ||
-        (kind == OP_ADD && !alpha))
+        ((kind == OP_ADD || kind == OP_SUB) && !alpha))
         return err(161001, "%s: a NULL argument", call);
     if (kind == OP_MATMUL ? !mm_views_ok(x, y, out)
         : kind == OP_CAST ? !same_dims(x, out)
                           : (!same_view(x, out) || (y && !same_view(y, out)) ||
-                             (op_unary(kind) && !dt_float(x->dt))))
+                             (!op_any_dtype(kind) && !dt_float(x->dt))))
         return err(161002, "%s: operands disagree (the stand-in does not "
                    "broadcast; keel sends operands already broadcast)", call);
     e = calloc(1, sizeof(*e));
@@ -1648,6 +1663,54 @@ static void cast_run(struct aclOpExecutor *x)
     free(x);
 }
 
+/* One element of the elementwise float ops, in double, as aclnn
+ * documents each: Sub is self - alpha * other, Maximum / Minimum give NaN
+ * when either side is NaN, GeluV2 mode 0 is x * Phi(x) with the erf, mode
+ * 1 the tanh form. */
+static double ew_float(const struct aclOpExecutor *x, double p, double q)
+{
+    switch (x->kind) {
+    case OP_RELU: return p > 0 ? p : (p != p ? p : 0.0);
+    case OP_ADD: return p + x->alpha_f * q;
+    case OP_SUB: return p - x->alpha_f * q;
+    case OP_MUL: return p * q;
+    case OP_DIV: return p / q;
+    case OP_MAX: return p != p || q != q ? NAN : (p > q ? p : q);
+    case OP_MIN: return p != p || q != q ? NAN : (p < q ? p : q);
+    case OP_NEG: return -p;
+    case OP_ABS: return fabs(p);
+    case OP_EXP: return exp(p);
+    case OP_LOG: return log(p);
+    case OP_SQRT: return sqrt(p);
+    case OP_SIGMOID: return 1.0 / (1.0 + exp(-p));
+    case OP_TANH: return tanh(p);
+    case OP_SILU: return p / (1.0 + exp(-p));
+    case OP_GELU:
+        if (x->approx)
+            return 0.5 * p * (1.0 + tanh(sqrt(2.0 / M_PI) *
+                                         (p + 0.044715 * p * p * p)));
+        return 0.5 * p * (1.0 + erf(p / sqrt(2.0)));
+    default: return p; /* OP_COPY */
+    }
+}
+
+/* The integer ops: two's complement, wrapping as the device does. */
+static int64_t ew_int(const struct aclOpExecutor *x, int64_t p, int64_t q)
+{
+    uint64_t u = (uint64_t)p, v = (uint64_t)q;
+
+    switch (x->kind) {
+    case OP_ADD: return (int64_t)(u + (uint64_t)x->alpha_i * v);
+    case OP_SUB: return (int64_t)(u - (uint64_t)x->alpha_i * v);
+    case OP_MUL: return (int64_t)(u * v);
+    case OP_MAX: return p > q ? p : q;
+    case OP_MIN: return p < q ? p : q;
+    case OP_NEG: return (int64_t)(0 - u);
+    case OP_ABS: return p < 0 ? (int64_t)(0 - u) : p;
+    default: return p; /* OP_COPY */
+    }
+}
+
 static void op_run(struct aclOpExecutor *x)
 {
     int64_t idx[8] = {0}, total = 1;
@@ -1683,27 +1746,24 @@ static void op_run(struct aclOpExecutor *x)
             for (int i = 0; i < x->out.ndim; i++)
                 o[k] += idx[i] * v[k]->strides[i];
         const char *a = x->in[0].base + o[0] * (int64_t)es;
-        /* relu has no second operand */
-        const char *b = x->kind == OP_RELU ? NULL
-                                           : x->in[1].base + o[1] * (int64_t)es;
+        /* the unary ops have no second operand */
+        const char *b = op_unary(x->kind) ? NULL
+                                          : x->in[1].base + o[1] * (int64_t)es;
         char *c = x->out.base + o[2] * (int64_t)es;
         if (fl) {
-            double r, p = ld_f(&x->in[0], a);
-            if (x->kind == OP_RELU)
-                r = p > 0 ? p : (p != p ? p : 0.0);
-            else if (x->kind == OP_ADD)
-                r = p + x->alpha_f * ld_f(&x->in[1], b) +
-                    (g.add_wrong && n == total / 2 ? 1.0 : 0.0);
-            else
-                r = p * ld_f(&x->in[1], b);
+            double p = ld_f(&x->in[0], a);
+            double q = b ? ld_f(&x->in[1], b) : 0.0;
+            double r = ew_float(x, p, q) +
+                       (g.add_wrong && x->kind == OP_ADD && n == total / 2
+                            ? 1.0 : 0.0) +
+                       (g.sub_wrong && x->kind == OP_SUB && n == total / 2
+                            ? 1.0 : 0.0);
             /* a float32 op: round through float, as the device would */
             st_f(&x->out, c, (double)(float)r);
         } else {
-            uint64_t p = (uint64_t)ld_i(&x->in[0], a);
-            uint64_t q = (uint64_t)ld_i(&x->in[1], b);
-            uint64_t r = x->kind == OP_ADD ? p + (uint64_t)x->alpha_i * q
-                                           : p * q; /* wraps, as in C */
-            st_i(&x->out, c, (int64_t)r);
+            int64_t p = ld_i(&x->in[0], a);
+            int64_t q = b ? ld_i(&x->in[1], b) : 0;
+            st_i(&x->out, c, ew_int(x, p, q));
         }
         for (int i = x->out.ndim - 1; i >= 0; i--) {
             if (++idx[i] < x->out.dims[i])
@@ -1759,6 +1819,89 @@ API aclnnStatus aclnnRelu(void *workspace, uint64_t workspaceSize,
 {
     return op_launch(workspace, workspaceSize, executor, stream, "aclnnRelu");
 }
+
+/* ---- the elementwise set (NPU_OPAPI_EW_FUNCS) ------------------------------ */
+
+#define EW_LAUNCH(name)                                                     \
+    API aclnnStatus name(void *workspace, uint64_t workspaceSize,           \
+                         aclOpExecutor *executor, aclrtStream stream)       \
+    {                                                                       \
+        return op_launch(workspace, workspaceSize, executor, stream, #name); \
+    }
+#define EW_BINARY(name, kind)                                               \
+    API aclnnStatus name##GetWorkspaceSize(                                 \
+        const aclTensor *self, const aclTensor *other, aclTensor *out,      \
+        uint64_t *workspaceSize, aclOpExecutor **executor)                  \
+    {                                                                       \
+        return op_plan(kind, self, other, NULL, out, workspaceSize,         \
+                       executor, #name "GetWorkspaceSize");                 \
+    }                                                                       \
+    EW_LAUNCH(name)
+#define EW_UNARY(name, kind)                                                \
+    API aclnnStatus name##GetWorkspaceSize(                                 \
+        const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,     \
+        aclOpExecutor **executor)                                           \
+    {                                                                       \
+        return op_plan(kind, self, NULL, NULL, out, workspaceSize,          \
+                       executor, #name "GetWorkspaceSize");                 \
+    }                                                                       \
+    EW_LAUNCH(name)
+
+API aclnnStatus aclnnSubGetWorkspaceSize(const aclTensor *self,
+                                         const aclTensor *other,
+                                         const aclScalar *alpha,
+                                         aclTensor *out, uint64_t *workspaceSize,
+                                         aclOpExecutor **executor)
+{
+    return op_plan(OP_SUB, self, other, alpha, out, workspaceSize, executor,
+                   "aclnnSubGetWorkspaceSize");
+}
+EW_LAUNCH(aclnnSub)
+
+/* Div takes float operands only: the integer case (a true division to a
+ * float output) is not computed here. */
+EW_BINARY(aclnnDiv, OP_DIV)
+EW_BINARY(aclnnMaximum, OP_MAX)
+EW_BINARY(aclnnMinimum, OP_MIN)
+EW_UNARY(aclnnNeg, OP_NEG)
+EW_UNARY(aclnnAbs, OP_ABS)
+EW_UNARY(aclnnExp, OP_EXP)
+/* aclnnLog and aclnnSqrt: acl_standin_train.c's (the training kernels
+ * use them too), which compute the same elementwise ln and sqrt. */
+EW_UNARY(aclnnSigmoid, OP_SIGMOID)
+EW_UNARY(aclnnTanh, OP_TANH)
+EW_UNARY(aclnnSilu, OP_SILU)
+
+/* GeluV2: approximate 0 (erf) or 1 (tanh); anything else is refused. */
+API aclnnStatus aclnnGeluV2GetWorkspaceSize(const aclTensor *x,
+                                            int64_t approximate, aclTensor *y,
+                                            uint64_t *workspaceSize,
+                                            aclOpExecutor **executor)
+{
+    aclnnStatus e;
+
+    if (approximate != 0 && approximate != 1)
+        return err(161002, "aclnnGeluV2GetWorkspaceSize: approximate %lld",
+                   (long long)approximate);
+    e = op_plan(OP_GELU, x, NULL, NULL, y, workspaceSize, executor,
+                "aclnnGeluV2GetWorkspaceSize");
+    if (!e) /* still planned, so no other thread holds it yet */
+        (*executor)->approx = approximate;
+    return e;
+}
+EW_LAUNCH(aclnnGeluV2)
+
+/* InplaceCopy: src's view into selfRef's, one dtype and shape (aclnn
+ * would also cast and broadcast; keel sends neither). */
+API aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor *selfRef,
+                                                 const aclTensor *src,
+                                                 uint64_t *workspaceSize,
+                                                 aclOpExecutor **executor)
+{
+    return op_plan(OP_COPY, src, NULL, NULL, selfRef, workspaceSize, executor,
+                   "aclnnInplaceCopyGetWorkspaceSize");
+}
+EW_LAUNCH(aclnnInplaceCopy)
 
 /* Phase 1 of the softmax pair: dim in [-ndim, ndim), for 0-d 0 or -1. */
 static aclnnStatus sm_plan(enum op_kind kind, const aclTensor *self,

@@ -318,6 +318,162 @@ static void test_kernel_refusal(void)
     expect_msg("aclnnMulGetWorkspaceSize", "aclnnStatus 161002", NULL);
 }
 
+/* The elementwise set over the stand-in: [5] float32 operands on npu:0
+ * (x and y as in kernel_case; z positive, for log and sqrt). */
+enum ew_case { EW_SUB, EW_DIV, EW_NEG, EW_ABS, EW_EXP, EW_LOG, EW_SQRT,
+               EW_SIGMOID, EW_TANH, EW_SILU, EW_GELU, EW_GELU_TANH, EW_N };
+
+static keel_status ew_case(enum ew_case which, float *got)
+{
+    static const float xs[5] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f};
+    static const float ys[5] = {2.0f, 4.0f, -8.0f, 0.5f, 1.0f};
+    static const float zs[5] = {1.0f, 4.0f, 0.25f, 2.0f, 9.0f};
+    int64_t shape[1] = {5};
+    keel_tensor *x = NULL, *y = NULL, *u = NULL, *z = NULL;
+    keel_status st;
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(xs, 1, shape, KEEL_F32,
+                                                  "npu:0", &x),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(ys, 1, shape, KEEL_F32,
+                                                  "npu:0", &y),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(zs, 1, shape, KEEL_F32,
+                                                  "npu:0", &u),
+                          KEEL_STATUS_OK);
+    switch (which) {
+    case EW_SUB: st = keel_subtract(x, y, &z); break;
+    case EW_DIV: st = keel_divide(x, y, &z); break;
+    case EW_NEG: st = keel_neg(x, &z); break;
+    case EW_ABS: st = keel_abs(x, &z); break;
+    case EW_EXP: st = keel_exp(x, &z); break;
+    case EW_LOG: st = keel_log(u, &z); break;
+    case EW_SQRT: st = keel_sqrt(u, &z); break;
+    case EW_SIGMOID: st = keel_sigmoid(x, &z); break;
+    case EW_TANH: st = keel_tanh(x, &z); break;
+    case EW_SILU: st = keel_silu(x, &z); break;
+    case EW_GELU: st = keel_gelu(x, false, &z); break;
+    default: st = keel_gelu(x, true, &z); break;
+    }
+    if (st == KEEL_STATUS_OK)
+        CU_ASSERT_EQUAL(keel_tensor_to_host(z, got, 5 * sizeof(float)),
+                        KEEL_STATUS_OK);
+    keel_tensor_free(x);
+    keel_tensor_free(y);
+    keel_tensor_free(u);
+    keel_tensor_free(z);
+    return st;
+}
+
+static bool near(float got, double want)
+{
+    double d = (double)got - want, m = want < 0 ? -want : want;
+    return (d < 0 ? -d : d) <= 1e-6 * (m > 1 ? m : 1);
+}
+
+static void test_ew_compute(void)
+{
+    /* the first two results of each op, worked out to 10 digits */
+    static const double want[EW_N][2] = {
+        [EW_SUB] = {-0.5, -6.0},
+        [EW_DIV] = {0.75, -0.5},
+        [EW_NEG] = {-1.5, 2.0},
+        [EW_ABS] = {1.5, 2.0},
+        [EW_EXP] = {4.4816890703, 0.1353352832},
+        [EW_LOG] = {0.0, 1.3862943611},
+        [EW_SQRT] = {1.0, 2.0},
+        [EW_SIGMOID] = {0.8175744762, 0.1192029220},
+        [EW_TANH] = {0.9051482536, -0.9640275801},
+        [EW_SILU] = {1.2263617143, -0.2384058440},
+        [EW_GELU] = {1.3997891981, -0.0455002639},
+        [EW_GELU_TANH] = {1.3995715770, -0.0454023059},
+    };
+    float got[5];
+
+    for (int i = 0; i < EW_N; i++) {
+        CU_ASSERT_EQUAL_FATAL(ew_case((enum ew_case)i, got), KEEL_STATUS_OK);
+        CU_ASSERT(near(got[0], want[i][0]) && near(got[1], want[i][1]));
+    }
+    /* the rest of subtract and divide: exact in float32 */
+    CU_ASSERT_EQUAL_FATAL(ew_case(EW_SUB, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[2] == 8.25f && got[3] == 2.5f && got[4] == -1.5f);
+    CU_ASSERT_EQUAL_FATAL(ew_case(EW_DIV, got), KEEL_STATUS_OK);
+    CU_ASSERT(got[2] == -0.03125f && got[3] == 6.0f && got[4] == -0.5f);
+}
+
+/* maximum / minimum on int32 (aclnn), and copy of a transposed view. */
+static void test_ew_int_and_copy(void)
+{
+    static const int32_t xs[4] = {3, -7, 0, 5}, ys[4] = {-1, 2, 0, 9};
+    static const float ms[6] = {1, 2, 3, 4, 5, 6};
+    int64_t shape[1] = {4}, shape2[2] = {2, 3};
+    keel_tensor *x = NULL, *y = NULL, *z = NULL, *m = NULL, *t = NULL;
+    int32_t got[4];
+    float cg[6];
+
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_host(xs, KEEL_I32, 1, shape,
+                                                "npu:0", &x),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_host(ys, KEEL_I32, 1, shape,
+                                                "npu:0", &y),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_maximum(x, y, &z), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_tensor_to_host(z, got, sizeof(got)), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == 3 && got[1] == 2 && got[2] == 0 && got[3] == 9);
+    keel_tensor_free(z);
+    z = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_minimum(x, y, &z), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_tensor_to_host(z, got, sizeof(got)), KEEL_STATUS_OK);
+    CU_ASSERT(got[0] == -1 && got[1] == -7 && got[2] == 0 && got[3] == 5);
+    keel_tensor_free(z);
+    z = NULL;
+    /* [[1, 2, 3], [4, 5, 6]] transposed, made contiguous: aclnnInplaceCopy */
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_floats(ms, 2, shape2, KEEL_F32,
+                                                  "npu:0", &m),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_transpose(m, 0, 1, &t), KEEL_STATUS_OK);
+    fail_next("aclnnInplaceCopy", 561000);
+    CU_ASSERT_EQUAL(keel_contiguous(t, &z), KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnInplaceCopy", "aclnnStatus 561000", "injected failure");
+    z = NULL;
+    CU_ASSERT_EQUAL_FATAL(keel_contiguous(t, &z), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_tensor_to_host(z, cg, sizeof(cg)), KEEL_STATUS_OK);
+    CU_ASSERT(cg[0] == 1 && cg[1] == 4 && cg[2] == 2 && cg[3] == 5 &&
+              cg[4] == 3 && cg[5] == 6);
+    keel_tensor_free(x);
+    keel_tensor_free(y);
+    keel_tensor_free(z);
+    keel_tensor_free(m);
+    keel_tensor_free(t);
+}
+
+static void test_ew_errors(void)
+{
+    keel_plugin_info info;
+    const keel_plugin_api *api = keel_plugin_table(npu_index(&info));
+    keel_kernel k;
+    float got[5];
+
+    /* maximum / minimum: integers only (aclnn's NaN rule is unknown) */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "maximum", KEEL_I32, &k),
+                    KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "maximum", KEEL_F32, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "minimum", KEEL_F16, &k),
+                    KEEL_STATUS_NOT_FOUND);
+    CU_ASSERT_EQUAL(api->kernel->lookup(0, "divide", KEEL_I32, &k),
+                    KEEL_STATUS_NOT_FOUND);
+
+    /* phase 1 refuses: NOT_SUPPORTED (strict mode: no CPU fallback) */
+    fail_next("aclnnSubGetWorkspaceSize", 161002);
+    CU_ASSERT_EQUAL(ew_case(EW_SUB, got), KEEL_STATUS_NOT_SUPPORTED);
+    expect_msg("aclnnSubGetWorkspaceSize", "aclnnStatus 161002", NULL);
+    fail_next("aclnnGeluV2", 561000);
+    CU_ASSERT_EQUAL(ew_case(EW_GELU, got), KEEL_STATUS_DEVICE_ERROR);
+    expect_msg("aclnnGeluV2", "aclnnStatus 561000", "injected failure");
+}
+
 /* The workspace add asks for comes from the core (ABI 1.3): each add
  * takes two blocks from the caching allocator (its output and the
  * workspace) and keeps only the output. */
@@ -606,6 +762,13 @@ int main(int argc, char **argv)
                     test_kernel_launch_error);
         CU_add_test(suite, "aclnnMulGetWorkspaceSize refuses -> NOT_SUPPORTED",
                     test_kernel_refusal);
+        CU_add_test(suite, "aclnn elementwise ops compute", test_ew_compute);
+        CU_add_test(suite, "aclnn maximum, minimum (int32), copy; "
+                    "aclnnInplaceCopy fails -> DEVICE_ERROR",
+                    test_ew_int_and_copy);
+        CU_add_test(suite, "float maximum not offered; aclnnSub refuses -> "
+                    "NOT_SUPPORTED; aclnnGeluV2 fails -> DEVICE_ERROR",
+                    test_ew_errors);
         CU_add_test(suite, "the workspace comes from the core",
                     test_workspace_from_core);
         CU_add_test(suite, "older core: own workspace; aclrtMalloc fails -> "
