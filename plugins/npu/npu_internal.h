@@ -9,9 +9,12 @@
  *   npu_memory.c  memory group: aclrtMalloc / aclrtMallocHost, copies and
  *                 memsets, memory info
  *   npu_stream.c  streams, events, host functions
- *   npu_kernels.c the kernel group on aclnn (libopapi.so): add, multiply,
- *                 relu through the two-phase aclnnXxxGetWorkspaceSize /
- *                 aclnnXxx calls
+ *   npu_kernels.c the kernel group on aclnn (libopapi.so): elementwise
+ *                 ops, softmax, matmul, cast and copy, through the
+ *                 two-phase aclnnXxxGetWorkspaceSize / aclnnXxx calls, and
+ *                 the shared launch path; npu_kernels_nn.c (linear,
+ *                 convolutions, pooling) and npu_kernels_train.c (norms,
+ *                 cross_entropy, optimizer updates) hold the others
  *   npu_collective.c the collective group on HCCL (libhccl.so)
  *   npu_hostcoll.c   the in-process fallback when HCCL is missing
  *

@@ -383,12 +383,16 @@ API aclnnStatus aclnnConvolutionGetWorkspaceSize(
                              executor);
 }
 
+/* Left out of the partial stand-in (tests/standin-partial): a CANN whose
+ * libopapi.so lacks one op must keep offering the others. */
+#ifndef ACL_STANDIN_WITHOUT_CONV
 API aclnnStatus aclnnConvolution(void *workspace, uint64_t workspaceSize,
                                  aclOpExecutor *executor, aclrtStream stream)
 {
     return op_launch(workspace, workspaceSize, executor, stream,
                      "aclnnConvolution");
 }
+#endif
 
 /* ---- aclnnConvolutionBackward ------------------------------------------------ */
 

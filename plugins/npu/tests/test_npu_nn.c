@@ -367,13 +367,38 @@ static void test_max_pool_not_offered(void)
     keel_tensor_free(x);
 }
 
-int main(void)
+/* Over the partial stand-in (no aclnnConvolution): conv2d is not offered
+ * (strict mode: NOT_SUPPORTED instead of a fallback), while linear and
+ * conv2d_grad, whose entry points are there, still compute. */
+static void test_partial(void)
+{
+    keel_tensor *x = npu(x9, 4, s1133), *w = npu(wdiag, 4, s1122), *y = NULL;
+    keel_conv2d_params p = keel_conv2d_default_params();
+
+    CU_ASSERT_EQUAL(keel_conv2d(x, w, NULL, &p, &y),
+                    KEEL_STATUS_NOT_SUPPORTED);
+    CU_ASSERT_PTR_NULL(y);
+    expect_msg("conv2d", NULL);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    test_linear();
+    test_conv2d_grad();
+}
+
+int main(int argc, char **argv)
 {
     CU_pSuite suite;
     unsigned failed;
 
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
+    if (argc >= 2 && !strcmp(argv[1], "partial")) {
+        suite = CU_add_suite("npu nn kernels over a stand-in without "
+                             "aclnnConvolution", nn_init, NULL);
+        CU_add_test(suite, "conv2d falls back, linear and conv2d_grad stay",
+                    test_partial);
+        goto run;
+    }
     suite = CU_add_suite("npu nn kernels over the stand-in", nn_init, NULL);
     CU_add_test(suite, "linear: Addmm / Matmul; Addmm refusal named",
                 test_linear);
@@ -389,6 +414,7 @@ int main(void)
                 "failure named",
                 test_adaptive_avg_pool2d);
     CU_add_test(suite, "max_pool2d not offered", test_max_pool_not_offered);
+run:
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
