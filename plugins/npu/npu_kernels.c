@@ -325,6 +325,22 @@ keel_status npu_aclnn_launch(const keel_kernel_args *a,
     return st;
 }
 
+/* aclnnAdd's and aclnnSub's alpha: 1, as a float for the float dtypes and
+ * an int64 for the integer ones (NULL with *st set if ACL has no memory). */
+static aclScalar *scalar_one(keel_dtype dt, keel_status *st)
+{
+    float one_f = 1.0f;
+    int64_t one_i = 1;
+    aclScalar *s = keel_kit_float_dtype(dt)
+                       ? OPAPI.aclCreateScalar(&one_f, ACL_FLOAT)
+                       : OPAPI.aclCreateScalar(&one_i, ACL_INT64);
+
+    if (!s)
+        *st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
+                       "aclCreateScalar(1) returned NULL");
+    return s;
+}
+
 /* ---- the kernel ---------------------------------------------------------------- */
 
 static keel_status run(void *kernel_data, const keel_kernel_args *a)
@@ -376,16 +392,8 @@ static keel_status run(void *kernel_data, const keel_kernel_args *a)
     switch (k->kop) {
     case K_ADD: {
         /* out = self + alpha * other, alpha 1 in a dtype of its kind */
-        float one_f = 1.0f;
-        int64_t one_i = 1;
-        bool fl = keel_kit_float_dtype(a->inputs[0].dtype);
-        alpha = fl ? OPAPI.aclCreateScalar(&one_f, ACL_FLOAT)
-                   : OPAPI.aclCreateScalar(&one_i, ACL_INT64);
-        if (!alpha) {
-            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                          "aclCreateScalar(1) returned NULL");
+        if (!(alpha = scalar_one(a->inputs[0].dtype, &st)))
             goto out;
-        }
         phase1 = "aclnnAddGetWorkspaceSize";
         phase2 = "aclnnAdd";
         e = OPAPI.aclnnAddGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
@@ -500,16 +508,8 @@ static keel_status ew_run(void *kernel_data, const keel_kernel_args *a)
     switch (k->form) {
     case EW_SUB: {
         /* out = self - alpha * other with alpha 1, as keel's x - y */
-        float one_f = 1.0f;
-        int64_t one_i = 1;
-        bool fl = keel_kit_float_dtype(a->inputs[0].dtype);
-        alpha = fl ? OPAPI.aclCreateScalar(&one_f, ACL_FLOAT)
-                   : OPAPI.aclCreateScalar(&one_i, ACL_INT64);
-        if (!alpha) {
-            st = npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
-                          "aclCreateScalar(1) returned NULL");
+        if (!(alpha = scalar_one(a->inputs[0].dtype, &st)))
             goto out;
-        }
         e = ewf.aclnnSubGetWorkspaceSize(t[0], t[1], alpha, t[2], &ws, &ex);
         break;
     }
