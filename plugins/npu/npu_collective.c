@@ -227,7 +227,36 @@ struct keel_comm_s {
     int32_t device, rank, nranks;
     HcclComm h;        /* NULL until the (possibly queued) init ran */
     atomic_bool ready; /* h is valid */
+    struct keel_comm_s *next, **prev; /* the live list (live_mu) */
 };
+
+/* Every registered HCCL communicator, so finalize can destroy those the
+ * caller never did. */
+static struct keel_comm_s *live;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void live_add(struct keel_comm_s *c)
+{
+    pthread_mutex_lock(&live_mu);
+    c->next = live;
+    if (live)
+        live->prev = &c->next;
+    c->prev = &live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(struct keel_comm_s *c)
+{
+    pthread_mutex_lock(&live_mu);
+    if (c->prev) {
+        *c->prev = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        c->prev = NULL;
+    }
+    pthread_mutex_unlock(&live_mu);
+}
 
 enum job_kind {
     J_INIT, J_ALL_REDUCE, J_BROADCAST, J_REDUCE, J_ALL_GATHER,
@@ -786,6 +815,7 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
         return refused(npu_fail(KEEL_STATUS_OUT_OF_MEMORY,
                                 "comm_init_rank_bytes: no host memory"));
     }
+    live_add(c);
     if (group_depth > 0) {
         *comm = c;
         return submit(j);
@@ -794,6 +824,7 @@ static keel_status npu_comm_init_rank_bytes(int32_t device, int32_t nranks,
     if (st) {
         npu_reg_drop(&npu_g.handles, (uintptr_t)c, device, NPU_KIND_COMM,
                      NULL);
+        live_remove(c);
         free(c);
         return st;
     }
@@ -818,6 +849,7 @@ static keel_status npu_comm_destroy(keel_comm comm)
             return st;
     }
     npu_reg_drop(&npu_g.handles, (uintptr_t)c, c->device, NPU_KIND_COMM, NULL);
+    live_remove(c);
     if (atomic_load(&c->ready) &&
         (r = hccl.HcclCommDestroy(c->h)) != HCCL_SUCCESS)
         fault_hccl(&f, r, c->device, "HcclCommDestroy");
@@ -1150,6 +1182,27 @@ static keel_status npu_get_caps(int32_t device, keel_collective_caps *caps)
     k.struct_size = size;
     memcpy(caps, &k, size);
     return KEEL_STATUS_OK;
+}
+
+void npu_collective_finalize(void)
+{
+    pthread_mutex_lock(&live_mu);
+    while (live) {
+        struct keel_comm_s *c = live;
+        live = c->next;
+        if (live)
+            live->prev = &live;
+        if (atomic_load(&c->ready) && hccl.lib && npu_use(c->device) == 0) {
+            HcclResult r = hccl.HcclCommDestroy(c->h);
+            if (r != HCCL_SUCCESS)
+                npu_log(KEEL_LOG_WARN,
+                        "npu: finalize: HcclCommDestroy of a communicator "
+                        "left alive (npu:%d, rank %d) returned %d",
+                        (int)c->device, (int)c->rank, (int)r);
+        }
+        free(c);
+    }
+    pthread_mutex_unlock(&live_mu);
 }
 
 void npu_collective_unload(void)

@@ -319,6 +319,8 @@ keel_status npu_kernels_train_lookup(const char *op_name, keel_dtype dtype,
 
 /* ---- npu_collective.c ---------------------------------------------------- */
 
+/* At finalize: destroy the HCCL communicators the caller left alive. */
+void npu_collective_finalize(void);
 void npu_collective_unload(void);
 /* npu_hostcoll.c: the in-process collectives, when HCCL is missing */
 extern const keel_collective_ops npu_hostcoll_ops;

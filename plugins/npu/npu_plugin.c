@@ -574,6 +574,7 @@ static keel_status npu_finalize(void)
     pthread_mutex_lock(&npu_g.init_lock);
     if (atomic_load(&npu_g.initialized)) {
         npu_hostcoll_finalize();
+        npu_collective_finalize(); /* before the streams go */
         npu_stream_finalize(); /* waits for every stream */
         npu_memory_finalize();
         reg_clear(&npu_g.mem);

@@ -596,6 +596,26 @@ static void test_hccl_ids(void)
     CU_ASSERT_EQUAL(c->comm_rank(m, &r, &n), KEEL_STATUS_INVALID_HANDLE);
 }
 
+/* A communicator the caller never destroys: the plugin's finalize (at
+ * keel_shutdown) destroys it, so LeakSanitizer in the sanitizer build sees
+ * no communicator left behind. It must be the last test that makes one. */
+static void test_comm_left_alive(void)
+{
+    const keel_plugin_api *api = npu_api();
+    static uint8_t id[4108];
+    keel_comm m = NULL;
+    int32_t r = -1, n = -1;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(api->collective->get_unique_id_bytes(id, sizeof(id)),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(api->collective->comm_init_rank_bytes(
+                              0, 1, id, sizeof(id), 0, &m),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(api->collective->comm_rank(m, &r, &n), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(n, 1);
+}
+
 /* An HCCL failure is mapped and named; what HCCL lacks (average, int64
  * reductions) is NOT_SUPPORTED before HCCL is called; a one-rank
  * all_reduce computes; broadcast copies send to recv on the root; a group
@@ -778,6 +798,9 @@ int main(int argc, char **argv)
                     test_hccl_ids);
         CU_add_test(suite, "HCCL errors mapped; AVG and int64 sums refused",
                     test_hccl_errors);
+        CU_add_test(suite, "a communicator left alive is destroyed at "
+                           "finalize",
+                    test_comm_left_alive);
     } else {
         suite = CU_add_suite("npu without a usable ACL", NULL, NULL);
         CU_add_test(suite, "identity", test_identity);
