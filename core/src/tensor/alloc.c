@@ -13,6 +13,8 @@
  * order. (Multi-stream use will need record-stream bookkeeping.)
  */
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,9 +150,35 @@ out:
     return c;
 }
 
-/* Free every cached block of `c` (caller holds c->lock). */
+/* Free every cached block of `c` (caller holds c->lock). A cached block
+ * was released in stream order: work still queued on the device may use
+ * it, and the ABI's memory.free leaves that to the caller, so the device
+ * is synchronised first (the caller's error state is kept). */
 static void release_cached(struct dev_cache *c)
 {
+    bool any = false;
+
+    for (int k = 0; k < NUM_CLASSES && !any; k++)
+        any = c->free_list[k] != NULL;
+    if (!any)
+        return;
+    {
+        keel_status saved = keel_last_status(), st;
+        char msg[2048];
+
+        char where[64] = "?";
+
+        snprintf(msg, sizeof(msg), "%s", keel_last_error());
+        st = keel_device_synchronize(c->place);
+        if (st != KEEL_STATUS_OK) {
+            keel_place_name(c->place, where, sizeof(where));
+            keel__log(KEEL_LOG_WARN,
+                      "allocator: synchronising %s before giving cached "
+                      "memory back failed (%s); freeing it anyway", where,
+                      keel_last_error());
+        }
+        keel__error(saved, "%s", msg);
+    }
     for (int k = 0; k < NUM_CLASSES; k++) {
         struct keel_block *b = c->free_list[k];
         while (b) {

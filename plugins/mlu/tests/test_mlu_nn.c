@@ -305,6 +305,8 @@ static void t_conv2d_grad(void)
     /* an injected failure of the filter pass is the call's status */
     arm("cnnlConvolutionBackwardFilter", CNNL_STATUS_EXECUTION_FAILED);
     CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_DEVICE_ERROR);
+    /* the data pass may be queued still: let it finish first */
+    CU_ASSERT_EQUAL(keel_device_synchronize(mlu0), KEEL_STATUS_OK);
     for (int i = 0; i < 6; i++)
         keel_mem_free(mlu0, d[i]);
 }

@@ -256,6 +256,7 @@ static void test_refused_older_core(void)
                           KEEL_STATUS_OK);
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL_FATAL(keel_mem_alloc(npu0, 16, &d[i]), KEEL_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(keel_mem_set(npu0, d[i], 0, 16), KEEL_STATUS_OK);
         memset(&td[i], 0, sizeof(td[i]));
         td[i].data = d[i];
         td[i].dtype = KEEL_F32;
@@ -280,6 +281,8 @@ static void test_refused_older_core(void)
     a.attrs = adam_at; /* lr 1 */
     a.num_attrs = 1;
     CU_ASSERT_EQUAL(k.fn(k.kernel_data, &a), KEEL_STATUS_OK);
+    /* the launch is asynchronous: let it finish before the memory goes */
+    CU_ASSERT_EQUAL(keel_device_synchronize(npu0), KEEL_STATUS_OK);
     for (int i = 0; i < 4; i++)
         keel_mem_free(npu0, d[i]);
 }
