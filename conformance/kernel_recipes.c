@@ -201,6 +201,14 @@ static const struct recipe recipes[] = {
     {"adamw_update",
      {"T[4,9] T[4,9] T[4,9] T[4,9](0,1) | "
       "lr=0.01;beta1_pow=0.9;beta2_pow=0.999;coeff=0.01"}},
+    /* mixed precision (in place on x and found_inf): all finite with
+     * found_inf false (stays false); inf and NaN in x (found_inf becomes
+     * true, x still scaled); a GradScaler-sized scale; 0-d scale and
+     * found_inf already true; an empty x */
+    {"check_finite_and_unscale",
+     {"T[4,9] F[1](0.5,4) B[1]{0,0}", "T[4,9]i F[1](0.5,4) B[1]{0,0}",
+      "T[3,5,7](-1000,1000) F[1](256,1024) B[1]{0,0}",
+      "T[3,5] F[](0.5,4) B[]{1,1}", "T[0,5] F[1](0.5,4) B[1]{0,0}"}},
     {NULL, {NULL}},
 };
 
@@ -281,6 +289,8 @@ static int parse_input(const char **ps, struct kr_input *in, char *err,
             in->rowsum = true, s++;
         } else if (*s == 'w') {
             in->window = true, s++;
+        } else if (*s == 'i') {
+            in->nonfinite = true, s++;
         } else {
             break;
         }
@@ -362,6 +372,8 @@ uint32_t kr_mutated_inputs(int op, const struct kr_case *c)
         return (1u << 0) | (1u << 2);
     if (!strcmp(name, "adam_update") || !strcmp(name, "adamw_update"))
         return (1u << 0) | (1u << 2) | (1u << 3);
+    if (!strcmp(name, "check_finite_and_unscale"))
+        return (1u << 0) | (1u << 2);
     if (!strcmp(name, "batch_norm")) {
         for (int i = 0; i < c->nattr; i++)
             if (!strcmp(c->attr_name[i], "training") &&

@@ -15,6 +15,8 @@
  *   u      distinct values (L only)     p  positive rows summing to 1
  *   w      max-pool indices: a position inside each output's window of
  *          input 0 (window = input size / output size)
+ *   i      floats only: +inf, -inf and NaN written over the random values
+ *          at three seeded positions (some may coincide)
  *
  * Attribute values are typed by the op's catalog spec; a dtype attribute
  * of "T" is the dtype under test. Ops without a recipe get the default of
@@ -39,7 +41,7 @@ struct kr_input {
     bool has_range, has_irange;
     double lo, hi;
     int64_t ilo, ihi;
-    bool intval, nonzero, unique, rowsum, window;
+    bool intval, nonzero, unique, rowsum, window, nonfinite;
 };
 
 struct kr_case {

@@ -297,6 +297,11 @@ static int gen_inputs(const struct kr_case *c, int dt, uint64_t seed,
         else
             for (int64_t k = 0; k < t->numel; k++)
                 t->v[k] = gen_value(s, t->dtype, &r);
+        if (s->nonfinite && cf_dtype_is_float(t->dtype) && t->numel > 0) {
+            static const double special[3] = {INFINITY, -INFINITY, NAN};
+            for (int k = 0; k < 3; k++)
+                t->v[cf_rng_int(&r, 0, t->numel - 1)] = special[k];
+        }
     }
     return 0;
 }

@@ -307,6 +307,17 @@ static const struct {
      "floating dtype** (not cast); states (velocity; m and v) have param's "
      "shape and dtype and are not broadcast views either. Adam's beta1, "
      "beta2, beta1_pow and beta2_pow are checked to be in [0, 1)."},
+    {"unscale",
+     "Inputs (x, scale, found_inf) and **no outputs**: the kernel **updates "
+     "x and found_inf in place**. x is floating (keys the lookup), any "
+     "shape (empty included: then nothing is written), never a broadcast "
+     "view but possibly strided; scale is float32 and found_inf bool, each "
+     "with exactly one element (shape [1] or 0-d, possibly other "
+     "all-ones shapes). found_inf is read, then set when any x value "
+     "(before scaling) is infinite or NaN, and left as it was otherwise; "
+     "every x is scaled, non-finite ones too. The inverse is 1.0f / scale "
+     "in float32; float16/bfloat16 x is multiplied in float32 and rounded "
+     "back; float64 x uses 1.0 / scale and the product in float64."},
 };
 
 /* What holds for every op (docs/device-abi.md, section 18, says the same). */
@@ -350,9 +361,10 @@ static const char *const general[] = {
     "the rule does not promote (indices, labels, masks, float32 "
     "parameters of a float16 input, an optimizer's grad) keep their own "
     "dtype and the kernel checks `desc.dtype`.",
-    "**In place**: only the optimizer updates (param and states) and "
-    "`batch_norm` with `training` = 1 (the running statistics) write "
-    "inputs. Such an input is never a broadcast view.",
+    "**In place**: only the optimizer updates (param and states), "
+    "`check_finite_and_unscale` (x and found_inf) and `batch_norm` with "
+    "`training` = 1 (the running statistics) write inputs. Such an input "
+    "is never a broadcast view.",
     "**Data-dependent checks** (an index, id, label or class out of "
     "range) are the kernel's: it returns `KEEL_STATUS_INVALID_ARGUMENT` "
     "with a message naming the offending value.",
@@ -472,6 +484,8 @@ static const char *amp_name(keel_amp_class a)
         return "black";
     case KEEL_AMP_PROMOTE:
         return "promote";
+    case KEEL_AMP_FP32:
+        return "fp32";
     default:
         return "-";
     }
@@ -495,12 +509,95 @@ static void count(FILE *f, int n)
         fprintf(f, "%d", n);
 }
 
+/* One class's ops as a comma-separated list of names. */
+static void amp_class_ops(FILE *f, keel_amp_class a)
+{
+    int n = 0;
+
+    for (int i = 0; i < KEEL_OP_COUNT; i++)
+        if (keel_op_table[i].amp == a)
+            fprintf(f, "%s`%s`", n++ ? ", " : "", keel_op_table[i].name);
+    if (!n)
+        fputs("(none)", f);
+}
+
+/* The generated part of docs/amp.md: what each class does at each level,
+ * and which ops are in each class. */
+static void amp_tables(FILE *f)
+{
+    static const struct {
+        keel_amp_class a;
+        const char *o1, *o2, *o2np, *od;
+    } rows[] = {
+        {KEEL_AMP_WHITE, "amp dtype", "amp dtype", "amp dtype", "amp dtype"},
+        {KEEL_AMP_BLACK, "float32", "promote", "amp dtype", "float32"},
+        {KEEL_AMP_PROMOTE, "promote", "promote", "amp dtype", "float32"},
+        {KEEL_AMP_FP32, "float32", "float32", "float32", "float32"},
+        {KEEL_AMP_NONE, "inputs kept", "inputs kept", "inputs kept",
+         "inputs kept"},
+    };
+
+    fputs("| class | O1 | O2 | O2, use_promote off | OD |\n"
+          "| --- | --- | --- | --- | --- |\n", f);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        fprintf(f, "| %s | %s | %s | %s | %s |\n",
+                rows[i].a == KEEL_AMP_NONE ? "none" : amp_name(rows[i].a),
+                rows[i].o1, rows[i].o2, rows[i].o2np, rows[i].od);
+    fputs("\n\"promote\": float32 when any floating input is float32, "
+          "else the amp dtype. The ops of each class (catalog version ", f);
+    fprintf(f, "%d):\n\n", KEEL_OP_CATALOG_VERSION);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        fprintf(f, "- **%s**: ",
+                rows[i].a == KEEL_AMP_NONE ? "none" : amp_name(rows[i].a));
+        amp_class_ops(f, rows[i].a);
+        fputs("\n", f);
+    }
+}
+
+/* gen-ops-doc --amp TEMPLATE OUTPUT: the template with the line
+ * "@AMP_TABLES@" replaced by the tables. */
+static int write_amp(const char *tmpl, const char *out)
+{
+    FILE *in = fopen(tmpl, "r"), *f;
+    char line[4096];
+    int seen = 0;
+
+    if (!in) {
+        perror(tmpl);
+        return 1;
+    }
+    f = fopen(out, "w");
+    if (!f) {
+        perror(out);
+        fclose(in);
+        return 1;
+    }
+    while (fgets(line, sizeof(line), in)) {
+        if (!strcmp(line, "@AMP_TABLES@\n")) {
+            amp_tables(f);
+            seen = 1;
+        } else {
+            fputs(line, f);
+        }
+    }
+    fclose(in);
+    if (fclose(f) || !seen) {
+        fprintf(stderr, "%s: %s\n", out,
+                seen ? "write failed" : "no @AMP_TABLES@ line in template");
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     FILE *f;
 
+    if (argc == 4 && !strcmp(argv[1], "--amp"))
+        return write_amp(argv[2], argv[3]);
     if (argc != 2) {
-        fprintf(stderr, "usage: gen-ops-doc OUTPUT\n");
+        fprintf(stderr, "usage: gen-ops-doc OUTPUT | --amp TEMPLATE "
+                        "OUTPUT\n");
         return 2;
     }
     if (check_conventions())

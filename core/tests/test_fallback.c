@@ -8,8 +8,10 @@
  * which used to recurse until the stack overflowed; non-contiguous inputs
  * of ops without a kernel, including the copy op itself; the four kernels
  * on transposed, broadcast and 1-D operands against the CPU plugin; a few
- * LeNet training steps whose losses match the CPU plugin's; the fallback
- * counts, the one-line summary and the KEEL_STRICT modes.
+ * LeNet training steps whose losses match the CPU plugin's; an op that
+ * writes its inputs in place (check_finite_and_unscale on a transposed
+ * view); the fallback counts, the one-line summary and the KEEL_STRICT
+ * modes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -316,6 +318,40 @@ static void test_lenet_matches_cpu(void)
     printf("  %s\n", line);
 }
 
+/* ---- an op that writes its inputs, through the fallback -------------------- */
+
+/* check_finite_and_unscale updates x (here a transposed view) and
+ * found_inf in place: the fallback must copy both back to the device. */
+static void test_inplace_fallback(void)
+{
+    const float xv[6] = {1, -2, 3, INFINITY, 5, -6};
+    int64_t shape[2] = {2, 3}, one = 1, n;
+    keel_op_id id = op_id("check_finite_and_unscale");
+    uint64_t before = keel_fallback_count(id);
+    keel_tensor *x = NULL, *v = NULL, *s = NULL, *f = NULL;
+    float sc = 4;
+    uint8_t flag = 0;
+    double *got;
+
+    OK(keel_tensor_from_host(xv, KEEL_F32, 2, shape, DEV, &x));
+    OK(keel_transpose(x, 0, 1, &v));
+    OK(keel_tensor_from_host(&sc, KEEL_F32, 1, &one, DEV, &s));
+    OK(keel_tensor_from_host(&flag, KEEL_BOOL, 1, &one, DEV, &f));
+    OK(keel_check_finite_and_unscale(v, s, f));
+    CU_ASSERT_EQUAL(keel_fallback_count(id), before + 1);
+    OK(keel_tensor_to_host(f, &flag, 1));
+    CU_ASSERT_EQUAL(flag, 1);
+    got = host_values(x, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 6);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(got[i], (double)xv[i] * 0.25);
+    free(got);
+    keel_tensor_free(x);
+    keel_tensor_free(v);
+    keel_tensor_free(s);
+    keel_tensor_free(f);
+}
+
 /* ---- strict modes ---------------------------------------------------------- */
 
 static void test_strict_modes(void)
@@ -383,6 +419,8 @@ int main(void)
                      test_sample_kernels) ||
         !CU_add_test(s, "LeNet steps match the CPU plugin",
                      test_lenet_matches_cpu) ||
+        !CU_add_test(s, "an in-place op through the fallback",
+                     test_inplace_fallback) ||
         !CU_add_test(s, "strict and report modes", test_strict_modes)) {
         CU_cleanup_registry();
         return 2;

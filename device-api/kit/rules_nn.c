@@ -820,3 +820,36 @@ keel_status kit_rule_optimizer(const struct kit_ctx *c)
     }
     return KEEL_STATUS_OK;
 }
+
+/* ---- check_finite_and_unscale -------------------------------------------- */
+
+/* Input i has dtype dt and one element ([1], 0-d or any shape of one). */
+static keel_status need_one(const struct kit_ctx *c, int i, keel_dtype dt,
+                            const char *what)
+{
+    const keel_tensor_desc *d = KIN(c, i);
+    char got[160];
+
+    if (d->dtype != dt)
+        return kit_bad(c, "%s (input %d) must be %s, got %s", what, i,
+                       keel_kit_dtype_name(dt),
+                       keel_kit_dtype_name(d->dtype));
+    if (keel_kit_numel(d) != 1)
+        return kit_bad(c, "%s (input %d) must have one element (shape [1] "
+                       "or []), got %s",
+                       what, i, kit_shape_str(got, sizeof(got), d->ndim,
+                                              d->shape));
+    return KEEL_STATUS_OK;
+}
+
+keel_status kit_rule_unscale(const struct kit_ctx *c)
+{
+    keel_status st;
+
+    if ((st = kit_arity(c, 3, 0)) || (st = need_float(c, 0, "x")) ||
+        (st = need_writable(c, 0, "x")) ||
+        (st = need_one(c, 1, KEEL_F32, "scale")) ||
+        (st = need_one(c, 2, KEEL_BOOL, "found_inf")))
+        return st;
+    return KEEL_STATUS_OK;
+}

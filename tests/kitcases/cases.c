@@ -147,6 +147,8 @@ static const struct kc_line table[] = {
                     "lr=0.01;beta1_pow=0.9;beta2_pow=0.999"},
     {"adamw_update", "f32[4,9] f32[4,9] f32[4,9] f32[4,9] -> | "
                      "lr=0.01;beta1_pow=0.9;beta2_pow=0.999"},
+    /* check_finite_and_unscale: x and found_inf in place, no outputs */
+    {"check_finite_and_unscale", "f32[4,9] f32[1] bool[1] ->"},
     {NULL, NULL},
 };
 

@@ -374,6 +374,23 @@ KEEL_API keel_status keel_sort(const keel_tensor *x, int axis, bool descending,
 KEEL_API keel_status keel_argsort(const keel_tensor *x, int axis,
                                   bool descending, keel_tensor **out);
 
+/* Mixed precision. */
+/**
+ * A GradScaler's fused check (Paddle's check_finite_and_unscale, one
+ * tensor): in place, found_inf[0] |= any value of x (before scaling) is
+ * infinite or NaN, then x *= 1 / scale, every element, non-finite ones
+ * too. x is any floating dtype, any shape (not a broadcast view); scale a
+ * float32 and found_inf a bool tensor of one element ([1] or 0-d), all on
+ * x's device. 1/scale is computed in float32 (float64 for a float64 x);
+ * float16/bfloat16 x is multiplied in float32. An empty x changes nothing.
+ * Returns OK, INVALID_ARGUMENT (scale or found_inf of another dtype or
+ * size, devices that differ, a broadcast x) or NOT_SUPPORTED (x not
+ * floating).
+ */
+KEEL_API keel_status keel_check_finite_and_unscale(keel_tensor *x,
+                                                   const keel_tensor *scale,
+                                                   keel_tensor *found_inf);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /*
  * Shape rules of the neural-network ops: normalisations, losses,
- * embedding, dropout, one_hot and the in-place optimizer updates.
+ * embedding, dropout, one_hot, the in-place optimizer updates and
+ * check_finite_and_unscale (a GradScaler's check, in place).
  *
  * Semantics follow Paddle 3.x; where the catalog leaves a choice open:
  *
@@ -41,7 +42,8 @@
  *  - Losses: reduction is "none", "mean" or "sum"; "none" keeps one loss
  *    per sample, the others give a 0-d tensor.
  *  - Inputs written in place (running statistics, optimizer parameters
- *    and states) must not be broadcast views (a stride 0 over a dim > 1).
+ *    and states, check_finite_and_unscale's x and found_inf) must not be
+ *    broadcast views (a stride 0 over a dim > 1).
  *    Optimizer states have the param's dtype; the grad may be any
  *    floating dtype (so may loss labels and class weights).
  *  - Data-dependent errors (a label, id or class out of range) are found
@@ -872,6 +874,42 @@ keel_status keel__shape_optimizer(struct keel_op_call *c)
             (st = need_attr_range(c, "beta2_pow", 0, 1, true)))
             return st;
     }
+    c->key_dtype = c->in[0]->dtype;
+    c->nout = 0;
+    return KEEL_STATUS_OK;
+}
+
+/* ---- check_finite_and_unscale ------------------------------------------- */
+
+/* Input i is a one-element tensor ([1], 0-d or any shape of 1 element) of
+ * dtype dt. */
+static keel_status need_one(struct keel_op_call *c, int i, keel_dtype dt,
+                            const char *what)
+{
+    const keel_tensor *t = c->in[i];
+    int64_t n = keel__numel(t->ndim, t->shape);
+
+    if (t->dtype != dt)
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "%s (input %d) must be %s, got %s", what, i,
+                              keel_dtype_name(dt), keel_dtype_name(t->dtype));
+    if (n != 1)
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "%s (input %d) must have one element (shape "
+                              "[1] or []), got %lld elements",
+                              what, i, (long long)n);
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel__shape_unscale(struct keel_op_call *c)
+{
+    keel_status st;
+
+    if ((st = nin_between(c, 3, 3)) || (st = need_float(c, 0, "x")) ||
+        (st = need_writable(c, 0, "x")) ||
+        (st = need_one(c, 1, KEEL_F32, "scale")) ||
+        (st = need_one(c, 2, KEEL_BOOL, "found_inf")))
+        return st;
     c->key_dtype = c->in[0]->dtype;
     c->nout = 0;
     return KEEL_STATUS_OK;

@@ -518,3 +518,15 @@ keel_status keel_argsort(const keel_tensor *x, int axis, bool descending,
                       keel_attr_bool("descending", descending)};
     return run_attrs(KEEL_OP_ARGSORT, IN(x), 1, a, 2, out);
 }
+
+/* ---- mixed precision ------------------------------------------------------- */
+
+keel_status keel_check_finite_and_unscale(keel_tensor *x,
+                                          const keel_tensor *scale,
+                                          keel_tensor *found_inf)
+{
+    return keel_op_run(KEEL_OP_CHECK_FINITE_AND_UNSCALE,
+                       (keel_tensor *const[]){x, (keel_tensor *)scale,
+                                              found_inf},
+                       3, NULL, 0, NULL, 0, NULL);
+}

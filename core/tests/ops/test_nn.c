@@ -1,7 +1,7 @@
 /*
  * nn op tests: batch/layer/group norm (+grad), cross entropy (+grad),
- * mse / bce-with-logits / nll losses, embedding (+grad), dropout, one_hot
- * and the optimizer updates.
+ * mse / bce-with-logits / nll losses, embedding (+grad), dropout, one_hot,
+ * the optimizer updates and check_finite_and_unscale.
  *
  * Every reference is computed here in float64 from the host copies of the
  * inputs. Gradients are checked against central differences of those
@@ -1573,6 +1573,228 @@ static void test_optimizers(void)
     drop_all();
 }
 
+/* ---- check_finite_and_unscale -------------------------------------------- */
+
+/* Element-wise equality, NaN equal to NaN (the values are exact). */
+static bool same_vals(const char *what, const keel_tensor *got,
+                      const double *want, int64_t n)
+{
+    double *g = ot_host(got);
+    bool ok = g && keel_tensor_numel(got) == n;
+
+    for (int64_t i = 0; ok && i < n; i++)
+        if (!(g[i] == want[i] || (isnan(g[i]) && isnan(want[i])))) {
+            fprintf(stderr, "\n  %s: element %lld is %.17g, expected %.17g\n",
+                    what, (long long)i, g[i], want[i]);
+            ok = false;
+        }
+    free(g);
+    CU_ASSERT(ok);
+    return ok;
+}
+
+static bool flag_of(const keel_tensor *found)
+{
+    double *v = ot_host(found);
+    bool f = v && v[0] != 0;
+
+    free(v);
+    return f;
+}
+
+/* One call: x (dt, values xv) in `layout`, scale, found_inf starting as
+ * found0; then x must hold want and found_inf want_found. */
+static void unscale_case(const char *what, keel_dtype dt, int nd,
+                         const int64_t *shape, const double *xv,
+                         double scale, bool found0, const double *want,
+                         bool want_found, enum ot_layout layout)
+{
+    int64_t n = 1, one = 1;
+    keel_tensor *x, *s, *f;
+
+    for (int i = 0; i < nd; i++)
+        n *= shape[i];
+    x = from(dt, nd, shape, xv);
+    if (layout != OT_CONTIG && n > 0)
+        x = lay(x, layout);
+    s = from(KEEL_F32, 1, &one, &scale);
+    f = from(KEEL_BOOL, 1, &one, (double[]){found0});
+    CU_ASSERT_EQUAL_FATAL(keel_check_finite_and_unscale(x, s, f),
+                          KEEL_STATUS_OK);
+    same_vals(what, x, want, n);
+    if (flag_of(f) != want_found)
+        fprintf(stderr, "\n  %s: found_inf is %d, expected %d\n", what,
+                !want_found, want_found);
+    CU_ASSERT_EQUAL(flag_of(f), want_found);
+    /* scale is only read */
+    same_vals(what, s, &scale, 1);
+}
+
+static void test_unscale(void)
+{
+    int64_t s23[2] = {2, 3}, s4[1] = {4}, s6[1] = {6}, s0[2] = {0, 3};
+    /* float32: inv = 1.0f / 3 = 0.3333333432674408, then the product in
+     * float32 (5 / 3 in float32 would be 1.6666666269302368). */
+    const double x32[6] = {5, -1, 7, 100, 0.5, -0.25};
+    const double w32[6] = {1.6666667461395264, -0.3333333432674408,
+                           2.3333334922790527, 33.333335876464844,
+                           0.1666666716337204, -0.0833333358168602};
+    /* float64: 5 * (1 / 3.0) = 1.6666666666666665, not 5 / 3. */
+    const double x64[4] = {5, -7, 0.5, 11};
+    const double w64[4] = {1.6666666666666665, -2.333333333333333,
+                           0.16666666666666666, 3.6666666666666665};
+    /* float16 and bfloat16: the float32 product rounded back. */
+    const double x16[6] = {5, -1.5, 100, 0.300048828125, 7, 2048};
+    const double w16[6] = {1.6669921875, -0.5, 33.34375, 0.10003662109375,
+                           2.333984375, 682.5};
+    const double xbf[6] = {5, -1.5, 100, 0.30078125, 7, 300};
+    const double wbf[6] = {1.6640625, -0.5, 33.25, 0.10009765625, 2.328125,
+                           100};
+    /* non-finite values: found_inf set, every x still scaled */
+    const double xinf[4] = {1, INFINITY, 2, -3};
+    const double winf[4] = {0.5, INFINITY, 1, -1.5};
+    const double xnan[4] = {NAN, 4, -INFINITY, 8};
+    const double wnan[4] = {NAN, 1, -INFINITY, 2};
+
+    unscale_case("f32 finite", KEEL_F32, 2, s23, x32, 3, false, w32, false,
+                 OT_CONTIG);
+    unscale_case("f32 finite, transposed x", KEEL_F32, 2, s23, x32, 3, false,
+                 w32, false, OT_TRANSPOSED);
+    unscale_case("f32 finite, strided x", KEEL_F32, 2, s23, x32, 3, false,
+                 w32, false, OT_STRIDED);
+    unscale_case("f64 finite", KEEL_F64, 1, s4, x64, 3, false, w64, false,
+                 OT_CONTIG);
+    unscale_case("f16 finite", KEEL_F16, 1, s6, x16, 3, false, w16, false,
+                 OT_CONTIG);
+    unscale_case("bf16 finite", KEEL_BF16, 1, s6, xbf, 3, false, wbf, false,
+                 OT_STRIDED);
+    unscale_case("f32 +inf", KEEL_F32, 1, s4, xinf, 2, false, winf, true,
+                 OT_CONTIG);
+    unscale_case("f32 nan and -inf", KEEL_F32, 1, s4, xnan, 4, false, wnan,
+                 true, OT_CONTIG);
+    unscale_case("f64 +inf", KEEL_F64, 1, s4, xinf, 2, false, winf, true,
+                 OT_CONTIG);
+    unscale_case("f16 nan", KEEL_F16, 1, s4, xnan, 4, false, wnan, true,
+                 OT_CONTIG);
+    unscale_case("bf16 +inf", KEEL_BF16, 1, s4, xinf, 2, false, winf, true,
+                 OT_TRANSPOSED);
+    /* found_inf already true stays true (finite x, still scaled) */
+    unscale_case("f32 found_inf already true", KEEL_F32, 2, s23, x32, 3, true,
+                 w32, true, OT_CONTIG);
+    /* an empty x changes nothing */
+    unscale_case("f32 empty x", KEEL_F32, 2, s0, NULL, 3, false, NULL, false,
+                 OT_CONTIG);
+    unscale_case("f32 empty x, found_inf true", KEEL_F32, 2, s0, NULL, 3,
+                 true, NULL, true, OT_CONTIG);
+
+    /* 0-d x, scale and found_inf */
+    {
+        double sv = 0.5, xv = 3, fv = 0;
+        keel_tensor *x = from(KEEL_F32, 0, NULL, &xv);
+        keel_tensor *s = from(KEEL_F32, 0, NULL, &sv);
+        keel_tensor *f = from(KEEL_BOOL, 0, NULL, &fv);
+        CU_ASSERT_EQUAL_FATAL(keel_check_finite_and_unscale(x, s, f),
+                              KEEL_STATUS_OK);
+        same_vals("0-d", x, (double[]){6}, 1);
+        CU_ASSERT_FALSE(flag_of(f));
+    }
+    /* large (threaded) x with one inf near the end, another dtype */
+    {
+        int64_t n = 200003, one = 1;
+        double *xv = dalloc(n), *w = dalloc(n), sv = 1024;
+        keel_tensor *x, *s, *f;
+        for (int64_t i = 0; i < n; i++) {
+            xv[i] = ot_round(1000 * sin(0.001 * (double)i), KEEL_F16);
+            w[i] = ot_round(ot_round(xv[i] * (double)(1.0f / 1024.0f),
+                                     KEEL_F32),
+                            KEEL_F16);
+        }
+        xv[n - 2] = w[n - 2] = INFINITY;
+        x = lay(from(KEEL_F16, 1, &n, xv), OT_STRIDED);
+        s = from(KEEL_F32, 1, &one, &sv);
+        f = from(KEEL_BOOL, 1, &one, (double[]){0});
+        CU_ASSERT_EQUAL_FATAL(keel_check_finite_and_unscale(x, s, f),
+                              KEEL_STATUS_OK);
+        same_vals("f16 large", x, w, n);
+        CU_ASSERT_TRUE(flag_of(f));
+        /* the same values without the inf: found_inf stays false */
+        xv[n - 2] = 1;
+        w[n - 2] = ot_round(1.0 / 1024, KEEL_F16);
+        x = from(KEEL_F16, 1, &n, xv);
+        f = from(KEEL_BOOL, 1, &one, (double[]){0});
+        CU_ASSERT_EQUAL_FATAL(keel_check_finite_and_unscale(x, s, f),
+                              KEEL_STATUS_OK);
+        same_vals("f16 large finite", x, w, n);
+        CU_ASSERT_FALSE(flag_of(f));
+    }
+    drop_all();
+}
+
+static void test_unscale_errors(void)
+{
+    int64_t s23[2] = {2, 3}, one = 1, two = 2;
+    keel_tensor *x = rnd(KEEL_F32, 2, s23, -1, 1);
+    keel_tensor *s = from(KEEL_F32, 1, &one, (double[]){2});
+    keel_tensor *f = from(KEEL_BOOL, 1, &one, (double[]){0});
+    keel_tensor *s64 = from(KEEL_F64, 1, &one, (double[]){2});
+    keel_tensor *s2 = from(KEEL_F32, 1, &two, (double[]){2, 2});
+    keel_tensor *fi = from(KEEL_I32, 1, &one, (double[]){0});
+    keel_tensor *ff = from(KEEL_F32, 1, &one, (double[]){0});
+    keel_tensor *f2 = from(KEEL_BOOL, 1, &two, (double[]){0, 0});
+    keel_tensor *xi = rnd(KEEL_I32, 2, s23, 0, 3);
+    keel_tensor *e = NULL, *s1 = NULL;
+    double xv[6];
+
+    {
+        double *h = host(x);
+        memcpy(xv, h, sizeof(xv));
+    }
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s64, f),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "scale (input 1) must be float32, got float64");
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s2, f),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "scale (input 1) must have one element");
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s, fi),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "found_inf (input 2) must be bool, got int32");
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s, ff),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "found_inf (input 2) must be bool, got float32");
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s, f2),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "found_inf (input 2) must have one element");
+    ERR_EXPECT(keel_check_finite_and_unscale(xi, s, f),
+               KEEL_STATUS_NOT_SUPPORTED, "check_finite_and_unscale",
+               "x must be a floating dtype, got int32");
+    /* a broadcast x */
+    CU_ASSERT_EQUAL_FATAL(keel_expand(s, 2, s23, &e), KEEL_STATUS_OK);
+    K(e);
+    ERR_EXPECT(keel_check_finite_and_unscale(e, s, f),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "broadcast view");
+    /* the input count, and a NULL input */
+    ERR_EXPECT(run(KEEL_OP_CHECK_FINITE_AND_UNSCALE, (keel_tensor *[]){x, s},
+                   2, NULL, 0, NULL, 0),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "takes 3 inputs, got 2");
+    ERR_EXPECT(keel_check_finite_and_unscale(x, NULL, f),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "input 1 is NULL");
+    /* scale on another device */
+    CU_ASSERT_EQUAL_FATAL(keel_tensor_from_host((float[]){2}, KEEL_F32, 1,
+                                                &one, "cpu:1", &s1),
+                          KEEL_STATUS_OK);
+    K(s1);
+    ERR_EXPECT(keel_check_finite_and_unscale(x, s1, f),
+               KEEL_STATUS_INVALID_ARGUMENT, "check_finite_and_unscale",
+               "mismatched devices");
+    /* nothing refused wrote anything */
+    same_vals("x after the refused calls", x, xv, 6);
+    CU_ASSERT_FALSE(flag_of(f));
+    drop_all();
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 static void test_norm_errors(void)
@@ -1872,6 +2094,8 @@ int main(void)
         {"dropout", test_dropout},
         {"one_hot", test_one_hot},
         {"optimizer updates", test_optimizers},
+        {"check_finite_and_unscale", test_unscale},
+        {"check_finite_and_unscale errors", test_unscale_errors},
         {"norm errors", test_norm_errors},
         {"loss errors", test_loss_errors},
         {"embedding, dropout, one_hot, optimizer errors", test_misc_errors},

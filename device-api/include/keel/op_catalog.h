@@ -18,7 +18,7 @@ extern "C" {
 
 /** Bumped whenever ops.def gains an entry (never on a change of meaning:
  *  meanings do not change). */
-#define KEEL_OP_CATALOG_VERSION 1
+#define KEEL_OP_CATALOG_VERSION 2
 
 /* Dtype masks used in ops.def. */
 #define KEEL_DT_FLOAT                                                       \
@@ -38,7 +38,8 @@ typedef enum keel_amp_class {
     KEEL_AMP_NONE = 0,    /* not a floating computation: untouched     */
     KEEL_AMP_WHITE = 1,   /* runs in float16/bfloat16 under auto_cast   */
     KEEL_AMP_BLACK = 2,   /* kept in float32 under auto_cast            */
-    KEEL_AMP_PROMOTE = 3  /* follows the widest floating input          */
+    KEEL_AMP_PROMOTE = 3, /* follows the widest floating input          */
+    KEEL_AMP_FP32 = 4     /* kept in float32 at every level, O2 too     */
 } keel_amp_class;
 
 /** Op identifiers, in catalog order. */

@@ -696,6 +696,57 @@ static void t_optimizer(void)
     KT_BAD(&k, "state 2 (input 3) must have the param's shape");
 }
 
+/* ---- check_finite_and_unscale -------------------------------------------- */
+
+static void t_unscale(void)
+{
+    struct kt k;
+
+    kt_init(&k, KEEL_OP_CHECK_FINITE_AND_UNSCALE);
+    kt_in(&k, KEEL_BF16, 2, S(4, 9));
+    kt_in(&k, KEEL_F32, 1, S(1));
+    kt_in(&k, KEEL_BOOL, 1, S(1));
+    KT_OK(&k);
+    /* 0-d scale and found_inf, a strided x, an empty x */
+    k.in[1].ndim = 0;
+    k.in[2].ndim = 0;
+    KT_OK(&k);
+    k.in[0].strides[0] = 18;
+    k.in[0].strides[1] = 2;
+    KT_OK(&k);
+    k.in[0].shape[0] = 0;
+    KT_OK(&k);
+    k.in[0].shape[0] = 4;
+    k.in[0].strides[0] = 0;
+    KT_BAD(&k, "x (input 0) is updated in place");
+    k.in[0].strides[0] = 18;
+    k.in[0].dtype = KEEL_I32;
+    KT_BAD(&k, "x (input 0) must be a floating dtype, got int32");
+    k.in[0].dtype = KEEL_F64;
+    KT_OK(&k);
+    k.in[1].dtype = KEEL_F64;
+    KT_BAD(&k, "scale (input 1) must be float32, got float64");
+    k.in[1].dtype = KEEL_F32;
+    k.in[1].ndim = 1;
+    k.in[1].shape[0] = 2;
+    KT_BAD(&k, "scale (input 1) must have one element (shape [1] or []), "
+               "got [2]");
+    k.in[1].shape[0] = 1;
+    k.in[2].dtype = KEEL_U8;
+    KT_BAD(&k, "found_inf (input 2) must be bool, got uint8");
+    k.in[2].dtype = KEEL_BOOL;
+    k.in[2].ndim = 1;
+    k.in[2].shape[0] = 0;
+    KT_BAD(&k, "found_inf (input 2) must have one element");
+    k.in[2].shape[0] = 1;
+    KT_OK(&k);
+    kt_out(&k, KEEL_F64, 2, S(4, 9));
+    KT_BAD(&k, "output");
+    k.nout = 0;
+    k.nin = 2;
+    KT_BAD(&k, "3 input");
+}
+
 /* ---- geometry ------------------------------------------------------------ */
 
 static void t_norm_geometry(void)
@@ -778,6 +829,7 @@ static const CU_TestInfo tests[] = {
     {"one_hot", t_one_hot},
     {"dropout", t_dropout},
     {"optimizer updates", t_optimizer},
+    {"check_finite_and_unscale", t_unscale},
     {"norm geometry and reduction", t_norm_geometry},
     CU_TEST_INFO_NULL,
 };

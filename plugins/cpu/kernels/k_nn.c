@@ -1,7 +1,8 @@
 /*
  * CPU kernels of the neural-network ops: batch/layer/group norm and their
  * grads, cross entropy (+grad), mse / bce-with-logits / nll losses,
- * embedding (+grad), dropout, one_hot and the in-place optimizer updates.
+ * embedding (+grad), dropout, one_hot, the in-place optimizer updates and
+ * check_finite_and_unscale.
  *
  * DESIGN
  *
@@ -44,6 +45,7 @@
  */
 #ifndef NN_T
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kern.h"
@@ -511,6 +513,14 @@ struct opt_ctx {
     struct vop p, g, s1, s2;
     double lr, wd, mu, b1, b2, lr_t, eps_t, decay;
     bool nesterov;
+};
+
+/* check_finite_and_unscale: x *= inv; found is set by any part that saw a
+ * value that is not finite. */
+struct unscale_ctx {
+    struct vop x;
+    double inv; /* float32's 1/scale, or float64's for a float64 x */
+    atomic_int found;
 };
 
 struct embg_ctx {
@@ -1602,6 +1612,37 @@ KERNEL(k_momentum_update, "momentum_update", momentum_impl, NULL)
 KERNEL(k_adam_update, "adam_update", adam_impl, NULL)
 KERNEL(k_adamw_update, "adamw_update", adamw_impl, NULL)
 
+/* ---- check_finite_and_unscale -------------------------------------------- */
+
+/*
+ * As Paddle's kernel: inv = 1.0f / scale in float32 and x * inv in float32
+ * (float16/bfloat16 x converted to float32 and the product rounded back);
+ * a float64 x uses 1.0 / scale and the product in float64. found_inf is
+ * only ever set, from the values before scaling; x is always written. The
+ * kit has checked scale (float32) and found_inf (bool), one element each.
+ */
+static void unscale_impl(const struct kcall *k)
+{
+    const keel_kernel_args *a = k->a;
+    bool dbl = a->inputs[0].dtype == KEEL_F64;
+    struct unscale_ctx c;
+    float scale;
+
+    c.x = vop_all(k->in[0], &a->inputs[0]);
+    if (c.x.v.n == 0)
+        return;
+    memcpy(&scale, k->in[1], sizeof(scale));
+    c.inv = dbl ? 1.0 / (double)scale : (double)(1.0f / scale);
+    atomic_init(&c.found, 0);
+    cpu_parallel_for(c.x.v.n, KGRAIN, dbl ? unscale_part_d : unscale_part_f,
+                     &c);
+    if (atomic_load_explicit(&c.found, memory_order_relaxed))
+        *(uint8_t *)k->in[2] = 1;
+}
+
+KERNEL(k_check_finite_and_unscale, "check_finite_and_unscale", unscale_impl,
+       NULL)
+
 const struct cpu_kernel_entry cpu_kernels_nn[] = {
     {"batch_norm", KEEL_DT_FLOAT, k_batch_norm},
     {"batch_norm_grad", KEEL_DT_FLOAT, k_batch_norm_grad},
@@ -1622,6 +1663,7 @@ const struct cpu_kernel_entry cpu_kernels_nn[] = {
     {"momentum_update", KEEL_DT_FLOAT, k_momentum_update},
     {"adam_update", KEEL_DT_FLOAT, k_adam_update},
     {"adamw_update", KEEL_DT_FLOAT, k_adamw_update},
+    {"check_finite_and_unscale", KEEL_DT_FLOAT, k_check_finite_and_unscale},
     {NULL, 0, NULL},
 };
 
@@ -2414,6 +2456,35 @@ static void S(opt_part)(void *ctx, int64_t b, int64_t e)
         }
         S(put)(&c->p, j, n, p);
     }
+}
+
+/* ---- check_finite_and_unscale -------------------------------------------- */
+
+/* x *= inv; whether some x was not finite before. */
+static bool S(bunscale)(T *restrict x, int64_t n, T inv)
+{
+    int bad = 0;
+
+    NN_LOOP(i, n, bad |= !isfinite(x[i]); x[i] *= inv;);
+    return bad != 0;
+}
+
+static void S(unscale_part)(void *ctx, int64_t b, int64_t e)
+{
+    struct unscale_ctx *c = ctx;
+    const T inv = (T)c->inv;
+    T xb[NN_BLK];
+    bool bad = false;
+
+    for (int64_t j = b; j < e; j += NN_BLK) {
+        int64_t n = nn_min(NN_BLK, e - j);
+        T *x = S(rw)(&c->x, j, n, xb);
+
+        bad |= S(bunscale)(x, n, inv);
+        S(put)(&c->x, j, n, x);
+    }
+    if (bad)
+        atomic_store_explicit(&c->found, 1, memory_order_relaxed);
 }
 
 /* ---- embedding_grad ------------------------------------------------------ */
