@@ -122,6 +122,11 @@ KEEL_API keel_status keel_layer_set_state_dict(keel_layer *layer,
  * memory); on an error the parameters before the failing one are cleared.
  */
 KEEL_API keel_status keel_layer_clear_gradients(keel_layer *layer);
+
+/** Keep this layer's own parameters and buffers in float32 under
+ *  keel_amp_decorate (keel/amp.h; Paddle's
+ *  layer._cast_to_low_precision = False). Returns OK or INVALID_ARGUMENT. */
+KEEL_API keel_status keel_layer_set_keep_fp32(keel_layer *layer, bool keep);
 /**
  * Paddle's layer.clear_gradients(set_to_zero): set_to_zero true zeroes as
  * above; false drops every gradient (keel_tensor_grad() then returns NULL

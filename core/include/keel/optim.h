@@ -515,6 +515,17 @@ KEEL_API double keel_optimizer_get_lr(const keel_optimizer *opt);
  *  Paddle's set_lr raises). */
 KEEL_API keel_status keel_optimizer_set_lr(keel_optimizer *opt, double lr);
 
+/**
+ * Paddle's multi_precision: a float16 or bfloat16 parameter is updated
+ * through a float32 master copy (state dict key <name>_fp32_master_0) with
+ * float32 accumulators, and the result rounded back into the parameter.
+ * Off by default; keel_amp_decorate() at O2 turns it on (master_weight).
+ * INVALID_STATE once any parameter has been updated.
+ */
+KEEL_API keel_status keel_optimizer_set_multi_precision(keel_optimizer *opt,
+                                                        bool on);
+KEEL_API bool keel_optimizer_multi_precision(const keel_optimizer *opt);
+
 /** Number of completed steps. -1 for NULL. */
 KEEL_API int64_t keel_optimizer_step_count(const keel_optimizer *opt);
 

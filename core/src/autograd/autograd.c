@@ -926,9 +926,11 @@ keel_status keel_backward(keel_tensor *loss, const keel_tensor *grad_output,
     E.accumulate = true;
     E.api = "keel_backward";
     keel_no_grad_begin();
+    keel__amp_pause_begin(); /* gradients keep the forward's dtypes */
     st = root_grad(&E, loss, grad_output, &r.grad);
     if (st == KEEL_STATUS_OK)
         st = engine_run(&E, &r, 1);
+    keel__amp_pause_end();
     keel_no_grad_end();
     keel_tensor_free(r.grad);
     engine_free(&E);
@@ -986,6 +988,7 @@ keel_status keel_grad(keel_tensor *const *outputs, int num_outputs,
         }
     }
     keel_no_grad_begin();
+    keel__amp_pause_begin();
     for (int r = 0; r < num_outputs && st == KEEL_STATUS_OK; r++) {
         roots[r].t = outputs[r];
         st = root_grad(&E, outputs[r], grad_outputs ? grad_outputs[r] : NULL,
@@ -1012,6 +1015,7 @@ keel_status keel_grad(keel_tensor *const *outputs, int num_outputs,
         else
             st = own_grad(&cp->meta, cp->grad, &grads[i]);
     }
+    keel__amp_pause_end();
     keel_no_grad_end();
 out:
     for (int i = 0; i < num_inputs; i++) {

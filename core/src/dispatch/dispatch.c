@@ -4,7 +4,7 @@
  *   keel_op_run
  *     -> validate inputs (count, devices) and resolve attributes against
  *        the catalog spec (defaults filled in, types checked)
- *     -> [room for the AMP cast step]
+ *     -> AMP cast step, inside an enabled auto_cast scope (amp/amp.c)
  *     -> shape rule: output shapes/dtypes, promotion, broadcast descriptors
  *     -> allocate outputs (caching allocator)
  *     -> kernel for (op, plugin, dtype): looked up once, then cached
@@ -74,6 +74,67 @@ keel_status keel__view_record(enum keel_ag_view kind, const keel_tensor *x,
         ->record_view(kind, x, out, params, nparams);
 }
 static atomic_bool strict_env_read;
+
+/* ---- the AMP hooks (amp/ installs them) ------------------------------------ */
+
+static _Atomic(keel_amp_replace_fn) amp_replace;
+static _Atomic(keel_amp_cast_fn) amp_cast;
+_Thread_local int keel__amp_on;
+static _Thread_local int amp_pause;
+static atomic_uint amp_epoch;
+
+void keel__dispatch_set_amp(keel_amp_replace_fn replace, keel_amp_cast_fn cast)
+{
+    atomic_store_explicit(&amp_replace, replace, memory_order_release);
+    atomic_store_explicit(&amp_cast, cast, memory_order_release);
+}
+
+void keel__amp_pause_begin(void)
+{
+    if (amp_pause++ == 0)
+        atomic_fetch_add_explicit(&amp_epoch, 1, memory_order_relaxed);
+}
+
+void keel__amp_pause_end(void)
+{
+    amp_pause--;
+}
+
+unsigned keel__amp_epoch(void)
+{
+    return atomic_load_explicit(&amp_epoch, memory_order_relaxed);
+}
+
+/* Whether this call takes the AMP step: inside an enabled scope, outside
+ * backward passes and the core's own calls. */
+static inline bool amp_wanted(void)
+{
+    return keel__amp_on && !amp_pause && !no_record_depth;
+}
+
+/* ---- operator statistics ------------------------------------------------------ */
+
+static atomic_bool op_stats_on;
+static atomic_uint_fast64_t op_stats[KEEL_OP_COUNT][KEEL_DTYPE_COUNT_];
+
+void keel__op_stats_enable(bool on)
+{
+    atomic_store(&op_stats_on, on);
+}
+
+void keel__op_stats_reset(void)
+{
+    for (int o = 0; o < KEEL_OP_COUNT; o++)
+        for (int d = 0; d < KEEL_DTYPE_COUNT_; d++)
+            atomic_store_explicit(&op_stats[o][d], 0, memory_order_relaxed);
+}
+
+uint64_t keel__op_stats_get(keel_op_id op, keel_dtype dtype)
+{
+    if ((unsigned)op >= KEEL_OP_COUNT || (unsigned)dtype >= KEEL_DTYPE_COUNT_)
+        return 0;
+    return atomic_load_explicit(&op_stats[op][dtype], memory_order_relaxed);
+}
 
 /* ---- catalog attribute specs ----------------------------------------------- */
 
@@ -543,6 +604,8 @@ static uint32_t mutated_inputs(keel_op_id op)
         return (1u << 0) | (1u << 2) | (1u << 3);
     case KEEL_OP_BATCH_NORM:
         return (1u << 3) | (1u << 4);
+    case KEEL_OP_CHECK_FINITE_AND_UNSCALE:
+        return (1u << 0) | (1u << 2);
     default:
         return 0;
     }
@@ -633,6 +696,20 @@ static void workspace_release(struct launch_ws *w)
     w->n = 0;
 }
 
+bool keel__has_kernel(keel_place place, keel_op_id op, keel_dtype dtype)
+{
+    return find_kernel(place, op, dtype) != NULL;
+}
+
+void keel__call_set_input(struct keel_op_call *c, int i, keel_tensor *t)
+{
+    keel_tensor *old = c->in[i];
+
+    c->in[i] = keel_tensor_ref(t);
+    keel_tensor_free(old);
+    keel__desc(c->in[i], &c->in_desc[i]);
+}
+
 static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
 {
     struct launch_ws ws = {.n = 0};
@@ -642,6 +719,10 @@ static keel_status launch(struct keel_op_call *c, keel_tensor **outs)
     keel_status st;
     struct keel_plugin *p;
 
+    if (atomic_load_explicit(&op_stats_on, memory_order_relaxed) &&
+        !no_record_depth)
+        atomic_fetch_add_explicit(&op_stats[c->op][c->key_dtype], 1,
+                                  memory_order_relaxed);
     k = find_kernel(c->place, c->op, c->key_dtype);
     if (!k) {
         if (keel_get_strict())
@@ -893,6 +974,15 @@ static keel_status run_op(keel_op_id op, const keel_place *place_hint,
 
     if (num_outputs)
         *num_outputs = 0;
+    if (amp_wanted()) {
+        keel_amp_replace_fn rep =
+            atomic_load_explicit(&amp_replace, memory_order_acquire);
+
+        if (rep && (unsigned)op < KEEL_OP_COUNT &&
+            rep(op, inputs, num_inputs, attrs, num_attrs, outputs,
+                max_outputs, num_outputs, &st))
+            return st;
+    }
     c.def = keel__op_def(op);
     if (!c.def) {
         if (defs_status != KEEL_STATUS_OK)
@@ -951,6 +1041,14 @@ static keel_status run_op(keel_op_id op, const keel_place *place_hint,
     st = resolve_attrs(&c, attrs, num_attrs);
     if (st != KEEL_STATUS_OK)
         goto out;
+    if (num_inputs && amp_wanted() &&
+        c.def->info->amp != KEEL_AMP_NONE) {
+        keel_amp_cast_fn cast =
+            atomic_load_explicit(&amp_cast, memory_order_acquire);
+
+        if (cast && (st = cast(&c)) != KEEL_STATUS_OK)
+            goto out;
+    }
     c.key_dtype = num_inputs ? c.in[0]->dtype : KEEL_F32;
     st = c.def->shape(&c);
     if (st != KEEL_STATUS_OK)

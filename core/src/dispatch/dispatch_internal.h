@@ -134,6 +134,44 @@ keel_status keel__view_record(enum keel_ag_view kind, const keel_tensor *x,
 void keel__no_record_begin(void);
 void keel__no_record_end(void);
 
+/* ---- the AMP step: how amp/, the layer above, casts calls -------------- */
+
+/*
+ * Dispatch casts nothing itself. The amp layer installs two hooks the
+ * first time a scope opens and sets keel__amp_on for the threads inside
+ * an enabled scope; dispatch calls them only for calls the user made
+ * (not for the core's own copies, nor while a backward pass runs):
+ *   replace  before a call is prepared: may run the op another way
+ *            (linear/conv2d with a float32 bias) and return true with
+ *            *st and the outputs set; false lets the call go on;
+ *   cast     after the attributes, before the shape rule: casts inputs
+ *            of c (keel__amp_replace_input / keel__cast_input).
+ */
+typedef bool (*keel_amp_replace_fn)(keel_op_id op, keel_tensor *const *in,
+                                    int nin, const keel_attr *attrs,
+                                    int nattrs, keel_tensor **outs,
+                                    int max_outputs, int *num_outputs,
+                                    keel_status *st);
+typedef keel_status (*keel_amp_cast_fn)(struct keel_op_call *c);
+void keel__dispatch_set_amp(keel_amp_replace_fn replace, keel_amp_cast_fn cast);
+/** Non-zero on a thread inside an enabled auto_cast scope (amp/ sets it). */
+extern _Thread_local int keel__amp_on;
+/** A backward pass runs on this thread: no AMP step (autograd calls these;
+ *  nests). Each outermost begin also advances keel__amp_epoch. */
+void keel__amp_pause_begin(void);
+void keel__amp_pause_end(void);
+/** Counts backward passes started (cast-cache entries die with it). */
+unsigned keel__amp_epoch(void);
+/** Whether `place`'s plugin has a kernel of op for dtype. */
+bool keel__has_kernel(keel_place place, keel_op_id op, keel_dtype dtype);
+/** Replace input i of c by t (a new reference is taken). */
+void keel__call_set_input(struct keel_op_call *c, int i, keel_tensor *t);
+
+/* operator statistics (paddle.amp.debugging's op stats) */
+void keel__op_stats_enable(bool on);
+void keel__op_stats_reset(void);
+uint64_t keel__op_stats_get(keel_op_id op, keel_dtype dtype);
+
 /** Next `n` counters of the global generator (rng.c). */
 void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
 

@@ -10,7 +10,7 @@
 #include <keel/autograd.h>
 #include <keel/nn.h>
 
-#include "runtime/runtime_internal.h"
+#include "nn/nn_internal.h"
 
 struct nn_entry {
     char *name;
@@ -27,6 +27,7 @@ struct keel_layer {
     const keel_layer_ops *ops;
     void *priv;
     bool training;
+    bool keep_fp32; /* amp decorate leaves its own tensors in float32 */
     struct nn_table params, bufs, subs;
 };
 
@@ -520,4 +521,32 @@ keel_status keel_init_param(int ndim, const int64_t *shape,
                            "init_param: no initializer (kind %d)",
                            (int)attr->kind);
     }
+}
+
+/* ---- amp decorate (nn_internal.h) ----------------------------------------- */
+
+keel_status keel_layer_set_keep_fp32(keel_layer *layer, bool keep)
+{
+    if (!layer)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_layer_set_keep_fp32: layer is NULL");
+    layer->keep_fp32 = keep;
+    return KEEL_STATUS_OK;
+}
+
+bool keel__layer_keep_fp32(const keel_layer *layer)
+{
+    return layer->keep_fp32;
+}
+
+int keel__layer_num_own(const keel_layer *layer)
+{
+    return layer->params.n + layer->bufs.n;
+}
+
+keel_tensor *keel__layer_own_at(const keel_layer *layer, int i)
+{
+    if (i < layer->params.n)
+        return layer->params.e[i].t;
+    return layer->bufs.e[i - layer->params.n].t;
 }

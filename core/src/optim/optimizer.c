@@ -20,11 +20,13 @@
 #include <keel/ops.h>
 #include <keel/optim.h>
 
-#include "runtime/runtime_internal.h"
+#include "optim/optim_internal.h"
 
 struct opt_param {
     char *name;
     keel_tensor *param;
+    keel_tensor *master; /* multi_precision: float32 copy of a float16 or
+                            bfloat16 parameter; NULL until first update */
     keel_tensor *acc1;  /* velocity or moment1; NULL until first update */
     keel_tensor *acc2;  /* moment2 */
     double beta1_pow;   /* rounded to float32 for float32 parameters */
@@ -38,6 +40,7 @@ struct keel_optimizer {
     struct opt_param *p;
     size_t n;
     int64_t steps;
+    bool multi_precision; /* Paddle's multi_precision (amp decorate O2) */
 };
 
 static const char *const kind_names[] = {"SGD", "Momentum", "Adam", "AdamW"};
@@ -140,9 +143,12 @@ keel_status keel_optimizer_create(keel_optimizer_kind kind,
             goto fail;
         }
         dt = keel_tensor_dtype(np->param);
-        if (dt != KEEL_F32 && dt != KEEL_F64) {
+        if (dt != KEEL_F32 && dt != KEEL_F64 && dt != KEEL_F16 &&
+            dt != KEEL_BF16) {
             st = keel__error(KEEL_STATUS_INVALID_ARGUMENT,
-                             "%s: parameter '%s' must be float32 or float64",
+                             "%s: parameter '%s' must be a floating-point "
+                             "tensor (float32, float64, float16 or "
+                             "bfloat16)",
                              kind_names[kind], np->name);
             goto fail;
         }
@@ -229,6 +235,7 @@ void keel_optimizer_free(keel_optimizer *opt)
     for (i = 0; opt->p && i < opt->n; i++) {
         free(opt->p[i].name);
         keel_tensor_free(opt->p[i].param);
+        keel_tensor_free(opt->p[i].master);
         keel_tensor_free(opt->p[i].acc1);
         keel_tensor_free(opt->p[i].acc2);
     }
@@ -492,16 +499,40 @@ static double pow_init(double beta, keel_dtype dt)
     return (double)rounded;
 }
 
+/* Whether p is updated through a float32 master weight. */
+static bool uses_master(const keel_optimizer *opt, const struct opt_param *p)
+{
+    keel_dtype dt = keel_tensor_dtype(p->param);
+
+    return opt->multi_precision && (dt == KEEL_F16 || dt == KEEL_BF16);
+}
+
+/* The dtype of p's accumulators and beta powers: float32 for a
+ * multi-precision parameter (Paddle's _get_accumulator_master). */
+static keel_dtype acc_dtype(const keel_optimizer *opt,
+                            const struct opt_param *p)
+{
+    return uses_master(opt, p) ? KEEL_F32 : keel_tensor_dtype(p->param);
+}
+
+static keel_status ensure_master(keel_optimizer *opt, struct opt_param *p)
+{
+    if (p->master || !uses_master(opt, p))
+        return KEEL_STATUS_OK;
+    return keel_cast(p->param, KEEL_F32, &p->master);
+}
+
 static keel_status ensure_state(keel_optimizer *opt, struct opt_param *p)
 {
     char dev[64];
     keel_status st;
     int nd = keel_tensor_ndim(p->param);
     const int64_t *shape = keel_tensor_shape(p->param);
-    keel_dtype dt = keel_tensor_dtype(p->param);
+    keel_dtype dt = acc_dtype(opt, p);
 
-    if (p->has_state || opt->kind == KEEL_OPTIM_SGD)
-        return KEEL_STATUS_OK;
+    st = ensure_master(opt, p);
+    if (st || p->has_state || opt->kind == KEEL_OPTIM_SGD)
+        return st;
     st = device_of(p->param, dev, sizeof(dev));
     if (st)
         return st;
@@ -531,6 +562,20 @@ static keel_attr fattr(const char *name, double v)
     return a;
 }
 
+/* param = master rounded to the parameter's dtype, written into the
+ * parameter's own storage (its version advances, as an in-place update). */
+static keel_status write_back(struct opt_param *p)
+{
+    keel_tensor *low = NULL;
+    keel_status st;
+
+    st = keel_cast(p->master, keel_tensor_dtype(p->param), &low);
+    if (st == KEEL_STATUS_OK)
+        st = keel__tensor_copy_values(p->param, low);
+    keel_tensor_free(low);
+    return st;
+}
+
 static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
                               keel_tensor *grad, double lr)
 {
@@ -544,7 +589,7 @@ static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
     st = ensure_state(opt, p);
     if (st)
         return st;
-    in[0] = p->param;
+    in[0] = p->master ? p->master : p->param;
     in[1] = grad;
     a[na++] = fattr("lr", lr);
     switch (opt->kind) {
@@ -582,10 +627,12 @@ static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
         break;
     }
     st = keel_op_run(op, in, nin, a, na, NULL, 0, &nout);
+    if (st == KEEL_STATUS_OK && p->master)
+        st = write_back(p);
     if (st)
         return st;
     if (opt->kind == KEEL_OPTIM_ADAM || opt->kind == KEEL_OPTIM_ADAMW) {
-        keel_dtype dt = keel_tensor_dtype(p->param);
+        keel_dtype dt = acc_dtype(opt, p);
 
         p->beta1_pow = pow_mul(p->beta1_pow, o->beta1, dt);
         p->beta2_pow = pow_mul(p->beta2_pow, o->beta2, dt);
@@ -622,7 +669,10 @@ keel_status keel_optimizer_step(keel_optimizer *opt)
             continue;
         /* The fused ops add L2 into the gradient in place: use a copy so
          * that the stored gradient keeps its value, as in Paddle. */
-        st = copy_tensor(grads[i], &g);
+        if (uses_master(opt, &opt->p[i]))
+            st = keel_cast(grads[i], KEEL_F32, &g);
+        else
+            st = copy_tensor(grads[i], &g);
         if (st)
             goto out;
         keel_tensor_free(grads[i]);
@@ -719,6 +769,12 @@ keel_status keel_optimizer_state_get(const keel_optimizer *opt,
     for (i = 0; i < opt->n; i++) {
         const struct opt_param *p = &opt->p[i];
 
+        if (p->master) {
+            snprintf(key, sizeof(key), "%s_fp32_master_0", p->name);
+            st = put_copy(sd, key, p->master);
+            if (st)
+                goto out;
+        }
         if (!p->has_state)
             continue;
         if (opt->kind == KEEL_OPTIM_MOMENTUM) {
@@ -737,11 +793,11 @@ keel_status keel_optimizer_state_get(const keel_optimizer *opt,
         if (st)
             goto out;
         snprintf(key, sizeof(key), "%s_beta1_pow_acc_0", p->name);
-        st = put_pow(sd, key, p->beta1_pow, keel_tensor_dtype(p->param));
+        st = put_pow(sd, key, p->beta1_pow, acc_dtype(opt, p));
         if (st)
             goto out;
         snprintf(key, sizeof(key), "%s_beta2_pow_acc_0", p->name);
-        st = put_pow(sd, key, p->beta2_pow, keel_tensor_dtype(p->param));
+        st = put_pow(sd, key, p->beta2_pow, acc_dtype(opt, p));
         if (st)
             goto out;
     }
@@ -784,7 +840,8 @@ static keel_status get_scalar(const keel_state_dict *sd, const char *key,
 
 /* Entry `key` checked against p's shape, copied onto p's device and dtype. */
 static keel_status load_acc(const keel_state_dict *sd, const char *key,
-                            const keel_tensor *param, keel_tensor **out)
+                            const keel_tensor *param, keel_dtype dtype,
+                            keel_tensor **out)
 {
     keel_tensor *t = keel_state_dict_get(sd, key), *a = NULL, *b = NULL;
     char dev[64];
@@ -811,7 +868,7 @@ static keel_status load_acc(const keel_state_dict *sd, const char *key,
     st = keel_tensor_to(t, dev, &a);
     if (st)
         goto out;
-    st = keel_cast(a, keel_tensor_dtype(param), &b);
+    st = keel_cast(a, dtype, &b);
     if (st)
         goto out;
     st = copy_tensor(b, out);
@@ -851,13 +908,24 @@ keel_status keel_optimizer_state_set(keel_optimizer *opt,
     if (!np)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY, "optimizer: no memory");
     keel_no_grad_begin();
-    for (i = 0; i < opt->n && opt->kind != KEEL_OPTIM_SGD; i++) {
+    for (i = 0; i < opt->n; i++) {
         const struct opt_param *p = &opt->p[i];
+        keel_dtype adt = acc_dtype(opt, p);
         double b1, b2;
 
+        if (uses_master(opt, p)) {
+            snprintf(key, sizeof(key), "%s_fp32_master_0", p->name);
+            st = load_acc(sd, key, p->param, KEEL_F32, &np[i].master);
+            if (st == KEEL_STATUS_NOT_FOUND)
+                st = KEEL_STATUS_OK;
+            if (st)
+                goto out;
+        }
+        if (opt->kind == KEEL_OPTIM_SGD)
+            continue;
         snprintf(key, sizeof(key), "%s_%s_0", p->name,
                  opt->kind == KEEL_OPTIM_MOMENTUM ? "velocity" : "moment1");
-        st = load_acc(sd, key, p->param, &np[i].acc1);
+        st = load_acc(sd, key, p->param, adt, &np[i].acc1);
         if (st == KEEL_STATUS_NOT_FOUND) {
             st = KEEL_STATUS_OK;
             continue;
@@ -868,7 +936,7 @@ keel_status keel_optimizer_state_set(keel_optimizer *opt,
         if (!is_adam(opt))
             continue;
         snprintf(key, sizeof(key), "%s_moment2_0", p->name);
-        st = load_acc(sd, key, p->param, &np[i].acc2);
+        st = load_acc(sd, key, p->param, adt, &np[i].acc2);
         if (st)
             goto missing;
         snprintf(key, sizeof(key), "%s_beta1_pow_acc_0", p->name);
@@ -885,8 +953,8 @@ keel_status keel_optimizer_state_set(keel_optimizer *opt,
                              "in [0, 1)", p->name);
             goto out;
         }
-        np[i].beta1_pow = pow_init(b1, keel_tensor_dtype(p->param));
-        np[i].beta2_pow = pow_init(b2, keel_tensor_dtype(p->param));
+        np[i].beta1_pow = pow_init(b1, adt);
+        np[i].beta2_pow = pow_init(b2, adt);
     }
     if (opt->o.lr_scheduler) {
         keel_lr_state cur;
@@ -924,6 +992,11 @@ keel_status keel_optimizer_state_set(keel_optimizer *opt,
         p->acc1 = np[i].acc1;
         p->acc2 = np[i].acc2;
         np[i].acc1 = np[i].acc2 = NULL;
+        if (np[i].master) {
+            keel_tensor_free(p->master);
+            p->master = np[i].master;
+            np[i].master = NULL;
+        }
         p->has_state = np[i].has_state;
         p->beta1_pow = np[i].beta1_pow;
         p->beta2_pow = np[i].beta2_pow;
@@ -939,7 +1012,53 @@ out:
     for (i = 0; i < opt->n; i++) {
         keel_tensor_free(np[i].acc1);
         keel_tensor_free(np[i].acc2);
+        keel_tensor_free(np[i].master);
     }
     free(np);
     return st;
+}
+
+/* ---- for the amp layer's decorate and GradScaler (optim_internal.h) ---- */
+
+size_t keel__optimizer_num_params(const keel_optimizer *opt)
+{
+    return opt ? opt->n : 0;
+}
+
+keel_tensor *keel__optimizer_param(const keel_optimizer *opt, size_t i)
+{
+    return opt && i < opt->n ? opt->p[i].param : NULL;
+}
+
+bool keel__optimizer_has_state(const keel_optimizer *opt)
+{
+    for (size_t i = 0; opt && i < opt->n; i++)
+        if (opt->p[i].has_state || opt->p[i].master)
+            return true;
+    return false;
+}
+
+void keel__optimizer_set_multi_precision(keel_optimizer *opt, bool on)
+{
+    if (opt)
+        opt->multi_precision = on;
+}
+
+bool keel_optimizer_multi_precision(const keel_optimizer *opt)
+{
+    return opt && opt->multi_precision;
+}
+
+keel_status keel_optimizer_set_multi_precision(keel_optimizer *opt, bool on)
+{
+    if (!opt)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "optimizer: opt is NULL");
+    if (keel__optimizer_has_state(opt) && on != opt->multi_precision)
+        return keel__error(KEEL_STATUS_INVALID_STATE,
+                           "%s: multi_precision cannot change after the "
+                           "first update",
+                           kind_names[opt->kind]);
+    opt->multi_precision = on;
+    return KEEL_STATUS_OK;
 }

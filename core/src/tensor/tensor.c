@@ -235,6 +235,53 @@ void keel_tensor_free(keel_tensor *t)
     free(t);
 }
 
+void keel__tensor_adopt(keel_tensor *dst, const keel_tensor *src)
+{
+    struct keel_storage *old = dst->storage;
+    unsigned ver = atomic_load(&old->version);
+
+    atomic_fetch_add(&src->storage->refcount, 1);
+    dst->storage = src->storage;
+    /* A version never seen before, so saved copies of dst fail their
+     * check rather than read the new values as the old. */
+    atomic_store(&dst->storage->version,
+                 atomic_load(&dst->storage->version) + ver + 1);
+    dst->dtype = src->dtype;
+    dst->ndim = src->ndim;
+    for (int i = 0; i < src->ndim; i++) {
+        dst->shape[i] = src->shape[i];
+        dst->strides[i] = src->strides[i];
+    }
+    dst->offset = src->offset;
+    storage_release(old);
+}
+
+keel_status keel__tensor_copy_values(keel_tensor *dst, const keel_tensor *src)
+{
+    keel_tensor_desc dd, sd;
+    keel_status st;
+
+    if (dst->dtype != src->dtype || dst->ndim != src->ndim ||
+        !keel_tensor_is_contiguous(dst) || !keel_tensor_is_contiguous(src) ||
+        dst->storage->place.plugin != src->storage->place.plugin ||
+        dst->storage->place.device != src->storage->place.device)
+        return keel__error(KEEL_STATUS_INTERNAL,
+                           "copy_values: tensors of different dtype, rank, "
+                           "device or layout");
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->shape[i] != src->shape[i])
+            return keel__error(KEEL_STATUS_INTERNAL,
+                               "copy_values: shapes differ");
+    keel__desc(dst, &dd);
+    keel__desc(src, &sd);
+    st = keel_mem_copy_d2d(dst->storage->place, dd.data, sd.data,
+                           (uint64_t)keel__numel(dst->ndim, dst->shape) *
+                               keel_dtype_size(dst->dtype));
+    if (st == KEEL_STATUS_OK)
+        atomic_fetch_add(&dst->storage->version, 1);
+    return st;
+}
+
 /* A fresh tensor header: one reference, no graph. */
 static void header_init(keel_tensor *t)
 {

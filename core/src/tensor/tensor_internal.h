@@ -73,6 +73,13 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
 keel_status keel__tensor_view(const keel_tensor *x, int ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t offset, keel_tensor **out);
+/** dst takes src's storage, dtype and geometry (its own storage is
+ *  released); its identity, gradient flag and graph links stay. For the
+ *  in-place dtype change of parameters (amp decorate). */
+void keel__tensor_adopt(keel_tensor *dst, const keel_tensor *src);
+/** dst's values = src's (same dtype, shape and device, both contiguous),
+ *  by a device copy; dst's version advances (an in-place write). */
+keel_status keel__tensor_copy_values(keel_tensor *dst, const keel_tensor *src);
 /** Number of elements of a shape (unchecked: for shapes already within
  *  the limits below, i.e. those of live tensors). */
 int64_t keel__numel(int ndim, const int64_t *shape);
