@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "kern.h"
+#include "khalf.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -360,16 +361,12 @@ void kf32_to_f16(const float *src, uint16_t *dst, int64_t n)
 
 void kbf16_to_f32(const uint16_t *src, float *dst, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(&dst[i], &u, sizeof(float));
-    }
+    khalf_bf16_to_f32(src, dst, n, khalf_isa());
 }
 
 void kf32_to_bf16(const float *src, uint16_t *dst, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = cpu_f32_to_bf16(src[i]);
+    khalf_f32_to_bf16(src, dst, n, khalf_isa());
 }
 
 double kload(const void *p, keel_dtype dt)
