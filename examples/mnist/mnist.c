@@ -3,6 +3,11 @@
  *
  *   keel-mnist [--device NAME] [--epochs N] [--data DIR] [--seed S]
  *              [--checkpoint PATH] [--resume] [--limit N]
+ *              [--amp O0|O1|O2] [--amp-dtype bfloat16|float16]
+ *
+ * --amp trains under auto_cast with a GradScaler, as Paddle's AMP loop
+ * (O2 decorates the model and gives Adam float32 master weights); the
+ * scaler's state goes into the checkpoint under "scaler.<name>".
  *
  * The checkpoint is one safetensors file: the model's state dict under
  * "model.<name>", the optimizer's state under "optim.<name>", and in the
@@ -19,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <keel/amp.h>
 #include <keel/autograd.h>
 #include <keel/data.h>
 #include <keel/io.h>
@@ -39,7 +45,22 @@ struct options {
     const char *checkpoint;
     bool resume;
     long limit;
+    keel_amp_level amp;   /* O0: off */
+    keel_dtype amp_dtype; /* float16 (Paddle's default) or bfloat16 */
 };
+
+/* The auto_cast settings of a run (NULL when --amp is O0). */
+static const keel_amp_options *amp_opts(const struct options *o)
+{
+    static keel_amp_options a;
+
+    if (o->amp == KEEL_AMP_O0)
+        return NULL;
+    a = keel_amp_default_options();
+    a.level = o->amp;
+    a.dtype = o->amp_dtype;
+    return &a;
+}
 
 static int failed(const char *what)
 {
@@ -69,7 +90,10 @@ static void usage(FILE *f)
             "  --checkpoint PATH  checkpoint file\n"
             "                     (default keel-mnist-checkpoint.safetensors)\n"
             "  --resume           continue from the checkpoint\n"
-            "  --limit N          train on the first N images only\n");
+            "  --limit N          train on the first N images only\n"
+            "  --amp LEVEL        mixed precision: O0 (off, default), O1, "
+            "O2\n"
+            "  --amp-dtype DTYPE  bfloat16 or float16 (default float16)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long min, long *out)
@@ -99,6 +123,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->checkpoint = "keel-mnist-checkpoint.safetensors";
     o->resume = false;
     o->limit = 0;
+    o->amp = KEEL_AMP_O0;
+    o->amp_dtype = KEEL_F16;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -113,7 +139,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         }
         if (strcmp(a, "--device") && strcmp(a, "--epochs") &&
             strcmp(a, "--data") && strcmp(a, "--seed") &&
-            strcmp(a, "--checkpoint") && strcmp(a, "--limit")) {
+            strcmp(a, "--checkpoint") && strcmp(a, "--limit") &&
+            strcmp(a, "--amp") && strcmp(a, "--amp-dtype")) {
             fprintf(stderr, "keel-mnist: unknown option '%s'\n", a);
             usage(stderr);
             return -1;
@@ -132,6 +159,28 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (!strcmp(a, "--epochs")) {
             if (parse_long(a, val, 0, &o->epochs))
                 return -1;
+        } else if (!strcmp(a, "--amp")) {
+            if (!strcmp(val, "O0"))
+                o->amp = KEEL_AMP_O0;
+            else if (!strcmp(val, "O1"))
+                o->amp = KEEL_AMP_O1;
+            else if (!strcmp(val, "O2"))
+                o->amp = KEEL_AMP_O2;
+            else {
+                fprintf(stderr, "keel-mnist: --amp takes O0, O1 or O2, not "
+                        "'%s'\n", val);
+                return -1;
+            }
+        } else if (!strcmp(a, "--amp-dtype")) {
+            if (!strcmp(val, "bfloat16"))
+                o->amp_dtype = KEEL_BF16;
+            else if (!strcmp(val, "float16"))
+                o->amp_dtype = KEEL_F16;
+            else {
+                fprintf(stderr, "keel-mnist: --amp-dtype takes bfloat16 or "
+                        "float16, not '%s'\n", val);
+                return -1;
+            }
         } else if (!strcmp(a, "--limit")) {
             if (parse_long(a, val, 1, &o->limit))
                 return -1;
@@ -259,7 +308,8 @@ out:
 /* ---- evaluation ---------------------------------------------------------- */
 
 /* Accuracy over one pass of `dl` (eval mode, no grad); *acc in [0, 1]. */
-static int evaluate(keel_layer *model, keel_dataloader *dl, double *acc)
+static int evaluate(keel_layer *model, keel_dataloader *dl,
+                    const keel_amp_options *amp, double *acc)
 {
     keel_batch b = {0};
     keel_tensor *logits = NULL, *pred = NULL;
@@ -282,10 +332,18 @@ static int evaluate(keel_layer *model, keel_dataloader *dl, double *acc)
         }
         if (end)
             break;
-        if (keel_layer_call(model, b.fields[0], &logits)) {
-            failed("forward");
+        if (amp && keel_amp_begin(amp)) {
+            failed("keel_amp_begin");
             goto out;
         }
+        if (keel_layer_call(model, b.fields[0], &logits)) {
+            failed("forward");
+            if (amp)
+                keel_amp_end();
+            goto out;
+        }
+        if (amp)
+            keel_amp_end();
         if (keel_argmax(logits, 1, false, &pred)) {
             failed("keel_argmax");
             goto out;
@@ -376,9 +434,19 @@ fail:
     return -1;
 }
 
+static const char *amp_name(const struct options *o)
+{
+    static char buf[32];
+
+    snprintf(buf, sizeof(buf), "O%d %s", (int)o->amp,
+             o->amp == KEEL_AMP_O0 ? "-" : keel_dtype_name(o->amp_dtype));
+    return buf;
+}
+
 static int save_checkpoint(const char *path, keel_layer *model,
-                           keel_optimizer *opt, long epoch, uint64_t seed,
-                           double acc)
+                           keel_optimizer *opt, keel_grad_scaler *scaler,
+                           const struct options *o, long epoch,
+                           uint64_t seed, double acc)
 {
     keel_state_dict *sd = NULL, *msd = NULL, *osd = NULL;
     uint64_t rs, rc_;
@@ -400,6 +468,10 @@ static int save_checkpoint(const char *path, keel_layer *model,
     }
     if (add_prefixed(sd, msd, "model.") || add_prefixed(sd, osd, "optim."))
         goto out;
+    if (scaler && keel_grad_scaler_state_get(scaler, "scaler.", sd)) {
+        failed("keel_grad_scaler_state_get");
+        goto out;
+    }
 #define META(k, fmt, v)                                                     \
     do {                                                                    \
         snprintf(buf, sizeof(buf), fmt, v);                                 \
@@ -414,6 +486,7 @@ static int save_checkpoint(const char *path, keel_layer *model,
     META("rng_seed", "%" PRIu64, rs);
     META("rng_counter", "%" PRIu64, rc_);
     META("test_accuracy", "%.6f", acc);
+    META("amp", "%s", amp_name(o));
 #undef META
     if (keel_save(path, sd)) {
         failed("keel_save");
@@ -450,11 +523,13 @@ static int meta_u64(const keel_state_dict *sd, const char *path,
 
 /* Load the model part (always) and the optimizer part (opt != NULL) of a
  * checkpoint; *epoch, *seed and the RNG state are restored when asked. */
-static int load_checkpoint(const char *path, const char *device,
+static int load_checkpoint(const char *path, const struct options *o,
                            keel_layer *model, keel_optimizer *opt,
-                           uint64_t *epoch, uint64_t *seed, bool set_rng)
+                           keel_grad_scaler *scaler, uint64_t *epoch,
+                           uint64_t *seed, bool set_rng)
 {
-    keel_state_dict *sd = NULL, *msd = NULL, *osd = NULL;
+    const char *device = o->device, *amp;
+    keel_state_dict *sd = NULL, *msd = NULL, *osd = NULL, *ssd = NULL;
     const char *fmt;
     uint64_t e, s, rs, rcnt;
     int rc = -1;
@@ -474,6 +549,13 @@ static int load_checkpoint(const char *path, const char *device,
         meta_u64(sd, path, "rng_seed", &rs) ||
         meta_u64(sd, path, "rng_counter", &rcnt))
         goto out;
+    amp = keel_state_dict_get_metadata(sd, "amp");
+    if (strcmp(amp && *amp ? amp : "O0 -", amp_name(o))) {
+        fprintf(stderr, "keel-mnist: %s was trained with --amp %s; this run "
+                "asks for %s\n", path, amp && *amp ? amp : "O0 -",
+                amp_name(o));
+        goto out;
+    }
     if (take_prefixed(sd, "model.", &msd))
         goto out;
     if (keel_layer_set_state_dict(model, msd, true)) {
@@ -488,6 +570,15 @@ static int load_checkpoint(const char *path, const char *device,
             goto out;
         }
     }
+    if (scaler) {
+        if (take_prefixed(sd, "scaler.", &ssd))
+            goto out;
+        if (keel_state_dict_count(ssd) &&
+            keel_grad_scaler_state_set(scaler, NULL, ssd)) {
+            failed("keel_grad_scaler_state_set");
+            goto out;
+        }
+    }
     if (set_rng)
         keel_rng_set_state(rs, rcnt);
     if (epoch)
@@ -499,6 +590,7 @@ out:
     keel_state_dict_free(sd);
     keel_state_dict_free(msd);
     keel_state_dict_free(osd);
+    keel_state_dict_free(ssd);
     return rc;
 }
 
@@ -529,11 +621,13 @@ static int make_optimizer(keel_layer *model, keel_state_dict **params,
 }
 
 static int train_epoch(keel_layer *model, keel_layer *loss_fn,
-                       keel_optimizer *opt, keel_dataloader *dl, long epoch,
-                       long epochs, bool tty, double *avg_loss, double *ips)
+                       keel_optimizer *opt, keel_dataloader *dl,
+                       const keel_amp_options *amp, keel_grad_scaler *scaler,
+                       long epoch, long epochs, bool tty, double *avg_loss,
+                       double *ips)
 {
     keel_batch b = {0};
-    keel_tensor *logits = NULL, *loss = NULL;
+    keel_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
     int64_t nb = keel_dataloader_num_batches(dl), seen = 0, k = 0;
     double t0 = now_s(), sum = 0.0, lv;
     bool end = false;
@@ -551,21 +645,38 @@ static int train_epoch(keel_layer *model, keel_layer *loss_fn,
         }
         if (end)
             break;
-        if (keel_layer_call(model, b.fields[0], &logits)) {
+        if (amp && keel_amp_begin(amp)) {
+            failed("keel_amp_begin");
+            goto out;
+        }
+        if (keel_layer_call(model, b.fields[0], &logits) ||
+            keel_layer_call2(loss_fn, logits, b.fields[1], &loss)) {
             failed("forward");
+            if (amp)
+                keel_amp_end();
             goto out;
         }
-        if (keel_layer_call2(loss_fn, logits, b.fields[1], &loss)) {
-            failed("CrossEntropyLoss");
-            goto out;
-        }
-        if (keel_backward(loss, NULL, false)) {
-            failed("keel_backward");
-            goto out;
-        }
-        if (keel_optimizer_step(opt)) {
-            failed("keel_optimizer_step");
-            goto out;
+        if (amp)
+            keel_amp_end();
+        if (scaler) {
+            if (keel_grad_scaler_scale(scaler, loss, &scaled) ||
+                keel_backward(scaled, NULL, false) ||
+                keel_grad_scaler_step(scaler, opt) ||
+                keel_grad_scaler_update(scaler)) {
+                failed("the scaled step");
+                goto out;
+            }
+            keel_tensor_free(scaled);
+            scaled = NULL;
+        } else {
+            if (keel_backward(loss, NULL, false)) {
+                failed("keel_backward");
+                goto out;
+            }
+            if (keel_optimizer_step(opt)) {
+                failed("keel_optimizer_step");
+                goto out;
+            }
         }
         if (keel_optimizer_clear_grad(opt)) {
             failed("keel_optimizer_clear_grad");
@@ -601,6 +712,7 @@ static int train_epoch(keel_layer *model, keel_layer *loss_fn,
         printf("\r\033[K");
     rc = 0;
 out:
+    keel_tensor_free(scaled);
     keel_tensor_free(loss);
     keel_tensor_free(logits);
     keel_batch_release(&b);
@@ -615,6 +727,8 @@ int main(int argc, char **argv)
     keel_layer *model = NULL, *fresh = NULL, *loss_fn = NULL;
     keel_state_dict *params = NULL;
     keel_optimizer *opt = NULL;
+    keel_grad_scaler *scaler = NULL;
+    const keel_amp_options *amp;
     uint64_t start = 0, ck_seed;
     double acc = -1.0, acc2 = -1.0, t_start = now_s();
     bool tty = isatty(STDOUT_FILENO);
@@ -622,6 +736,7 @@ int main(int argc, char **argv)
 
     if (parse_args(argc, argv, &o))
         return 2;
+    amp = amp_opts(&o);
     if (keel_set_device(o.device)) {
         failed("keel_set_device");
         return 1;
@@ -638,12 +753,25 @@ int main(int argc, char **argv)
     keel_seed(o.seed);
     if (build_lenet(&model) || make_optimizer(model, &params, &opt))
         goto out;
+    if (amp) {
+        if (o.amp == KEEL_AMP_O2 &&
+            keel_amp_decorate(&model, 1, &opt, 1, KEEL_AMP_O2, o.amp_dtype,
+                              -1)) {
+            failed("keel_amp_decorate");
+            goto out;
+        }
+        if (keel_grad_scaler_create(NULL, &scaler)) {
+            failed("keel_grad_scaler_create");
+            goto out;
+        }
+        printf("keel-mnist: auto_cast %s\n", amp_name(&o));
+    }
     if (keel_nn_cross_entropy_loss(NULL, &loss_fn)) {
         failed("keel_nn_cross_entropy_loss");
         goto out;
     }
     if (o.resume) {
-        if (load_checkpoint(o.checkpoint, o.device, model, opt, &start,
+        if (load_checkpoint(o.checkpoint, &o, model, opt, scaler, &start,
                             &ck_seed, true))
             goto out;
         if (ck_seed != o.seed)
@@ -660,25 +788,27 @@ int main(int argc, char **argv)
     for (long e = (long)start; e < o.epochs; e++) {
         double loss, ips, t0 = now_s();
 
-        if (train_epoch(model, loss_fn, opt, train_dl, e, o.epochs, tty,
-                        &loss, &ips))
+        if (train_epoch(model, loss_fn, opt, train_dl, amp, scaler, e,
+                        o.epochs, tty, &loss, &ips))
             goto out;
-        if (evaluate(model, test_dl, &acc))
+        if (evaluate(model, test_dl, amp, &acc))
             goto out;
         printf("epoch %ld/%ld  loss %.4f  %.0f images/s  test accuracy "
                "%.2f%%  (%.1f s)\n", e + 1, o.epochs, loss, ips,
                100.0 * acc, now_s() - t0);
         fflush(stdout);
-        if (save_checkpoint(o.checkpoint, model, opt, e + 1, o.seed, acc))
+        if (save_checkpoint(o.checkpoint, model, opt, scaler, &o, e + 1,
+                            o.seed, acc))
             goto out;
     }
     if (acc < 0) {
-        if (evaluate(model, test_dl, &acc))
+        if (evaluate(model, test_dl, amp, &acc))
             goto out;
         printf("test accuracy %.2f%% (nothing left to train)\n",
                100.0 * acc);
         if (!o.resume &&
-            save_checkpoint(o.checkpoint, model, opt, o.epochs, o.seed, acc))
+            save_checkpoint(o.checkpoint, model, opt, scaler, &o, o.epochs,
+                            o.seed, acc))
             goto out;
     }
 
@@ -686,10 +816,15 @@ int main(int argc, char **argv)
     keel_seed(o.seed + 1);
     if (build_lenet(&fresh))
         goto out;
-    if (load_checkpoint(o.checkpoint, o.device, fresh, NULL, NULL, NULL,
+    if (o.amp == KEEL_AMP_O2 &&
+        keel_amp_decorate(&fresh, 1, NULL, 0, KEEL_AMP_O2, o.amp_dtype, -1)) {
+        failed("keel_amp_decorate");
+        goto out;
+    }
+    if (load_checkpoint(o.checkpoint, &o, fresh, NULL, NULL, NULL, NULL,
                         false))
         goto out;
-    if (evaluate(fresh, test_dl, &acc2))
+    if (evaluate(fresh, test_dl, amp, &acc2))
         goto out;
     printf("checkpoint %s: trained model %.2f%%, reloaded model %.2f%% "
            "(%s)\n", o.checkpoint, 100.0 * acc, 100.0 * acc2,
@@ -703,6 +838,7 @@ int main(int argc, char **argv)
 out:
     keel_dataloader_free(train_dl);
     keel_dataloader_free(test_dl);
+    keel_grad_scaler_free(scaler);
     keel_optimizer_free(opt);
     keel_state_dict_free(params);
     keel_layer_free(loss_fn);
