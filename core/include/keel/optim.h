@@ -499,8 +499,10 @@ KEEL_API void keel_optimizer_free(keel_optimizer *opt);
 /**
  * One update of every parameter that has a gradient (others are skipped,
  * and their accumulators do not advance): clip the gradients, then run the
- * fused update op under no-grad. The stored gradients are not modified
- * (clipping and L2 work on copies). Returns OK or the first error.
+ * fused update op under no-grad. L2 decay, clip by norm and clip by value
+ * work on copies; the global-norm clip scales the stored gradients in
+ * place, as Paddle 3.3's ClipGradByGlobalNorm does (a 0-d gradient is
+ * left alone and clipped in a copy). Returns OK or the first error.
  */
 KEEL_API keel_status keel_optimizer_step(keel_optimizer *opt);
 

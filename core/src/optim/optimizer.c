@@ -317,8 +317,10 @@ static keel_status sum_square(const keel_tensor *g, keel_tensor **out)
     return st;
 }
 
-/* grads[i] (new references, NULL where the parameter has none) replaced by
- * their clipped versions. */
+/* grads[i] (new references, NULL where the parameter has none) scaled by
+ * clip_norm / max(global_norm, clip_norm): in place, as Paddle 3.3's
+ * ClipGradByGlobalNorm does, so the parameters' stored gradients change;
+ * a 0-d or strided gradient is replaced by a scaled copy instead. */
 static keel_status clip_global_norm(keel_optimizer *opt, keel_tensor **grads)
 {
     keel_tensor *total = NULL, *ss = NULL, *t = NULL, *norm = NULL;
@@ -387,6 +389,18 @@ static keel_status clip_global_norm(keel_optimizer *opt, keel_tensor **grads)
         st = scale_by(grads[i], scale, &ng);
         if (st)
             goto out;
+        /* Paddle 3.3 scales the stored gradient in place
+         * (g.multiply_(clip_input)) unless it is 0-d. */
+        if (keel_tensor_ndim(grads[i]) > 0 &&
+            keel_tensor_dtype(ng) == keel_tensor_dtype(grads[i]) &&
+            keel_tensor_is_contiguous(grads[i])) {
+            st = keel__tensor_copy_values(grads[i], ng);
+            keel_tensor_free(ng);
+            ng = NULL;
+            if (st)
+                goto out;
+            continue;
+        }
         keel_tensor_free(grads[i]);
         grads[i] = ng;
         ng = NULL;
