@@ -233,6 +233,64 @@ static void test_custom_lists_and_nesting(void)
     CU_ASSERT(!keel_amp_is_enabled());
 }
 
+/* Norms decide from x alone and keep float32 parameters (Paddle): a
+ * bfloat16 x runs batch_norm in bfloat16 with float32 statistics, which
+ * are still updated in place. */
+static void test_norms(void)
+{
+    int64_t sx[2] = {6, 4}, sc[1] = {4};
+    keel_tensor *x = tens(KEEL_BF16, 2, sx, 0), *xf = tens(KEEL_F32, 2, sx, 0);
+    keel_tensor *scale = tens(KEEL_F32, 1, sc, 1), *bias = tens(KEEL_F32, 1, sc, 2);
+    keel_tensor *mean = NULL, *var = NULL, *out[3] = {NULL}, *y = NULL;
+    keel_tensor *in[5];
+    keel_amp_options o = opts(KEEL_AMP_O1, KEEL_BF16);
+    float m0[4], m1[4];
+    int n = 0;
+
+    OK(keel_zeros(1, sc, KEEL_F32, "cpu:0", &mean));
+    OK(keel_ones(1, sc, KEEL_F32, "cpu:0", &var));
+    in[0] = x, in[1] = scale, in[2] = bias, in[3] = mean, in[4] = var;
+    OK(keel_tensor_to_host(mean, m0, sizeof(m0)));
+    OK(keel_amp_begin(&o));
+    OK(keel_op_run(KEEL_OP_BATCH_NORM, in, 5, NULL, 0, out, 3, &n));
+    OK(keel_amp_end());
+    CU_ASSERT_EQUAL(keel_tensor_dtype(out[0]), KEEL_BF16);
+    CU_ASSERT_EQUAL(keel_tensor_dtype(mean), KEEL_F32);
+    OK(keel_tensor_to_host(mean, m1, sizeof(m1)));
+    CU_ASSERT(memcmp(m0, m1, sizeof(m0)) != 0); /* updated in place */
+    for (int i = 0; i < n; i++)
+        keel_tensor_free(out[i]), out[i] = NULL;
+    in[0] = xf;
+    OK(keel_amp_begin(&o));
+    OK(keel_op_run(KEEL_OP_BATCH_NORM, in, 5, NULL, 0, out, 3, &n));
+    OK(keel_amp_end());
+    CU_ASSERT_EQUAL(keel_tensor_dtype(out[0]), KEEL_F32);
+    for (int i = 0; i < n; i++)
+        keel_tensor_free(out[i]), out[i] = NULL;
+    /* layer_norm: black at O1 (float32); at O2 float16 with float32
+     * parameters (decorate keeps them for float16) it runs in float16 */
+    in[0] = x;
+    OK(keel_amp_begin(&o));
+    OK(keel_op_run(KEEL_OP_LAYER_NORM, in, 3, NULL, 0, out, 3, &n));
+    OK(keel_amp_end());
+    CU_ASSERT_EQUAL(keel_tensor_dtype(out[0]), KEEL_F32);
+    for (int i = 0; i < n; i++)
+        keel_tensor_free(out[i]), out[i] = NULL;
+    o = opts(KEEL_AMP_O2, KEEL_F16);
+    OK(keel_cast(x, KEEL_F16, &y));
+    in[0] = y;
+    OK(keel_amp_begin(&o));
+    OK(keel_op_run(KEEL_OP_LAYER_NORM, in, 3, NULL, 0, out, 3, &n));
+    OK(keel_amp_end());
+    CU_ASSERT_EQUAL(keel_tensor_dtype(out[0]), KEEL_F16);
+    CU_ASSERT_EQUAL(keel_tensor_dtype(scale), KEEL_F32);
+    for (int i = 0; i < n; i++)
+        keel_tensor_free(out[i]);
+    keel_tensor_free(x), keel_tensor_free(xf), keel_tensor_free(scale);
+    keel_tensor_free(bias), keel_tensor_free(mean), keel_tensor_free(var);
+    keel_tensor_free(y);
+}
+
 /* ---- linear and conv2d with a float32 bias --------------------------------- */
 
 static void test_linear_bias(void)
@@ -711,6 +769,7 @@ int main(void)
         {"O1 dtypes of real calls", test_o1_dtypes},
         {"O2, O2 without promote, OD, O0", test_levels},
         {"custom lists, nesting, bad options", test_custom_lists_and_nesting},
+        {"norms: x decides, float32 parameters stay", test_norms},
         {"linear with a float32 bias: Paddle's composition",
          test_linear_bias},
         {"conv2d with a float32 bias: Paddle's composition", test_conv_bias},

@@ -19,8 +19,10 @@
  * lists) and the scope's level pick the dtype the op computes in, and the
  * floating inputs of dtype float32, float16 or bfloat16 that differ from it
  * are cast (through the cast op, so autograd differentiates the casts).
- * float64 and integer inputs are never cast. With use_promote (always at
- * O1, by option at O2):
+ * float64 and integer inputs are never cast, nor is an input the op writes
+ * in place. The norms (batch_norm, layer_norm, group_norm) decide from x
+ * alone and keep float32 parameters, as Paddle's do. With use_promote
+ * (always at O1, by option at O2):
  *
  *   white (matmul, linear, conv2d)     the low dtype ("amp dtype")
  *   black                              float32 at O1; at O2 promote as below

@@ -225,21 +225,35 @@ static keel_status cast_one(struct keel_op_call *c, int i, keel_dtype dt)
     return st;
 }
 
+/* The norm ops decide from x alone and keep float32 parameters, as
+ * Paddle's do (its kernels read a low-precision x with float32 scale,
+ * bias and statistics, and so do keel's: see the shape rules). */
+static bool decides_on_x(keel_op_id op)
+{
+    return op == KEEL_OP_BATCH_NORM || op == KEEL_OP_LAYER_NORM ||
+           op == KEEL_OP_GROUP_NORM;
+}
+
 static keel_status amp_cast(struct keel_op_call *c)
 {
     const struct amp_scope *s = top();
+    bool xonly = decides_on_x(c->op);
     keel_dtype dst;
     bool any;
 
     if (!active(s))
         return KEEL_STATUS_OK;
-    dst = call_dtype(s, c->op, c->place, c->in, c->nin, &any);
+    dst = call_dtype(s, c->op, c->place, c->in, xonly ? 1 : c->nin, &any);
     if (!any)
         return KEEL_STATUS_OK;
     for (int i = 0; i < c->nin; i++) {
+        keel_dtype dt = c->in[i]->dtype;
         keel_status st;
 
-        if (!castable(c->in[i]->dtype) || c->in[i]->dtype == dst)
+        if (!castable(dt) || dt == dst || keel__input_written(c->op, i))
+            continue;
+        /* a norm's float32 parameters stay; others follow x */
+        if (xonly && i > 0 && dt == KEEL_F32)
             continue;
         st = cast_one(c, i, dst);
         if (st != KEEL_STATUS_OK)

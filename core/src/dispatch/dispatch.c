@@ -611,6 +611,11 @@ static uint32_t mutated_inputs(keel_op_id op)
     }
 }
 
+bool keel__input_written(keel_op_id op, int i)
+{
+    return i >= 0 && i < 32 && (mutated_inputs(op) >> i) & 1u;
+}
+
 /* ---- the call ---------------------------------------------------------------------- */
 
 static void call_release(struct keel_op_call *c)

@@ -164,6 +164,9 @@ void keel__amp_pause_end(void);
 unsigned keel__amp_epoch(void);
 /** Whether `place`'s plugin has a kernel of op for dtype. */
 bool keel__has_kernel(keel_place place, keel_op_id op, keel_dtype dtype);
+/** Whether op writes its input i in place (optimizer updates, running
+ *  statistics): such an input is never replaced by a cast. */
+bool keel__input_written(keel_op_id op, int i);
 /** Replace input i of c by t (a new reference is taken). */
 void keel__call_set_input(struct keel_op_call *c, int i, keel_tensor *t);
 

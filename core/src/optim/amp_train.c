@@ -282,17 +282,25 @@ void keel_grad_scaler_free(keel_grad_scaler *s)
     free(s);
 }
 
-static enum opt_state *opt_state(keel_grad_scaler *s,
-                                 const keel_optimizer *opt)
+/* Paddle's _optimizer_states[id(optimizer)]: INIT for one not seen since
+ * the last update. */
+static keel_status opt_state(keel_grad_scaler *s, const keel_optimizer *opt,
+                             enum opt_state **out)
 {
     for (int i = 0; i < s->nopts; i++)
-        if (s->opts[i].opt == opt)
-            return &s->opts[i].state;
+        if (s->opts[i].opt == opt) {
+            *out = &s->opts[i].state;
+            return KEEL_STATUS_OK;
+        }
     if (s->nopts == SCALER_MAX_OPTS)
-        return NULL;
+        return keel__error(KEEL_STATUS_INVALID_STATE,
+                           "GradScaler: more than %d optimizers between two "
+                           "updates",
+                           SCALER_MAX_OPTS);
     s->opts[s->nopts].opt = opt;
     s->opts[s->nopts].state = OPT_INIT;
-    return &s->opts[s->nopts++].state;
+    *out = &s->opts[s->nopts++].state;
+    return KEEL_STATUS_OK;
 }
 
 static void reset_states(keel_grad_scaler *s)
@@ -335,12 +343,9 @@ keel_status keel_grad_scaler_unscale(keel_grad_scaler *s, keel_optimizer *opt)
                            "GradScaler.unscale_: NULL argument");
     if (!s->enable)
         return KEEL_STATUS_OK;
-    state = opt_state(s, opt);
-    if (!state)
-        return keel__error(KEEL_STATUS_INVALID_STATE,
-                           "GradScaler: more than %d optimizers between two "
-                           "updates",
-                           SCALER_MAX_OPTS);
+    st = opt_state(s, opt, &state);
+    if (st != KEEL_STATUS_OK)
+        return st;
     if (*state == OPT_UNSCALED)
         return keel__error(KEEL_STATUS_INVALID_STATE,
                            "GradScaler: unscale_() has already been called "
@@ -408,12 +413,9 @@ keel_status keel_grad_scaler_step(keel_grad_scaler *s, keel_optimizer *opt)
                            "GradScaler.step: NULL argument");
     if (!s->enable)
         return keel_optimizer_step(opt);
-    state = opt_state(s, opt);
-    if (!state)
-        return keel__error(KEEL_STATUS_INVALID_STATE,
-                           "GradScaler: more than %d optimizers between two "
-                           "updates",
-                           SCALER_MAX_OPTS);
+    st = opt_state(s, opt, &state);
+    if (st != KEEL_STATUS_OK)
+        return st;
     if (*state == OPT_STEPPED)
         return keel__error(KEEL_STATUS_INVALID_STATE,
                            "GradScaler: step() has already been called "
@@ -422,7 +424,9 @@ keel_status keel_grad_scaler_step(keel_grad_scaler *s, keel_optimizer *opt)
         st = keel_grad_scaler_unscale(s, opt);
         if (st != KEEL_STATUS_OK)
             return st;
-        state = opt_state(s, opt);
+        st = opt_state(s, opt, &state);
+        if (st != KEEL_STATUS_OK)
+            return st;
     }
     st = step_or_skip(s, opt);
     if (st != KEEL_STATUS_OK)
@@ -490,12 +494,9 @@ keel_status keel_grad_scaler_minimize(keel_grad_scaler *s, keel_optimizer *opt)
                            "GradScaler.minimize: NULL argument");
     if (!s->enable)
         return keel_optimizer_step(opt);
-    state = opt_state(s, opt);
-    if (!state)
-        return keel__error(KEEL_STATUS_INVALID_STATE,
-                           "GradScaler: more than %d optimizers between two "
-                           "updates",
-                           SCALER_MAX_OPTS);
+    st = opt_state(s, opt, &state);
+    if (st != KEEL_STATUS_OK)
+        return st;
     if (*state == OPT_INIT) {
         st = keel_grad_scaler_unscale(s, opt);
         if (st != KEEL_STATUS_OK)
