@@ -213,6 +213,7 @@ void kb_register_launch(const struct kb_env *env);
 void kb_register_kernels(const struct kb_env *env);
 void kb_register_collectives(const struct kb_env *env);
 void kb_register_e2e(const struct kb_env *env);
+void kb_register_amp(const struct kb_env *env);
 
 /**
  * Measure the f32 matmul peak of the device: square matmuls of growing

@@ -376,6 +376,7 @@ static int run_bench(const struct bench_opts *o)
     kb_register_kernels(&env);
     kb_register_collectives(&env);
     kb_register_e2e(&env);
+    kb_register_amp(&env);
 
     if (o->peak > 0) {
         env.peak_gflops = o->peak;
