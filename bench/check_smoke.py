@@ -99,7 +99,7 @@ def expected(name):
         m, k, n = (d[0], d[0], d[0]) if len(d) == 1 else d
         return {"GFLOP/s": 2.0 * m * k * n / 1e9}
     if fam == "e2e":
-        m = re.fullmatch(r"n(\d+)", p[-2])
+        m = re.fullmatch(r"n(\d+)", p[-1])
         return {"samples/s": int(m.group(1))} if m else {}
     return {}
 
