@@ -9,12 +9,14 @@
  *
  * LeNet: conv 1->6 k5 pad 2, relu, maxpool 2, conv 6->16 k5, relu,
  * maxpool 2, fc 400->120, relu, fc 120->84, relu, fc 84->10,
- * cross_entropy (mean). keel has no autograd yet, so the backward pass is
- * written out with the catalog's *_grad ops and matmuls (ReLU's gradient
- * is where(h > 0, dy, 0)), followed by one sgd_update or adam_update per
- * parameter. The first step is checked against a float64 host
- * implementation of the same network: the loss and every bias gradient,
- * plus samples of the conv1, conv2 and fc1 weight gradients.
+ * cross_entropy (mean). The backward pass is written out with the
+ * catalog's *_grad ops and matmuls (ReLU's gradient is where(h > 0, dy,
+ * 0)), followed by one sgd_update or adam_update per parameter, so that
+ * autograd's bookkeeping is not part of the time (kb_amp.c times the same
+ * model through the nn layers and autograd). The first step is checked
+ * against a float64 host implementation of the same network: the loss and
+ * every bias gradient, plus samples of the conv1, conv2 and fc1 weight
+ * gradients.
  */
 #include <math.h>
 #include <stdio.h>
