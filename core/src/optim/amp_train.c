@@ -55,16 +55,15 @@ static keel_status collect(const keel_layer *layer, keel_dtype dtype,
 
     if (!keeps_fp32(layer, dtype)) {
         for (int i = 0; i < keel__layer_num_own(layer); i++) {
-            keel_tensor *t = keel__layer_own_at(layer, i);
+            keel_tensor *t = keel__layer_own_at(layer, i), *g;
             keel_dtype dt = keel_tensor_dtype(t);
 
             if (!t || dt == dtype || listed(l, t) ||
                 (dt != KEEL_F32 && dt != KEEL_F64 && dt != KEEL_F16 &&
                  dt != KEEL_BF16))
                 continue;
-            if (keel_tensor_grad(t)) {
-                keel_tensor *g = keel_tensor_grad(t);
-
+            g = keel_tensor_grad(t);
+            if (g) {
                 keel_tensor_free(g);
                 return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                                    "amp decorate: a parameter of %s already "
@@ -144,9 +143,10 @@ keel_status keel_amp_decorate(keel_layer *const *models, int num_models,
     if (st == KEEL_STATUS_OK) {
         for (int i = 0; i < l.n; i++)
             keel__tensor_adopt(l.t[i], l.cast[i]);
-        for (int i = 0; i < num_optimizers; i++)
-            keel__optimizer_set_multi_precision(optimizers[i],
-                                                master_weight != 0);
+        /* cannot fail: no optimizer has updated (checked above) */
+        for (int i = 0; i < num_optimizers && st == KEEL_STATUS_OK; i++)
+            st = keel_optimizer_set_multi_precision(optimizers[i],
+                                                    master_weight != 0);
     }
     for (int i = 0; i < l.n; i++)
         keel_tensor_free(l.cast[i]);

@@ -16,8 +16,8 @@
 /** Parameters of opt, in creation order (borrowed). */
 size_t keel__optimizer_num_params(const keel_optimizer *opt);
 keel_tensor *keel__optimizer_param(const keel_optimizer *opt, size_t i);
-/** Whether any parameter has accumulators or a master weight yet. */
+/** Whether the optimizer has stepped, or any parameter has accumulators
+ *  or a master weight (loaded from a state dict). */
 bool keel__optimizer_has_state(const keel_optimizer *opt);
-void keel__optimizer_set_multi_precision(keel_optimizer *opt, bool on);
 
 #endif /* KEEL_OPTIM_INTERNAL_H */

@@ -1046,16 +1046,12 @@ keel_tensor *keel__optimizer_param(const keel_optimizer *opt, size_t i)
 
 bool keel__optimizer_has_state(const keel_optimizer *opt)
 {
+    if (opt && opt->steps > 0)
+        return true;
     for (size_t i = 0; opt && i < opt->n; i++)
         if (opt->p[i].has_state || opt->p[i].master)
             return true;
     return false;
-}
-
-void keel__optimizer_set_multi_precision(keel_optimizer *opt, bool on)
-{
-    if (opt)
-        opt->multi_precision = on;
 }
 
 bool keel_optimizer_multi_precision(const keel_optimizer *opt)
