@@ -49,7 +49,6 @@ struct cache_entry {
     keel_tensor *src;  /* referenced while cached */
     keel_tensor *cast; /* the cast of src */
     unsigned version;
-    unsigned epoch;
     keel_dtype dtype;
     bool recorded;
 };
@@ -71,6 +70,9 @@ static void cache_clear(void)
     cache_used = 0;
 }
 
+/* The backward-pass count the entries belong to: cast_one always looks
+ * up before it stores, and the look-up empties the cache when a backward
+ * pass has run since. */
 static _Thread_local unsigned cache_epoch;
 
 static keel_tensor *cache_find(const keel_tensor *src, keel_dtype dt,
@@ -90,10 +92,9 @@ static keel_tensor *cache_find(const keel_tensor *src, keel_dtype dt,
 
         if (e->src != src || e->dtype != dt || e->recorded != recorded)
             continue;
-        if (e->version == ver && e->epoch == epoch &&
-            (!recorded || src->requires_grad))
+        if (e->version == ver && (!recorded || src->requires_grad))
             return e->cast;
-        cache_drop(e); /* stale: the tensor changed or a backward ran */
+        cache_drop(e); /* stale: the tensor was written in place */
         *e = cache[--cache_used];
         memset(&cache[cache_used], 0, sizeof(cache[0]));
         return NULL;
@@ -113,8 +114,6 @@ static void cache_put(keel_tensor *src, keel_tensor *cast, keel_dtype dt,
     e->cast = keel_tensor_ref(cast);
     e->version = atomic_load_explicit(&src->storage->version,
                                       memory_order_relaxed);
-    e->epoch = keel__amp_epoch();
-    cache_epoch = e->epoch;
     e->dtype = dt;
     e->recorded = recorded;
 }

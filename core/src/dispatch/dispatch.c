@@ -625,6 +625,15 @@ static void call_release(struct keel_op_call *c)
     c->nin = 0;
 }
 
+void keel__call_set_input(struct keel_op_call *c, int i, keel_tensor *t)
+{
+    keel_tensor *old = c->in[i];
+
+    c->in[i] = keel_tensor_ref(t);
+    keel_tensor_free(old);
+    keel__desc(c->in[i], &c->in_desc[i]);
+}
+
 keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype)
 {
     keel_tensor *t;
@@ -639,9 +648,8 @@ keel_status keel__cast_input(struct keel_op_call *c, int i, keel_dtype dtype)
                     &a, 1, &t);
     if (st != KEEL_STATUS_OK)
         return st;
-    keel_tensor_free(c->in[i]);
-    c->in[i] = t;
-    keel__desc(t, &c->in_desc[i]);
+    keel__call_set_input(c, i, t);
+    keel_tensor_free(t);
     return KEEL_STATUS_OK;
 }
 
@@ -704,15 +712,6 @@ static void workspace_release(struct launch_ws *w)
 bool keel__has_kernel(keel_place place, keel_op_id op, keel_dtype dtype)
 {
     return find_kernel(place, op, dtype) != NULL;
-}
-
-void keel__call_set_input(struct keel_op_call *c, int i, keel_tensor *t)
-{
-    keel_tensor *old = c->in[i];
-
-    c->in[i] = keel_tensor_ref(t);
-    keel_tensor_free(old);
-    keel__desc(c->in[i], &c->in_desc[i]);
 }
 
 static keel_status launch(struct keel_op_call *c, keel_tensor **outs)

@@ -145,7 +145,7 @@ void keel__no_record_end(void);
  *            (linear/conv2d with a float32 bias) and return true with
  *            *st and the outputs set; false lets the call go on;
  *   cast     after the attributes, before the shape rule: casts inputs
- *            of c (keel__amp_replace_input / keel__cast_input).
+ *            of c (keel__call_set_input / keel__cast_input).
  */
 typedef bool (*keel_amp_replace_fn)(keel_op_id op, keel_tensor *const *in,
                                     int nin, const keel_attr *attrs,
