@@ -475,20 +475,10 @@ static void dtypes(FILE *f, uint32_t mask)
         }
 }
 
+/* ops.md's amp column: the class name, "-" for none. */
 static const char *amp_name(keel_amp_class a)
 {
-    switch (a) {
-    case KEEL_AMP_WHITE:
-        return "white";
-    case KEEL_AMP_BLACK:
-        return "black";
-    case KEEL_AMP_PROMOTE:
-        return "promote";
-    case KEEL_AMP_FP32:
-        return "fp32";
-    default:
-        return "-";
-    }
+    return a == KEEL_AMP_NONE ? "-" : keel_amp_class_name(a);
 }
 
 /* Markdown table cells must not contain '|'. */
@@ -541,14 +531,14 @@ static void amp_tables(FILE *f)
           "| --- | --- | --- | --- | --- |\n", f);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         fprintf(f, "| %s | %s | %s | %s | %s |\n",
-                rows[i].a == KEEL_AMP_NONE ? "none" : amp_name(rows[i].a),
+                keel_amp_class_name(rows[i].a),
                 rows[i].o1, rows[i].o2, rows[i].o2np, rows[i].od);
     fputs("\n\"promote\": float32 when any floating input is float32, "
           "else the amp dtype. The ops of each class (catalog version ", f);
     fprintf(f, "%d):\n\n", KEEL_OP_CATALOG_VERSION);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         fprintf(f, "- **%s**: ",
-                rows[i].a == KEEL_AMP_NONE ? "none" : amp_name(rows[i].a));
+                keel_amp_class_name(rows[i].a));
         amp_class_ops(f, rows[i].a);
         fputs("\n", f);
     }

@@ -21,23 +21,6 @@
 #include <keel/ops.h>
 #include <keel/runtime.h>
 
-static const char *class_name(keel_amp_class c)
-{
-    switch (c) {
-    case KEEL_AMP_WHITE:
-        return "white";
-    case KEEL_AMP_BLACK:
-        return "black";
-    case KEEL_AMP_PROMOTE:
-        return "promote";
-    case KEEL_AMP_FP32:
-        return "fp32";
-    case KEEL_AMP_NONE:
-        return "none";
-    }
-    return "unknown";
-}
-
 static json_t *run_config(json_t *cfg)
 {
     const char *name = json_string_value(json_object_get(cfg, "name"));
@@ -57,7 +40,7 @@ static json_t *run_config(json_t *cfg)
     } else if (op && keel_op_find(op, &id) == KEEL_STATUS_OK) {
         keel_amp_class c = keel_op_get_info(id)->amp;
 
-        json_array_append_new(values, json_string(class_name(c)));
+        json_array_append_new(values, json_string(keel_amp_class_name(c)));
     } else {
         json_decref(values);
         json_object_set_new(result, "error",

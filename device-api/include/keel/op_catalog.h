@@ -42,6 +42,25 @@ typedef enum keel_amp_class {
     KEEL_AMP_FP32 = 4     /* kept in float32 at every level, O2 too     */
 } keel_amp_class;
 
+/** The class's name as ops.def's AMP column spells it, lower case
+ *  ("white", "black", "promote", "fp32", "none"); "unknown" otherwise. */
+static inline const char *keel_amp_class_name(keel_amp_class a)
+{
+    switch (a) {
+    case KEEL_AMP_NONE:
+        return "none";
+    case KEEL_AMP_WHITE:
+        return "white";
+    case KEEL_AMP_BLACK:
+        return "black";
+    case KEEL_AMP_PROMOTE:
+        return "promote";
+    case KEEL_AMP_FP32:
+        return "fp32";
+    }
+    return "unknown";
+}
+
 /** Op identifiers, in catalog order. */
 typedef enum keel_op_id {
 #define KEEL_OP(ID, NAME, NIN, NOUT, DTYPES, SHAPE, GRAD, AMP, ATTRS, SEM)  \
