@@ -122,6 +122,32 @@ KEEL_API keel_status keel_profile_get(keel_op_id op, keel_op_profile *out);
  *  max us. Writes nothing for a NULL stream. */
 KEEL_API void keel_profile_print(FILE *f);
 
+/*
+ * Trace recorder. While on, every op call made through the dispatcher,
+ * every host<->device copy and every device, stream or event synchronize
+ * of the runtime is kept as one event (begin time, duration, thread or
+ * device stream, and for ops the first input's device, dtype and shape).
+ * keel_trace_stop writes them to `path` as a Chrome trace-event JSON
+ * object ({"traceEvents": [...], ...}) that Perfetto and chrome://tracing
+ * open as is. Times are the host's monotonic clock: for asynchronous
+ * kernels and copies an event is the time to enqueue (combine with
+ * keel_profile_start(true) to wait for the device after each op).
+ * At most 4194304 events are kept; later ones are counted in the file's
+ * "otherData" as dropped_events.
+ *
+ * KEEL_TRACE=FILE in the environment starts a trace when the runtime
+ * initializes and writes it at process exit (errors go to stderr).
+ *
+ * keel_trace_start: OK, INVALID_ARGUMENT (NULL or empty path),
+ * INVALID_STATE (a trace is already recording), OUT_OF_MEMORY.
+ * keel_trace_stop: OK, INVALID_STATE (none recording), IO_ERROR (the file
+ * could not be written; it is written to PATH.tmp.<pid>, synced, then
+ * renamed, so PATH is never left half written). Either way recording
+ * stops and the events are freed.
+ */
+KEEL_API keel_status keel_trace_start(const char *path);
+KEEL_API keel_status keel_trace_stop(void);
+
 /* Attribute constructors, for keel_op_run. */
 static inline keel_attr keel_attr_int(const char *name, int64_t v)
 {

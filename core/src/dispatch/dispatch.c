@@ -925,7 +925,32 @@ static keel_status run_op(keel_op_id op, const keel_place *place_hint,
                           keel_tensor **outputs, int max_outputs,
                           int *num_outputs);
 
-/* The profiler's wrapper (profile.c): one relaxed load when it is off. */
+/* What a trace event shows of a call: its first input's device, dtype
+ * and shape, else the hinted place. */
+static void trace_args(const keel_place *place_hint,
+                       keel_tensor *const *inputs, int num_inputs,
+                       keel__trace_args *a)
+{
+    a->have_place = false;
+    a->dtype = NULL;
+    a->ndim = -1;
+    if (num_inputs > 0 && inputs && inputs[0]) {
+        const keel_tensor *t = inputs[0];
+
+        a->have_place = true;
+        a->place = t->storage->place;
+        a->dtype = keel_dtype_name(t->dtype);
+        a->ndim = t->ndim;
+        for (int i = 0; i < t->ndim && i < KEEL__TRACE_SHAPE; i++)
+            a->shape[i] = t->shape[i];
+    } else if (place_hint) {
+        a->have_place = true;
+        a->place = *place_hint;
+    }
+}
+
+/* The profiler's and the trace's wrapper (profile.c, runtime/trace.c):
+ * one relaxed load when both are off. */
 static keel_status run(keel_op_id op, const keel_place *place_hint,
                        keel_tensor *const *inputs, int num_inputs,
                        const keel_attr *attrs, int num_attrs,
@@ -934,8 +959,9 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
 {
     static atomic_int env_once;
     int state, d;
-    uint64_t t0;
+    uint64_t t0, t1;
     keel_status st;
+    keel__trace_args ta;
 
     if (!atomic_load_explicit(&env_once, memory_order_relaxed)) {
         atomic_store(&env_once, 1);
@@ -945,11 +971,14 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
     if (!state)
         return run_op(op, place_hint, inputs, num_inputs, attrs, num_attrs,
                       outputs, max_outputs, num_outputs);
+    /* Taken before the call: an in-place op may change its input. */
+    if (state & KEEL__PROF_TRACE)
+        trace_args(place_hint, inputs, num_inputs, &ta);
     d = keel__prof_enter();
     t0 = keel__prof_now();
     st = run_op(op, place_hint, inputs, num_inputs, attrs, num_attrs,
                 outputs, max_outputs, num_outputs);
-    if (state == 2 && st == KEEL_STATUS_OK && d == 0) {
+    if ((state & KEEL__PROF_SYNC) && st == KEEL_STATUS_OK && d == 0) {
         keel_place pl;
 
         if (num_inputs > 0 && inputs && inputs[0])
@@ -961,7 +990,10 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
         if (pl.plugin >= 0)
             (void)keel_device_synchronize(pl);
     }
-    keel__prof_leave(op, d, keel__prof_now() - t0);
+    t1 = keel__prof_now();
+    keel__prof_leave(op, d, t1 - t0, (state & KEEL__PROF_COUNT) != 0);
+    if ((state & KEEL__PROF_TRACE) && (unsigned)op < KEEL_OP_COUNT)
+        keel__trace_op(keel_op_get_info(op)->name, &ta, t0, t1);
     return st;
 }
 

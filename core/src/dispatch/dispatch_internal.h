@@ -179,10 +179,10 @@ uint64_t keel__op_stats_get(keel_op_id op, keel_dtype dtype);
 void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
 
 /* profiler (profile.c) */
-extern atomic_int keel__prof_state;
 void keel__prof_env(void);
 uint64_t keel__prof_now(void);
 int keel__prof_enter(void);
-void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns);
+void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns,
+                      bool count);
 
 #endif /* KEEL_DISPATCH_INTERNAL_H */

@@ -5,7 +5,8 @@
  * many threads needs no lock; the switch is one relaxed atomic load on the
  * dispatcher's path when off. Nesting (an op whose implementation runs
  * other ops, e.g. a CPU fallback) is tracked per thread so that time is
- * counted once.
+ * counted once. The switch, keel__prof_state, is shared with the trace
+ * recorder (runtime/trace.c), which this file feeds from the same hook.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -22,7 +23,6 @@ static struct {
     _Atomic uint64_t calls, total_ns, max_ns;
 } counters[KEEL_OP_COUNT];
 
-atomic_int keel__prof_state; /* 0 off, 1 on, 2 on + sync */
 static atomic_int env_checked;
 static atomic_int exit_hooked;
 static _Thread_local int depth;
@@ -50,13 +50,15 @@ void keel__prof_env(void)
 void keel_profile_start(bool sync)
 {
     atomic_store(&env_checked, 1);
-    atomic_store(&keel__prof_state, sync ? 2 : 1);
+    atomic_fetch_and(&keel__prof_state, ~(KEEL__PROF_COUNT | KEEL__PROF_SYNC));
+    atomic_fetch_or(&keel__prof_state,
+                    KEEL__PROF_COUNT | (sync ? KEEL__PROF_SYNC : 0));
 }
 
 void keel_profile_stop(void)
 {
     atomic_store(&env_checked, 1);
-    atomic_store(&keel__prof_state, 0);
+    atomic_fetch_and(&keel__prof_state, ~(KEEL__PROF_COUNT | KEEL__PROF_SYNC));
 }
 
 void keel_profile_reset(void)
@@ -96,12 +98,13 @@ int keel__prof_enter(void)
     return depth++;
 }
 
-void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns)
+void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns,
+                      bool count)
 {
     uint64_t m;
 
     depth = outer_depth;
-    if (outer_depth != 0 || (unsigned)op >= KEEL_OP_COUNT)
+    if (!count || outer_depth != 0 || (unsigned)op >= KEEL_OP_COUNT)
         return;
     atomic_fetch_add_explicit(&counters[op].calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&counters[op].total_ns, ns,

@@ -77,6 +77,7 @@ static void ensure_init_locked(void)
         return;
     registry.initialized = true;
     keel__discover(&registry);
+    keel__trace_env();
 }
 
 keel_status keel_init(void)

@@ -43,6 +43,27 @@ keel_status keel__absent(const struct keel_plugin *p, const char *call)
                  : keel__absent(p, #grp "." #fn))
 #define CALL(grp, fn, ...) CALL_EX(false, grp, fn, __VA_ARGS__)
 
+/*
+ * TRACED_COPY / TRACED_SYNC: CALL, timed as one trace event when a trace
+ * is recording (trace.c); otherwise one relaxed load more than CALL.
+ */
+#define TRACED_COPY(stream_, bytes_, grp, fn, ...)                          \
+    do {                                                                     \
+        uint64_t t0_ = keel__trace_begin();                                  \
+        keel_status st_ = CALL(grp, fn, __VA_ARGS__);                        \
+        if (t0_)                                                             \
+            keel__trace_copy(#fn, place, (stream_), (bytes_), t0_);          \
+        return st_;                                                          \
+    } while (0)
+#define TRACED_SYNC(stream_, grp, fn, ...)                                   \
+    do {                                                                     \
+        uint64_t t0_ = keel__trace_begin();                                  \
+        keel_status st_ = CALL(grp, fn, __VA_ARGS__);                        \
+        if (t0_)                                                             \
+            keel__trace_sync(#fn, place, (stream_), t0_);                    \
+        return st_;                                                          \
+    } while (0)
+
 #define RESOLVE()                                                            \
     struct keel_plugin *p = NULL;                                            \
     do {                                                                     \
@@ -98,7 +119,7 @@ keel_status keel_device_get_props(keel_place place, keel_device_props *props)
 keel_status keel_device_synchronize(keel_place place)
 {
     RESOLVE();
-    return CALL(device, synchronize, place.device);
+    TRACED_SYNC(NULL, device, synchronize, place.device);
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -164,7 +185,7 @@ keel_status keel_mem_copy_h2d(keel_place place, keel_dptr dst,
     RESOLVE();
     if (size)
         NONNULL(src);
-    return CALL(memory, copy_h2d, place.device, dst, src, size);
+    TRACED_COPY(NULL, size, memory, copy_h2d, place.device, dst, src, size);
 }
 
 keel_status keel_mem_copy_d2h(keel_place place, void *dst, keel_dptr src,
@@ -173,14 +194,14 @@ keel_status keel_mem_copy_d2h(keel_place place, void *dst, keel_dptr src,
     RESOLVE();
     if (size)
         NONNULL(dst);
-    return CALL(memory, copy_d2h, place.device, dst, src, size);
+    TRACED_COPY(NULL, size, memory, copy_d2h, place.device, dst, src, size);
 }
 
 keel_status keel_mem_copy_d2d(keel_place place, keel_dptr dst, keel_dptr src,
                               uint64_t size)
 {
     RESOLVE();
-    return CALL(memory, copy_d2d, place.device, dst, src, size);
+    TRACED_COPY(NULL, size, memory, copy_d2d, place.device, dst, src, size);
 }
 
 keel_status keel_mem_copy_h2d_async(keel_place place, keel_stream stream,
@@ -190,7 +211,8 @@ keel_status keel_mem_copy_h2d_async(keel_place place, keel_stream stream,
     RESOLVE();
     if (size)
         NONNULL(src);
-    return CALL(memory, copy_h2d_async, place.device, stream, dst, src, size);
+    TRACED_COPY(stream, size, memory, copy_h2d_async, place.device, stream,
+                dst, src, size);
 }
 
 keel_status keel_mem_copy_d2h_async(keel_place place, keel_stream stream,
@@ -199,7 +221,8 @@ keel_status keel_mem_copy_d2h_async(keel_place place, keel_stream stream,
     RESOLVE();
     if (size)
         NONNULL(dst);
-    return CALL(memory, copy_d2h_async, place.device, stream, dst, src, size);
+    TRACED_COPY(stream, size, memory, copy_d2h_async, place.device, stream,
+                dst, src, size);
 }
 
 keel_status keel_mem_copy_d2d_async(keel_place place, keel_stream stream,
@@ -207,7 +230,8 @@ keel_status keel_mem_copy_d2d_async(keel_place place, keel_stream stream,
                                     uint64_t size)
 {
     RESOLVE();
-    return CALL(memory, copy_d2d_async, place.device, stream, dst, src, size);
+    TRACED_COPY(stream, size, memory, copy_d2d_async, place.device, stream,
+                dst, src, size);
 }
 
 /* Copy across plugins (or without peer support) through a host buffer. */
@@ -254,8 +278,8 @@ keel_status keel_mem_copy_peer(keel_place dst_place, keel_dptr dst,
     if (dp == p && dst_place.device == src_place.device)
         return keel_mem_copy_d2d(src_place, dst, src, size);
     if (dp == p && p->memory.copy_peer)
-        return CALL(memory, copy_peer, dst_place.device, dst, src_place.device,
-                    src, size);
+        TRACED_COPY(NULL, size, memory, copy_peer, dst_place.device, dst,
+                    src_place.device, src, size);
     return copy_staged(dst_place, dst, src_place, src, size);
 }
 
@@ -285,7 +309,7 @@ keel_status keel_stream_destroy(keel_place place, keel_stream stream)
 keel_status keel_stream_synchronize(keel_place place, keel_stream stream)
 {
     RESOLVE();
-    return CALL(stream, stream_synchronize, place.device, stream);
+    TRACED_SYNC(stream, stream, stream_synchronize, place.device, stream);
 }
 
 keel_status keel_stream_query(keel_place place, keel_stream stream)
@@ -343,7 +367,7 @@ keel_status keel_event_synchronize(keel_place place, keel_event event)
 {
     RESOLVE();
     NONNULL(event);
-    return CALL(stream, event_synchronize, place.device, event);
+    TRACED_SYNC(NULL, stream, event_synchronize, place.device, event);
 }
 
 keel_status keel_event_elapsed_ms(keel_place place, keel_event start,

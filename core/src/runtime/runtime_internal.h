@@ -6,6 +6,7 @@
 #define KEEL_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 
@@ -153,5 +154,52 @@ keel_status keel__plugin_status(const struct keel_plugin *p, keel_place place,
 
 /** Status for a call the plugin does not provide. */
 keel_status keel__absent(const struct keel_plugin *p, const char *call);
+
+/* ---- profiler switch and trace recording (trace.c) ---------------------- */
+
+/** What is on, as bits: the op profiler's counters, its per-op device
+ *  synchronize, and the trace. Read with one relaxed load on every op. */
+#define KEEL__PROF_COUNT 1
+#define KEEL__PROF_SYNC 2
+#define KEEL__PROF_TRACE 4
+extern atomic_int keel__prof_state;
+
+/** CLOCK_MONOTONIC in ns: the clock of every trace event. */
+uint64_t keel__trace_now(void);
+
+/** When tracing, the time a traced call starts; 0 when off (one relaxed
+ *  load). */
+static inline uint64_t keel__trace_begin(void)
+{
+    if (!(atomic_load_explicit(&keel__prof_state, memory_order_relaxed) &
+          KEEL__PROF_TRACE))
+        return 0;
+    return keel__trace_now();
+}
+
+#define KEEL__TRACE_SHAPE 6
+/** What an op event shows besides its name: the first input's (or the
+ *  hinted place's) device, dtype name (a static string) and shape. */
+typedef struct keel__trace_args {
+    bool have_place;
+    keel_place place;
+    const char *dtype;
+    int ndim; /* -1: no shape */
+    int64_t shape[KEEL__TRACE_SHAPE];
+} keel__trace_args;
+
+/** One op call, t0..t1 on the calling thread's track. `name` must be a
+ *  static string (the catalog's). */
+void keel__trace_op(const char *name, const keel__trace_args *args,
+                    uint64_t t0, uint64_t t1);
+/** One copy (name "copy_h2d", ...) that began at t0 and ends now, on the
+ *  track of (place, stream); stream NULL is the default stream. */
+void keel__trace_copy(const char *name, keel_place place, keel_stream stream,
+                      uint64_t bytes, uint64_t t0);
+/** One synchronize that began at t0 and ends now. */
+void keel__trace_sync(const char *name, keel_place place, keel_stream stream,
+                      uint64_t t0);
+/** Start the trace KEEL_TRACE names (once per process; written at exit). */
+void keel__trace_env(void);
 
 #endif /* KEEL_INTERNAL_H */
