@@ -17,9 +17,13 @@ void (*cf_fail_hook)(const char *msg);
 static char skip_reason[CF_MSG_MAX];
 static bool skip_set;
 static char notes[4 * CF_MSG_MAX];
+static bool metric_set;
+static double metric_nmse, metric_tol;
 
 void cf_test_state_reset(void)
 {
+    metric_set = false;
+    metric_nmse = metric_tol = 0;
     skip_set = false;
     skip_reason[0] = '\0';
     notes[0] = '\0';
@@ -64,6 +68,31 @@ void cf_note(const char *fmt, ...)
 const char *cf_notes(void)
 {
     return notes;
+}
+
+/* The worst comparison of the test: largest NMSE relative to its bound
+ * (or largest NMSE where the bound is 0). */
+void cf_metric_nmse(double nmse, double tol)
+{
+    double r = tol > 0 ? nmse / tol : nmse;
+    double w = metric_tol > 0 ? metric_nmse / metric_tol : metric_nmse;
+
+    if (isnan(nmse))
+        r = INFINITY;
+    if (!metric_set || r > w) {
+        metric_nmse = nmse;
+        metric_tol = tol;
+        metric_set = true;
+    }
+}
+
+bool cf_metric_get(double *nmse, double *tol)
+{
+    if (metric_set) {
+        *nmse = metric_nmse;
+        *tol = metric_tol;
+    }
+    return metric_set;
 }
 
 /* ---- checks ----------------------------------------------------------------- */

@@ -2,6 +2,7 @@
  * keel conform — summary table, JUnit XML, certification report (JSON).
  */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -470,6 +471,18 @@ static json_t *results_json(const struct cf_config *cfg)
         if (t->known >= 0)
             json_object_set_new(r, "known_failure",
                                 known_json(&cfg->known[t->known]));
+        if (t->op >= 0 && t->dtype >= 0) {
+            json_object_set_new(
+                r, "op", json_string(keel_op_get_info((keel_op_id)t->op)->name));
+            json_object_set_new(r, "dtype", json_string(cf_dtype_name(t->dtype)));
+        }
+        /* The worst NMSE against its bound; a non-finite one is null. */
+        if (t->has_nmse) {
+            json_object_set_new(r, "nmse", isfinite(t->nmse)
+                                               ? json_real(t->nmse)
+                                               : json_null());
+            json_object_set_new(r, "tolerance", json_real(t->tol));
+        }
         json_array_append_new(a, r);
     }
     return a;
@@ -496,11 +509,10 @@ static json_t *known_applied_json(const struct cf_config *cfg)
     return a;
 }
 
-int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
-                    size_t errsz)
+json_t *cf_build_report(const struct cf_run_info *ri, char *err, size_t errsz)
 {
     const struct cf_probe *p = ri->probe;
-    int pass, fail, skip, known, notrun, rc;
+    int pass, fail, skip, known, notrun;
     char when[64];
     time_t t0 = (time_t)ri->started;
     struct tm tm;
@@ -534,7 +546,7 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
         "level", ri->certified, "certified", ri->certified != NULL);
     if (!root) {
         snprintf(err, errsz, "cannot build the report (out of memory)");
-        return -1;
+        return NULL;
     }
     {
         json_t *sf = json_array();
@@ -555,6 +567,17 @@ int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
         json_object_set_new(json_object_get(root, "plugin"), "abi_version",
                             json_string(abi));
     }
+    return root;
+}
+
+int cf_write_report(const char *path, const struct cf_run_info *ri, char *err,
+                    size_t errsz)
+{
+    json_t *root = cf_build_report(ri, err, errsz);
+    int rc;
+
+    if (!root)
+        return -1;
     rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(root);
     if (rc) {

@@ -14,6 +14,7 @@
  * parent's stdout. With --jobs N, up to N children run at once.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -146,6 +147,17 @@ static void child_run_test(int index)
     o = json_pack("{s:s,s:i,s:i,s:f,s:s,s:s}", "ev", "end", "t", index, "r",
                   (int)outcome, "ms", (cf_now() - t0) * 1e3, "msg", msg,
                   "notes", cf_notes());
+    {
+        double nmse, tol;
+
+        /* JSON has no inf/NaN: a non-finite NMSE travels as null. */
+        if (o && cf_metric_get(&nmse, &tol))
+            json_object_set_new(
+                o, "nmse",
+                json_pack("{s:o,s:f}", "v",
+                          isfinite(nmse) ? json_real(nmse) : json_null(),
+                          "tol", tol));
+    }
     send_json(o);
     cf_current = NULL;
 }
@@ -652,6 +664,19 @@ static void handle_line(struct job *j, const char *line)
                    json_real_value(json_object_get(o, "ms")),
                    json_string_value(json_object_get(o, "msg")),
                    json_string_value(json_object_get(o, "notes")));
+        {
+            json_t *m = json_object_get(o, "nmse");
+
+            if (json_is_object(m)) {
+                json_t *v = json_object_get(m, "v");
+
+                cf_tests[t].has_nmse = true;
+                cf_tests[t].nmse = json_is_number(v) ? json_number_value(v)
+                                                     : INFINITY;
+                cf_tests[t].tol =
+                    json_number_value(json_object_get(m, "tol"));
+            }
+        }
         j->next = suite_pos(s, t) + 1;
         j->cur = -1;
     }

@@ -3,7 +3,8 @@
  *
  *   keel conform --plugin PATH_OR_NAME [--config vendor.yaml]
  *                [--level smoke|full|stress] [--filter GLOB]... [--list]
- *                [--junit out.xml] [--report cert.json] [--jobs N]
+ *                [--junit out.xml] [--report cert.json] [--html cert.html]
+ *                [--jobs N]
  *                [--also-run-known-failures]
  *
  * Exit status: 0 every test passed (skips and declared known failures
@@ -14,8 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 #include "conform.h"
+#include "report/report.h"
 
 extern const keel_cli_command keel_cmd_conform;
 
@@ -55,7 +59,7 @@ static int parse_args(int argc, char **argv, struct cf_options *o)
                 (!strcmp(a, "--plugin") || !strcmp(a, "--config") ||
                  !strcmp(a, "--level") || !strcmp(a, "--filter") ||
                  !strcmp(a, "--junit") || !strcmp(a, "--report") ||
-                 !strcmp(a, "--jobs")))
+                 !strcmp(a, "--html") || !strcmp(a, "--jobs")))
                 return usage("option %s needs a value", a);
             return usage("unknown option '%s'", a);
         } else if (!strcmp(a, "--plugin")) {
@@ -78,6 +82,8 @@ static int parse_args(int argc, char **argv, struct cf_options *o)
             o->junit_path = v;
         } else if (!strcmp(a, "--report")) {
             o->report_path = v;
+        } else if (!strcmp(a, "--html")) {
+            o->html_path = v;
         } else if (!strcmp(a, "--jobs")) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -213,6 +219,18 @@ static int write_outputs(struct cf_run_info *ri)
         fprintf(stderr, "keel conform: %s\n", err);
         rc = -1;
     }
+    if (ri->opt->html_path) {
+        /* The page is drawn from the same document --report writes. */
+        json_t *root = cf_build_report(ri, err, sizeof(err));
+
+        if (!root || keel_report_cert_html(ri->opt->html_path, root, NULL, 0,
+                                           10, err, sizeof(err))) {
+            fprintf(stderr, "keel conform: %s: %s\n", ri->opt->html_path,
+                    err);
+            rc = -1;
+        }
+        json_decref(root);
+    }
     return rc;
 }
 
@@ -327,7 +345,7 @@ const keel_cli_command keel_cmd_conform = {
     .name = "conform",
     .synopsis = "--plugin PATH_OR_NAME [--config FILE] "
                 "[--level smoke|full|stress] [--filter GLOB]... [--list] "
-                "[--junit FILE] [--report FILE] [--jobs N] "
+                "[--junit FILE] [--report FILE] [--html FILE] [--jobs N] "
                 "[--also-run-known-failures]",
     .summary = "certify a device plugin against the ABI (conformance suite)",
     .help =
@@ -347,6 +365,8 @@ const keel_cli_command keel_cmd_conform = {
         "  --list        list the selected tests and exit\n"
         "  --junit F     write JUnit XML for CI systems\n"
         "  --report F    write the certification report (JSON)\n"
+        "  --html F      write the certification page (self-contained\n"
+        "                HTML, as `keel report` draws it)\n"
         "  --jobs N      run N suites at once (default 1)\n"
         "  --also-run-known-failures\n"
         "                run tests declared as known failures too\n"

@@ -132,6 +132,7 @@ struct cf_options {
     bool list;
     const char *junit_path;
     const char *report_path;
+    const char *html_path;
     int jobs;
     bool also_known;
     bool verbose;
@@ -173,6 +174,8 @@ struct cf_test {
     enum cf_outcome outcome;
     double ms;
     char *message;
+    bool has_nmse;           /* a float comparison was made:            */
+    double nmse, tol;        /* its worst NMSE (may be inf) and bound    */
 };
 
 struct cf_suite {
@@ -273,6 +276,11 @@ void cf_fail_at(const char *file, int line, const char *fmt, ...)
 void cf_skip(const char *fmt, ...) CF_PRINTF(1, 2);
 /** Attach an informational note to the current test's result. */
 void cf_note(const char *fmt, ...) CF_PRINTF(1, 2);
+/** Record one output's comparison (NMSE and its bound); the test keeps
+ *  its worst and the report shows it. */
+void cf_metric_nmse(double nmse, double tol);
+/** The worst comparison recorded since the test started, if any. */
+bool cf_metric_get(double *nmse, double *tol);
 bool cf_skipped(void);
 const char *cf_skip_reason(void);
 const char *cf_notes(void);
@@ -405,6 +413,9 @@ struct cf_run_info {
 void cf_print_summary(FILE *out, const struct cf_run_info *ri);
 int cf_write_junit(const char *path, const struct cf_run_info *ri,
                    char *err, size_t errsz);
+/** The certification report as a JSON document (NULL with err set). */
+struct json_t *cf_build_report(const struct cf_run_info *ri, char *err,
+                               size_t errsz);
 int cf_write_report(const char *path, const struct cf_run_info *ri,
                     char *err, size_t errsz);
 int cf_sha256_file(const char *path, char out[65]);

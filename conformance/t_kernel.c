@@ -598,6 +598,7 @@ static bool compare(int dtype, const struct kt_tensor *ref, const double *got,
         err += (g - r) * (g - r);
         den += r * r;
     }
+    cf_metric_nmse(den > 0 ? err / den : err, tol);
     if ((den > 0 ? err / den : err) <= tol)
         return true;
     thr2 = tol * (den > 0 && n > 0 ? den / (double)n : 1.0);

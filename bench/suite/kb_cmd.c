@@ -5,7 +5,8 @@
  *              [--format console|json|csv] [--out FILE] [--min-time S]
  *              [--repetitions N] [--timing auto|events|host] [--large]
  *              [--smoke] [--list] [--peak GFLOPS] [--benchmark_*=VALUE ...]
- *   keel bench compare A.json B.json [--threshold PCT]
+ *   keel bench compare A.json B.json [C.json ...] [--threshold PCT]
+ *                      [--html FILE]
  *
  * The run: resolve the plugin and device, switch keel to strict mode (a
  * missing kernel is an error, never a CPU fallback), register every
@@ -469,7 +470,8 @@ const keel_cli_command keel_cmd_bench = {
                 "[--format console|json|csv] [--out FILE] [--min-time S] "
                 "[--repetitions N] [--timing auto|events|host] [--large] "
                 "[--smoke] [--list] [--peak GFLOPS]\n"
-                "       keel bench compare A.json B.json [--threshold PCT]",
+                "       keel bench compare A.json B.json [C.json ...] "
+                "[--threshold PCT] [--html FILE]",
     .summary = "benchmark a plugin's memory, launch, kernels, collectives",
     .help =
         "Run keel's benchmark suite (Google Benchmark) on one device of one\n"
@@ -518,7 +520,10 @@ const keel_cli_command keel_cmd_bench = {
         "compare prints two JSON reports side by side (per benchmark: the\n"
         "figure of merit in A and B and B's speed relative to A) and flags\n"
         "a regression when B is slower than A by more than PCT percent\n"
-        "(default 10) or fails where A ran.\n"
+        "(default 10) or fails where A ran. With more reports, each is\n"
+        "compared with A in turn. --html FILE also writes one\n"
+        "self-contained HTML page of bar charts of every benchmark across\n"
+        "the reports, regressions highlighted (docs/benchmarks.md).\n"
         "\n"
         "Exit status: 0 success (skips for missing kernels are not\n"
         "failures), 1 a wrong result, a failed benchmark or a regression,\n"

@@ -48,6 +48,7 @@ typedef struct keel_cli_command {
 extern const keel_cli_command keel_cmd_devices;
 extern const keel_cli_command keel_cmd_version;
 extern const keel_cli_command keel_cmd_help;
+extern const keel_cli_command keel_cmd_report;
 
 /* ---- keel_main.c ------------------------------------------------------- */
 

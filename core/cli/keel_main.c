@@ -24,6 +24,7 @@ extern const keel_cli_command keel_cmd_bench __attribute__((weak));
  * (commands not built) are skipped. */
 static const keel_cli_command *const command_table[] = {
     &keel_cmd_devices, &keel_cmd_conform, &keel_cmd_bench,
+    &keel_cmd_report,
     &keel_cmd_version, &keel_cmd_help,
 };
 #define NCOMMANDS (sizeof(command_table) / sizeof(command_table[0]))
