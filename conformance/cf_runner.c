@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "conform.h"
+#include "progress.h"
 
 /* ---- children still alive, for a parent killed by the user ---------------- */
 
@@ -553,6 +554,8 @@ struct runner {
     FILE *out;
     int done_suites;
     int total_suites;
+    keel_cli_progress progress; /* full/stress on a terminal (progress.h) */
+    uint64_t tests_done;        /* tests of the suites printed so far     */
 };
 
 static void set_result(struct cf_test *t, enum cf_outcome o, double ms,
@@ -743,6 +746,8 @@ static void print_suite_line(struct runner *rn, const struct cf_suite *s)
     }
     if (s->exit_failure[0])
         fail++;
+    keel_cli_progress_clear(&rn->progress);
+    rn->tests_done += (uint64_t)s->ntests;
     rn->done_suites++;
     fprintf(rn->out, "[%3d/%d] %-24s %4d passed %4d failed %4d skipped",
             rn->done_suites, rn->total_suites, s->name, pass, fail, skip);
@@ -875,10 +880,46 @@ static bool suite_runnable(const struct cf_probe *probe,
     return !strcmp(s->name, "identity") || !strcmp(s->name, "loader");
 }
 
+/* The live line (progress.h) counts tests: those of the suites printed
+ * and those each running suite has passed; it names a running test. The
+ * total shrinks as known failures are set aside (mark_known). */
+static uint64_t selected_tests(void)
+{
+    uint64_t total = 0;
+
+    for (int s = 0; s < cf_nsuites; s++)
+        total += (uint64_t)cf_suites[s].ntests;
+    return total;
+}
+
+static void progress_begin(struct runner *rn)
+{
+    keel_cli_progress_init(&rn->progress, rn->out, "conform",
+                           selected_tests());
+}
+
+static void progress_tick(struct runner *rn, const struct job *js, int jobs)
+{
+    uint64_t done = rn->tests_done;
+    const char *what = NULL;
+
+    if (!rn->progress.live)
+        return;
+    rn->progress.total = selected_tests();
+    for (int i = 0; i < jobs; i++) {
+        if (js[i].suite < 0)
+            continue;
+        done += (uint64_t)js[i].next;
+        if (!what && js[i].cur >= 0)
+            what = cf_tests[js[i].cur].id;
+    }
+    keel_cli_progress_update(&rn->progress, done, what);
+}
+
 void cf_run_suites(const struct cf_config *cfg, const struct cf_options *opt,
                    const struct cf_probe *probe, FILE *out)
 {
-    struct runner rn = {cfg, opt, probe, out, 0, 0};
+    struct runner rn = {cfg, opt, probe, out, 0, 0, {0}, 0};
     int jobs = opt->jobs > 0 ? opt->jobs : 1;
     struct job *js = calloc((size_t)jobs, sizeof(*js));
     int next_suite = 0, active = 0;
@@ -890,6 +931,8 @@ void cf_run_suites(const struct cf_config *cfg, const struct cf_options *opt,
             rn.total_suites++;
     for (int i = 0; i < jobs; i++)
         js[i].suite = -1;
+    if (opt->level >= CF_LEVEL_FULL)
+        progress_begin(&rn);
     for (;;) {
         struct pollfd pfd[64];
         int map[64], np = 0;
@@ -970,7 +1013,9 @@ void cf_run_suites(const struct cf_config *cfg, const struct cf_options *opt,
                 }
             }
         }
+        progress_tick(&rn, js, jobs);
     }
+    keel_cli_progress_clear(&rn.progress);
     for (int i = 0; i < jobs; i++)
         free(js[i].buf);
     free(js);

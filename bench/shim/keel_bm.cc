@@ -35,6 +35,9 @@ struct entry {
 // The registry: owned here so that names can be matched against filters
 // and contexts freed. Never destroyed at exit (keel_bm_clear empties it),
 // which keeps it usable from static destructors of other objects.
+keel_bm_hook_fn hook_fn;
+void *hook_user;
+
 std::vector<entry> &registry()
 {
     static auto *r = new std::vector<entry>();
@@ -88,10 +91,17 @@ int keel_bm_register(const char *name, keel_bm_fn fn, void *ctx,
         keel_bm_opts o = opts ? *opts : keel_bm_opts{};
         reg.push_back(entry{name, fn, ctx, ctx_free, o});
 
+        std::string id = name;
         benchmark::internal::Benchmark *b = benchmark::RegisterBenchmark(
-            name, [fn, ctx](benchmark::State &st) {
+            name, [fn, ctx, id](benchmark::State &st) {
                 keel_bm_state s{&st, 0.0};
+                keel_bm_hook_fn h = hook_fn;
+
+                if (h)
+                    h(id.c_str(), true, hook_user);
                 fn(&s, ctx);
+                if (h)
+                    h(id.c_str(), false, hook_user);
             });
         if (o.time == KEEL_BM_TIME_MANUAL)
             b->UseManualTime();
@@ -120,6 +130,13 @@ const char *keel_bm_name(size_t i)
 
 bool keel_bm_any_selected(const char *filter, const char *prefix)
 {
+    return keel_bm_count_selected(filter, prefix) > 0;
+}
+
+size_t keel_bm_count_selected(const char *filter, const char *prefix)
+{
+    size_t n = 0;
+
     try {
         std::string spec = filter ? filter : "";
         bool negative = false;
@@ -136,13 +153,20 @@ bool keel_bm_any_selected(const char *filter, const char *prefix)
             if (e.name.compare(0, pre.size(), pre) != 0)
                 continue;
             if (std::regex_search(reported_name(e), re) != negative)
-                return true;
+                n++;
         }
     } catch (const std::exception &) {
         // An invalid expression selects nothing (the library says so
         // itself when it runs).
+        return 0;
     }
-    return false;
+    return n;
+}
+
+void keel_bm_set_hook(keel_bm_hook_fn fn, void *user)
+{
+    hook_fn = fn;
+    hook_user = user;
 }
 
 int keel_bm_add_context(const char *key, const char *value)

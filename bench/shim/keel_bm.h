@@ -119,6 +119,20 @@ const char *keel_bm_name(size_t i);
  */
 bool keel_bm_any_selected(const char *filter, const char *prefix);
 
+/** How many registered benchmarks `filter` selects among those whose name
+ *  starts with `prefix` (the rules of keel_bm_any_selected). */
+size_t keel_bm_count_selected(const char *filter, const char *prefix);
+
+/**
+ * Called around every call of a benchmark function: with begin true and
+ * the registered name just before, with begin false just after. The
+ * library calls a function several times per benchmark (to size the
+ * iterations, then once per repetition), always before it reports that
+ * benchmark. For a progress display; NULL removes the hook.
+ */
+typedef void (*keel_bm_hook_fn)(const char *name, bool begin, void *user);
+void keel_bm_set_hook(keel_bm_hook_fn fn, void *user);
+
 /**
  * Add "key": "value" to the "context" object of every report (and to the
  * console header). Call before keel_bm_run(). A key added twice keeps its

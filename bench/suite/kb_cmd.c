@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "kb.h"
+#include "progress.h"
 
 extern char **environ;
 extern const keel_cli_command keel_cmd_bench;
@@ -315,6 +316,30 @@ static void add_context(const struct kb_env *env, const keel_plugin_info *pi,
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* The live line on a terminal (progress.h): benchmarks begun of those
+ * selected, the running one named; erased whenever a benchmark function
+ * returns, so the library's own report lines print on a clean line. */
+struct bench_progress {
+    keel_cli_progress line;
+    char last[256];
+    uint64_t begun;
+};
+
+static void progress_hook(const char *name, bool begin, void *user)
+{
+    struct bench_progress *p = user;
+
+    if (!begin) {
+        keel_cli_progress_clear(&p->line);
+        return;
+    }
+    if (strncmp(name, p->last, sizeof(p->last) - 1)) {
+        snprintf(p->last, sizeof(p->last), "%s", name);
+        p->begun++;
+    }
+    keel_cli_progress_update(&p->line, p->begun - 1, name);
+}
+
 static int run_bench(const struct bench_opts *o)
 {
     struct kb_env env;
@@ -326,8 +351,10 @@ static int run_bench(const struct bench_opts *o)
     int nargs = 0, nflags = 0, counts[4], rc = KEEL_EXIT_OK;
     long ran;
     keel_status s;
+    struct bench_progress progress;
 
     memset(&env, 0, sizeof(env));
+    memset(&progress, 0, sizeof(progress));
     s = keel_init();
     if (s != KEEL_STATUS_OK)
         return keel_cli_runtime_error(&keel_cmd_bench, "keel_init", s);
@@ -423,7 +450,15 @@ static int run_bench(const struct bench_opts *o)
         args[nargs++] = o->pass[i];
 
     fflush(stdout);
+    if (!o->list) {
+        keel_cli_progress_init(&progress.line, stdout, "bench",
+                               keel_bm_count_selected(o->filter, ""));
+        if (progress.line.live)
+            keel_bm_set_hook(progress_hook, &progress);
+    }
     ran = keel_bm_run(nargs, args);
+    keel_bm_set_hook(NULL, NULL);
+    keel_cli_progress_clear(&progress.line);
     fflush(stdout);
     kb_count_outcomes(counts);
     if (ran < 0) {
