@@ -4,6 +4,12 @@
  *   keel-mnist [--device NAME] [--epochs N] [--data DIR] [--seed S]
  *              [--checkpoint PATH] [--resume] [--limit N]
  *              [--amp O0|O1|O2] [--amp-dtype bfloat16|float16]
+ *              [--log-every N]
+ *
+ * Within an epoch it reports the batch, the running mean loss, steps/s
+ * and images/s: on a terminal as one line rewritten in place, otherwise
+ * (a log file, a pipe) as one line every --log-every steps (default 100,
+ * 0 for none), so that logs stay short and readable.
  *
  * --amp trains under auto_cast with a GradScaler, as Paddle's AMP loop
  * (O2 decorates the model and gives Adam float32 master weights); the
@@ -47,6 +53,7 @@ struct options {
     long limit;
     keel_amp_level amp;   /* O0: off */
     keel_dtype amp_dtype; /* float16 (Paddle's default) or bfloat16 */
+    long log_every;       /* steps between progress lines off a terminal */
 };
 
 /* The auto_cast settings of a run (NULL when --amp is O0). */
@@ -93,7 +100,9 @@ static void usage(FILE *f)
             "  --limit N          train on the first N images only\n"
             "  --amp LEVEL        mixed precision: O0 (off, default), O1, "
             "O2\n"
-            "  --amp-dtype DTYPE  bfloat16 or float16 (default float16)\n");
+            "  --amp-dtype DTYPE  bfloat16 or float16 (default float16)\n"
+            "  --log-every N      when stdout is not a terminal, a progress\n"
+            "                     line every N steps (default 100, 0: none)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long min, long *out)
@@ -125,6 +134,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->limit = 0;
     o->amp = KEEL_AMP_O0;
     o->amp_dtype = KEEL_F16;
+    o->log_every = 100;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,7 +150,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         if (strcmp(a, "--device") && strcmp(a, "--epochs") &&
             strcmp(a, "--data") && strcmp(a, "--seed") &&
             strcmp(a, "--checkpoint") && strcmp(a, "--limit") &&
-            strcmp(a, "--amp") && strcmp(a, "--amp-dtype")) {
+            strcmp(a, "--amp") && strcmp(a, "--amp-dtype") &&
+            strcmp(a, "--log-every")) {
             fprintf(stderr, "keel-mnist: unknown option '%s'\n", a);
             usage(stderr);
             return -1;
@@ -183,6 +194,9 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
         } else if (!strcmp(a, "--limit")) {
             if (parse_long(a, val, 1, &o->limit))
+                return -1;
+        } else if (!strcmp(a, "--log-every")) {
+            if (parse_long(a, val, 0, &o->log_every))
                 return -1;
         } else {
             if (parse_long(a, val, 0, &v))
@@ -623,8 +637,8 @@ static int make_optimizer(keel_layer *model, keel_state_dict **params,
 static int train_epoch(keel_layer *model, keel_layer *loss_fn,
                        keel_optimizer *opt, keel_dataloader *dl,
                        const keel_amp_options *amp, keel_grad_scaler *scaler,
-                       long epoch, long epochs, bool tty, double *avg_loss,
-                       double *ips)
+                       long epoch, long epochs, bool tty, long log_every,
+                       double *avg_loss, double *ips)
 {
     keel_batch b = {0};
     keel_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
@@ -689,12 +703,18 @@ static int train_epoch(keel_layer *model, keel_layer *loss_fn,
         sum += lv;
         seen += b.size;
         k++;
-        if (tty && (k % 10 == 0 || k == nb)) {
+        /* On a terminal, the line is rewritten every 10 steps; in a log,
+         * one line every log_every steps. Both start "epoch N/M  batch",
+         * which the scripts that read the log skip. */
+        if ((tty && (k % 10 == 0 || k == nb)) ||
+            (!tty && log_every > 0 && k % log_every == 0)) {
             double dt = now_s() - t0;
 
-            printf("\repoch %ld/%ld  batch %" PRId64 "/%" PRId64
-                   "  loss %.4f  %.0f images/s ", epoch + 1, epochs, k, nb,
-                   sum / (double)k, dt > 0 ? (double)seen / dt : 0.0);
+            printf("%sepoch %ld/%ld  batch %" PRId64 "/%" PRId64
+                   "  loss %.4f  %.1f steps/s  %.0f images/s%s",
+                   tty ? "\r" : "", epoch + 1, epochs, k, nb,
+                   sum / (double)k, dt > 0 ? (double)k / dt : 0.0,
+                   dt > 0 ? (double)seen / dt : 0.0, tty ? " " : "\n");
             fflush(stdout);
         }
         keel_tensor_free(loss);
@@ -789,7 +809,7 @@ int main(int argc, char **argv)
         double loss, ips, t0 = now_s();
 
         if (train_epoch(model, loss_fn, opt, train_dl, amp, scaler, e,
-                        o.epochs, tty, &loss, &ips))
+                        o.epochs, tty, o.log_every, &loss, &ips))
             goto out;
         if (evaluate(model, test_dl, amp, &acc))
             goto out;
