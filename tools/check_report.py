@@ -3,7 +3,7 @@
 `keel bench compare --html`.
 
     check_report.py PAGE.html [--cert CERT.json] [--expect ID=TEXT ...]
-                    [--screenshot OUT.png] [--width PX]
+                    [--screenshot OUT.png] [--width PX] [--max-height PX]
     check_report.py --self-test PAGE.html [--cert CERT.json]
 
 Four checks, each failing the run with a message naming what is wrong:
@@ -215,7 +215,8 @@ class Browser:
             self.events.append(self._read(deadline))
 
 
-def browser_check(path, ids, screenshot=None, width=1280, timeout=60):
+def browser_check(path, ids, screenshot=None, width=1280, timeout=60,
+                  max_height=16000):
     """Load the page; return {id: text} for the ids asked. Raises
     CheckFailed on any exception, error message or outside request."""
     binary = chromium_binary()
@@ -250,7 +251,7 @@ def browser_check(path, ids, screenshot=None, width=1280, timeout=60):
             m = b.call("Page.getLayoutMetrics", session=sid)
             h = int(m["cssContentSize"]["height"]) + 1
             b.call("Emulation.setDeviceMetricsOverride",
-                   {"width": width, "height": min(h, 16000),
+                   {"width": width, "height": min(h, max_height),
                     "deviceScaleFactor": 1, "mobile": False}, session=sid)
             shot = b.call("Page.captureScreenshot", {"format": "png"},
                           session=sid)
@@ -338,7 +339,8 @@ def check_figures(got, expected):
         raise CheckFailed("figures differ: " + "; ".join(bad))
 
 
-def run_checks(page, expected, screenshot=None, width=1280, which=None):
+def run_checks(page, expected, screenshot=None, width=1280, which=None,
+               max_height=16000):
     which = which or {"valid", "contained", "browser", "figures"}
     with open(page, encoding="utf-8") as f:
         text = f.read()
@@ -347,7 +349,8 @@ def run_checks(page, expected, screenshot=None, width=1280, which=None):
     if "contained" in which:
         check_self_contained(text)
     if "browser" in which or "figures" in which:
-        got = browser_check(page, expected.keys(), screenshot, width)
+        got = browser_check(page, expected.keys(), screenshot, width,
+                            max_height=max_height)
         if "figures" in which:
             check_figures(got, expected)
 
@@ -412,6 +415,8 @@ def main():
                     metavar="ID=TEXT")
     ap.add_argument("--screenshot", metavar="PNG")
     ap.add_argument("--width", type=int, default=1280)
+    ap.add_argument("--max-height", type=int, default=16000,
+                    help="cut the screenshot to the page's first PX pixels")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     expected = {}
@@ -429,7 +434,8 @@ def main():
         if a.self_test:
             self_test(a.page, expected)
         else:
-            run_checks(a.page, expected, a.screenshot, a.width)
+            run_checks(a.page, expected, a.screenshot, a.width,
+                       max_height=a.max_height)
             print(f"{a.page}: valid, self-contained, loads without errors; "
                   f"{len(expected)} figures match")
     except CheckFailed as e:

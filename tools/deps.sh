@@ -3,9 +3,9 @@
 #   - the Debian packages below (apt-get);
 #   - the project's Python environment, .venv/ at the top of the source
 #     tree (a venv of Debian's /usr/bin/python3): paddlepaddle and numpy,
-#     the reference the parity suite compares keel with, and PyTorch for
-#     the side-by-side benchmarks only when asked (KEEL_WITH_TORCH=1; the
-#     PyPI wheel pulls several GB).
+#     the reference the parity suite compares keel with, html5lib for the
+#     report checks, and PyTorch for the side-by-side benchmarks only when
+#     asked (KEEL_WITH_TORCH=1; the PyPI wheel pulls several GB).
 # Sourced by main.sh and test.sh; safe to run on its own:
 #     bash tools/deps.sh                    # Debian packages + .venv
 #     KEEL_WITH_TORCH=1 bash tools/deps.sh  # ... and PyTorch in .venv
@@ -28,6 +28,9 @@ KEEL_DEBIAN_PACKAGES=(
   # HIP plugin: the HIP runtime and headers, hipcc (kernels for gfx906 and
   # gfx90a) and rocPRIM (sorting, header only).
   hipcc libamdhip64-dev librocprim-dev
+  # keel report's pages are checked in a real browser (headless Chromium
+  # over the DevTools protocol; tools/check_report.py).
+  chromium
 )
 
 KEEL_SOURCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +38,9 @@ KEEL_VENV="$KEEL_SOURCE_ROOT/.venv"
 KEEL_PADDLE_VERSION=3.3.1
 # What the parity suite imports. numpy is unpinned: pip resolves it
 # together with paddlepaddle's own requirement on it.
-KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy)
+# html5lib: the HTML5 parser that checks keel report's pages for parse
+# errors (tools/check_report.py).
+KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy html5lib)
 
 keel_install_debian() {
   local missing=() p
@@ -64,7 +69,7 @@ keel_venv_has() {
 keel_venv_paddle_ok() {
   [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" - "$KEEL_PADDLE_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
-import numpy, paddle
+import numpy, paddle, html5lib
 sys.exit(0 if paddle.__version__ == sys.argv[1] else 1)
 EOF
 }
