@@ -69,7 +69,7 @@ static const char *fuzz_write_input(const uint8_t *data, size_t size)
 
 /* Point the loader at the CPU plugin of this build unless told otherwise,
  * and select cpu:0. */
-static void fuzz_keel_setup(void)
+static inline void fuzz_keel_setup(void)
 {
 #ifdef FUZZ_CPU_PLUGIN_DIR
     setenv("KEEL_PLUGIN_PATH", FUZZ_CPU_PLUGIN_DIR, 0);
