@@ -13,6 +13,7 @@
 
 #include "cpu_internal.h"
 #include "kernels/kblas.h"
+#include "kernels/kern.h"
 
 struct cpu_state cpu_g = {
 	.reg_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -423,15 +424,22 @@ keel_status cpu_dev_get(int32_t device, const char *call,
 	return KEEL_STATUS_OK;
 }
 
+/* The plugin's description (keel devices): the runtime mode, then which
+ * implementation each op class uses (cpu_kernels_describe). */
+static char cpu_description[512];
+
 static const char *cpu_describe(const struct cpu_config *cfg)
 {
-	if (cfg->async)
-		return cfg->discrete
-			       ? "Reference CPU backend (async, discrete)"
-			       : "Reference CPU backend (async, host-addressable)";
-	return cfg->discrete
-		       ? "Reference CPU backend (inline, discrete)"
-		       : "Reference CPU backend (inline, host-addressable)";
+	size_t n;
+
+	n = (size_t)snprintf(cpu_description, sizeof(cpu_description),
+			     "Reference CPU backend (%s, %s)",
+			     cfg->async ? "async" : "inline",
+			     cfg->discrete ? "discrete" : "host-addressable");
+	if (n < sizeof(cpu_description))
+		cpu_kernels_describe(cpu_description + n,
+				     sizeof(cpu_description) - n);
+	return cpu_description;
 }
 
 static keel_plugin_api cpu_plugin_api;
@@ -484,6 +492,12 @@ static keel_status cpu_init(void)
 		cfg.ndevices = cpu_g.nvisible;
 	cpu_g.cfg = cfg;
 	cpu_g.cfg_valid = true;
+	st = cpu_isa_configure(msg, sizeof(msg));
+	if (st) {
+		cpu_g.cfg_valid = false;
+		cpu_log(KEEL_LOG_ERROR, "cpu plugin: init: %s", msg);
+		return cpu_err(st, "init: %s", msg);
+	}
 	st = cpu_blas_load(msg, sizeof(msg));
 	if (st) {
 		cpu_log(KEEL_LOG_ERROR, "cpu plugin: init: %s", msg);
@@ -716,6 +730,18 @@ KEEL_PLUGIN_EXPORT const keel_plugin_api *keel_plugin_get_api(
 	if (!cpu_g.initialized) {
 		cpu_g.cfg = cfg;
 		cpu_g.cfg_valid = true;
+		/* The description names the SIMD level and the BLAS the kernels
+		 * will use: both are settled here (init keeps them), since the
+		 * core copies the description from this table. */
+		st = cpu_isa_configure(msg, sizeof(msg));
+		if (st) {
+			cpu_g.cfg_valid = false;
+			cpu_log(KEEL_LOG_ERROR, "cpu plugin: get_api: %s", msg);
+			cpu_report(st, "get_api: %s", msg);
+			return NULL;
+		}
+		/* A BLAS that does not load is init's error to report. */
+		(void)cpu_blas_load(msg, sizeof(msg));
 		cpu_plugin_api.description = cpu_describe(&cfg);
 	}
 	cpu_probe_system();

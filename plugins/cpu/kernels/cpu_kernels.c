@@ -2,8 +2,11 @@
  * The CPU plugin's kernel group: lookup over the category tables, and the
  * core kernels every tensor needs (copy, full, cast).
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "kblas.h"
 #include "kern.h"
 
 static const struct cpu_kernel_entry *const tables[] = {
@@ -436,3 +439,27 @@ const struct cpu_kernel_entry cpu_kernels_core[] = {
     {"bernoulli", KEEL_DT_FLOAT, k_bernoulli},
     {NULL, 0, NULL},
 };
+
+/* ---- the description --------------------------------------------------- */
+
+void cpu_kernels_describe(char *buf, size_t cap)
+{
+    enum cpu_isa isa = cpu_isa(), cpu = cpu_isa_detected();
+    char forced[64] = "";
+
+    if (!cap)
+        return;
+    if (isa != cpu)
+        snprintf(forced, sizeof(forced), " (KEEL_CPU_ISA; the CPU has %s)",
+                 cpu_isa_name(cpu));
+    snprintf(buf, cap,
+             "; simd: %s%s; gemm: %s; conv2d: %s", cpu_isa_name(isa), forced,
+             cpu_blas_summary(),
+             isa >= CPU_ISA_AVX2
+                 ? (isa == CPU_ISA_AVX512
+                        ? "direct avx512 kernels for small stride-1 layers, "
+                          "else im2col + gemm"
+                        : "direct avx2 kernels for small stride-1 layers, "
+                          "else im2col + gemm")
+                 : "im2col + gemm (direct kernels need avx2)");
+}

@@ -1,8 +1,10 @@
 /*
  * CPU kernel toolkit: launching, attributes, conversions, iteration.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "kern.h"
 #include "khalf.h"
@@ -10,7 +12,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
-#include <stdatomic.h>
 #define KEEL_X86 1
 #endif
 
@@ -322,6 +323,104 @@ static int detect_f16c(void)
     return (lo & 6) == 6; /* XMM and YMM state enabled */
 }
 
+#endif
+
+/* ---- instruction sets ---------------------------------------------------- */
+
+static enum cpu_isa isa_detect(void)
+{
+#ifdef KEEL_X86
+    unsigned a, b, c, d, lo, hi;
+    enum cpu_isa isa = CPU_ISA_SSE2;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) ||
+        !(c & bit_AVX) || !(c & bit_F16C) || !(c & bit_FMA))
+        return CPU_ISA_SSE2;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) /* XMM and YMM state */
+        return CPU_ISA_SSE2;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2))
+        return CPU_ISA_SSE2;
+    isa = CPU_ISA_AVX2;
+    if ((b & bit_AVX512F) && (b & bit_AVX512CD) && (b & bit_AVX512BW) &&
+        (b & bit_AVX512DQ) && (b & bit_AVX512VL) &&
+        (lo & 0xe6) == 0xe6) /* + opmask, ZMM_Hi256, Hi16_ZMM state */
+        isa = CPU_ISA_AVX512;
+    return isa;
+#else
+    return CPU_ISA_SSE2;
+#endif
+}
+
+static atomic_int isa_detected = -1;
+static atomic_int isa_in_use = -1;
+static atomic_int isa_warned;
+
+enum cpu_isa cpu_isa_detected(void)
+{
+    int v = atomic_load_explicit(&isa_detected, memory_order_relaxed);
+
+    if (v < 0) {
+        v = (int)isa_detect();
+        atomic_store_explicit(&isa_detected, v, memory_order_relaxed);
+    }
+    return (enum cpu_isa)v;
+}
+
+enum cpu_isa cpu_isa(void)
+{
+    int v = atomic_load_explicit(&isa_in_use, memory_order_relaxed);
+
+    return v < 0 ? cpu_isa_detected() : (enum cpu_isa)v;
+}
+
+const char *cpu_isa_name(enum cpu_isa isa)
+{
+    switch (isa) {
+    case CPU_ISA_AVX512: return "avx512";
+    case CPU_ISA_AVX2: return "avx2";
+    default: return "sse2";
+    }
+}
+
+keel_status cpu_isa_configure(char *msg, size_t cap)
+{
+    static const struct { const char *name; enum cpu_isa isa; } names[] = {
+        {"avx512", CPU_ISA_AVX512}, {"avx2", CPU_ISA_AVX2},
+        {"sse2", CPU_ISA_SSE2},     {"baseline", CPU_ISA_SSE2},
+    };
+    const char *e = cpu_getenv("KEEL_CPU_ISA");
+    enum cpu_isa have = cpu_isa_detected(), want = have;
+    size_t i;
+
+    if (e && *e && strcasecmp(e, "auto")) {
+        for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+            if (!strcasecmp(e, names[i].name))
+                break;
+        if (i == sizeof(names) / sizeof(names[0])) {
+            snprintf(msg, cap,
+                     "KEEL_CPU_ISA='%s' is invalid: expected auto, avx512, "
+                     "avx2 or sse2",
+                     e);
+            return KEEL_STATUS_INVALID_ARGUMENT;
+        }
+        want = names[i].isa;
+        if (want > have && !atomic_exchange(&isa_warned, 1)) {
+            cpu_log(KEEL_LOG_WARN,
+                    "cpu plugin: KEEL_CPU_ISA=%s: this CPU supports only %s "
+                    "(CPUID); using %s",
+                    e, cpu_isa_name(have), cpu_isa_name(have));
+        }
+        if (want > have)
+            want = have;
+    }
+    atomic_store_explicit(&isa_in_use, (int)want, memory_order_relaxed);
+    cpu_log(KEEL_LOG_INFO, "cpu plugin: SIMD kernels: %s (CPU: %s)",
+            cpu_isa_name(want), cpu_isa_name(have));
+    return KEEL_STATUS_OK;
+}
+
+#ifdef KEEL_X86
 static int have_f16c(void)
 {
     static atomic_int cached = -1;
@@ -331,7 +430,10 @@ static int have_f16c(void)
         v = detect_f16c();
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return v;
+    /* A CPU with AVX2 also has F16C (see isa_detect); KEEL_CPU_ISA=sse2
+     * turns the conversions off with the rest. */
+    return v && (cpu_isa() >= CPU_ISA_AVX2 ||
+                 cpu_isa_detected() == CPU_ISA_SSE2);
 }
 #endif
 
@@ -359,14 +461,23 @@ void kf32_to_f16(const float *src, uint16_t *dst, int64_t n)
         dst[i] = cpu_f32_to_f16(src[i]);
 }
 
+/* The bfloat16 conversions' body: the CPU's, lowered to the plugin's
+ * SIMD level (KEEL_CPU_ISA). The two enums rank the same levels. */
+static enum khalf_isa half_isa(void)
+{
+    int have = (int)khalf_isa(), level = (int)cpu_isa();
+
+    return (enum khalf_isa)(level < have ? level : have);
+}
+
 void kbf16_to_f32(const uint16_t *src, float *dst, int64_t n)
 {
-    khalf_bf16_to_f32(src, dst, n, khalf_isa());
+    khalf_bf16_to_f32(src, dst, n, half_isa());
 }
 
 void kf32_to_bf16(const float *src, uint16_t *dst, int64_t n)
 {
-    khalf_f32_to_bf16(src, dst, n, khalf_isa());
+    khalf_f32_to_bf16(src, dst, n, half_isa());
 }
 
 double kload(const void *p, keel_dtype dt)

@@ -46,6 +46,38 @@
 
 #include "../cpu_internal.h"
 
+/* ---- instruction sets ------------------------------------------------------ */
+
+/*
+ * The SIMD level hand-written kernels may use: what the CPU and the
+ * operating system support (CPUID, XGETBV), lowered by KEEL_CPU_ISA
+ * (auto | avx512 | avx2 | sse2). Every kernel with an AVX-512 body also has
+ * an AVX2 + FMA one and a portable C one, and picks by cpu_isa() at run
+ * time, so a forced level exercises exactly the path such a CPU would take.
+ *
+ *   CPU_ISA_SSE2     the x86-64 baseline (and every non-x86 build)
+ *   CPU_ISA_AVX2     AVX2, FMA and F16C, with YMM state enabled
+ *   CPU_ISA_AVX512   AVX-512 F, CD, BW, DQ and VL, with ZMM state enabled
+ */
+enum cpu_isa { CPU_ISA_SSE2 = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+
+/* Read KEEL_CPU_ISA (plugin init): INVALID_ARGUMENT with a message for a
+ * value that is not one of the names above. A level above what the CPU
+ * has is lowered to the CPU's, with a warning in the log. */
+keel_status cpu_isa_configure(char *msg, size_t cap);
+/* The level in use (detected and lowered as above; detected alone before
+ * cpu_isa_configure has run). */
+enum cpu_isa cpu_isa(void);
+/* What the CPU itself supports. */
+enum cpu_isa cpu_isa_detected(void);
+/* "avx512", "avx2", "sse2". */
+const char *cpu_isa_name(enum cpu_isa isa);
+/* Append "; simd: avx512, gemm: ..., conv: ..." to the plugin's
+ * description (after init): which implementation each op class uses and
+ * why, as `keel devices` shows it. Writes at most cap bytes, always
+ * terminated. */
+void cpu_kernels_describe(char *buf, size_t cap);
+
 /* ---- launching ------------------------------------------------------------ */
 
 struct kcall {
