@@ -1678,12 +1678,196 @@ max_grad_2x2_avx512(const struct pgeo *g, const float *dp, int64_t dsy,
     return true;
 }
 
+/* ---- the AVX2 bodies of the 2x2 stride-2 kernels -------------------------
+ *
+ * The same results as the AVX-512 ones, 8 output columns at a time: the
+ * two input rows' 16 columns are split into even and odd ones with
+ * shuffles, lanes are selected with vector masks (blendv), and tails use
+ * maskload / maskstore, which neither read nor write masked lanes.
+ */
+
+/* Lanes 0 .. n-1 set (n in 0..8), as a maskload/maskstore operand. */
+__attribute__((target("avx2"))) static inline __m256i lanes_upto(int64_t n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* 64-bit lanes 0 .. n-1 set (n in 0..4). */
+__attribute__((target("avx2"))) static inline __m256i lanes64_upto(int64_t n)
+{
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n),
+                              _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+/* Even / odd columns of the 16 in (lo, hi), in order. */
+__attribute__((target("avx2"))) static inline __m256 even8(__m256 lo,
+                                                          __m256 hi)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))),
+        _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+__attribute__((target("avx2"))) static inline __m256 odd8(__m256 lo,
+                                                         __m256 hi)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))),
+        _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+__attribute__((target("avx2"))) static void
+max_plane_2x2_avx2(const struct pgeo *g, const struct plane *x, float *out,
+                   int64_t *idx)
+{
+    const float *xp = x->p;
+    const int64_t W = g->w, ow = g->ow, sy = x->sy;
+    const __m256i o_b = _mm256_set1_epi32(1), o_c = _mm256_set1_epi32((int)W),
+                  o_d = _mm256_set1_epi32((int)W + 1);
+    const __m256i lane = _mm256_setr_epi64x(0, 2, 4, 6);
+
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const float *r0 = xp + 2 * oy * sy, *r1 = r0 + sy;
+        for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
+            const int64_t nl = ow - ox0 < 8 ? ow - ox0 : 8;
+            const __m256i lm = lanes_upto(nl);
+            const __m256i lo_m = lanes_upto(2 * nl),
+                          hi_m = lanes_upto(2 * nl - 8);
+            __m256 l0 = _mm256_maskload_ps(r0 + 2 * ox0, lo_m);
+            __m256 h0 = _mm256_maskload_ps(r0 + 2 * ox0 + 8, hi_m);
+            __m256 l1 = _mm256_maskload_ps(r1 + 2 * ox0, lo_m);
+            __m256 h1 = _mm256_maskload_ps(r1 + 2 * ox0 + 8, hi_m);
+            __m256 a = even8(l0, h0), b = odd8(l0, h0);
+            __m256 c = even8(l1, h1), d = odd8(l1, h1);
+            __m256 mx = _mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d));
+            __m256 na = _mm256_cmp_ps(a, a, _CMP_UNORD_Q);
+            __m256 nb = _mm256_cmp_ps(b, b, _CMP_UNORD_Q);
+            __m256 nc = _mm256_cmp_ps(c, c, _CMP_UNORD_Q);
+            __m256 nan = _mm256_or_ps(
+                _mm256_or_ps(na, nb),
+                _mm256_or_ps(nc, _mm256_cmp_ps(d, d, _CMP_UNORD_Q)));
+            /* per lane: the first NaN, or the first equal to the max */
+            __m256 sa = _mm256_or_ps(
+                _mm256_and_ps(nan, na),
+                _mm256_andnot_ps(nan, _mm256_cmp_ps(a, mx, _CMP_EQ_OQ)));
+            __m256 sb = _mm256_or_ps(
+                _mm256_and_ps(nan, nb),
+                _mm256_andnot_ps(nan, _mm256_cmp_ps(b, mx, _CMP_EQ_OQ)));
+            __m256 sc = _mm256_or_ps(
+                _mm256_and_ps(nan, nc),
+                _mm256_andnot_ps(nan, _mm256_cmp_ps(c, mx, _CMP_EQ_OQ)));
+            __m256 v = _mm256_blendv_ps(d, c, sc);
+            __m256 at = _mm256_blendv_ps(_mm256_castsi256_ps(o_d),
+                                         _mm256_castsi256_ps(o_c), sc);
+            __m256i base = _mm256_add_epi64(
+                _mm256_set1_epi64x(2 * oy * W + 2 * ox0), lane);
+            __m256i off;
+
+            v = _mm256_blendv_ps(v, b, sb);
+            at = _mm256_blendv_ps(at, _mm256_castsi256_ps(o_b), sb);
+            v = _mm256_blendv_ps(v, a, sa);
+            off = _mm256_castps_si256(_mm256_andnot_ps(sa, at));
+            _mm256_maskstore_ps(out + oy * ow + ox0, lm, v);
+            _mm256_maskstore_epi64(
+                (long long *)(idx + oy * ow + ox0), lanes64_upto(nl),
+                _mm256_add_epi64(base, _mm256_cvtepi32_epi64(
+                                           _mm256_castsi256_si128(off))));
+            _mm256_maskstore_epi64(
+                (long long *)(idx + oy * ow + ox0 + 4), lanes64_upto(nl - 4),
+                _mm256_add_epi64(
+                    _mm256_add_epi64(base, _mm256_set1_epi64x(8)),
+                    _mm256_cvtepi32_epi64(_mm256_extracti128_si256(off, 1))));
+        }
+    }
+}
+
+/* Two masks of 4 64-bit lanes as one of 8 32-bit lanes, in order. */
+__attribute__((target("avx2"))) static inline __m256 narrow_mask(__m256i m0,
+                                                                __m256i m1)
+{
+    const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    __m256i p0 = _mm256_permutevar8x32_epi32(m0, pick);
+    __m256i p1 = _mm256_permutevar8x32_epi32(m1, pick);
+
+    return _mm256_castsi256_ps(_mm256_permute2x128_si256(p0, p1, 0x20));
+}
+
+__attribute__((target("avx2"))) static bool
+max_grad_2x2_avx2(const struct pgeo *g, const float *dp, int64_t dsy,
+                  const int64_t *ip, int64_t isy, float *dx)
+{
+    const int64_t W = g->w, ow = g->ow;
+    const __m256i lane = _mm256_setr_epi64x(0, 2, 4, 6);
+    const __m256i k0 = _mm256_setzero_si256(), k1 = _mm256_set1_epi64x(1),
+                  kw = _mm256_set1_epi64x(W), kw1 = _mm256_set1_epi64x(W + 1);
+
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        float *r0 = dx + 2 * oy * W, *r1 = r0 + W;
+        for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
+            const int64_t nl = ow - ox0 < 8 ? ow - ox0 : 8;
+            const __m256i lm = lanes_upto(nl);
+            const __m256i lo_m = lanes_upto(2 * nl),
+                          hi_m = lanes_upto(2 * nl - 8);
+            __m256i base = _mm256_add_epi64(
+                _mm256_set1_epi64x(2 * oy * W + 2 * ox0), lane);
+            __m256i i0 = _mm256_sub_epi64(
+                _mm256_maskload_epi64((const long long *)(ip + oy * isy + ox0),
+                                      lanes64_upto(nl)),
+                base);
+            __m256i i1 = _mm256_sub_epi64(
+                _mm256_maskload_epi64(
+                    (const long long *)(ip + oy * isy + ox0 + 4),
+                    lanes64_upto(nl - 4)),
+                _mm256_add_epi64(base, _mm256_set1_epi64x(8)));
+            __m256 gv = _mm256_maskload_ps(dp + oy * dsy + ox0, lm);
+            __m256 ea = narrow_mask(_mm256_cmpeq_epi64(i0, k0),
+                                    _mm256_cmpeq_epi64(i1, k0));
+            __m256 eb = narrow_mask(_mm256_cmpeq_epi64(i0, k1),
+                                    _mm256_cmpeq_epi64(i1, k1));
+            __m256 ec = narrow_mask(_mm256_cmpeq_epi64(i0, kw),
+                                    _mm256_cmpeq_epi64(i1, kw));
+            __m256 ed = narrow_mask(_mm256_cmpeq_epi64(i0, kw1),
+                                    _mm256_cmpeq_epi64(i1, kw1));
+            __m256 any = _mm256_or_ps(_mm256_or_ps(ea, eb),
+                                      _mm256_or_ps(ec, ed));
+            __m256 va, vb, vc, vd, lo, hi;
+
+            /* every live lane's index in its block, or the general path */
+            if (_mm256_movemask_ps(_mm256_andnot_ps(
+                    any, _mm256_castsi256_ps(lm))) != 0)
+                return false;
+            va = _mm256_and_ps(ea, gv), vb = _mm256_and_ps(eb, gv);
+            vc = _mm256_and_ps(ec, gv), vd = _mm256_and_ps(ed, gv);
+            /* a0 b0 a1 b1 ... a7 b7 */
+            lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);
+            _mm256_maskstore_ps(r0 + 2 * ox0, lo_m,
+                                _mm256_permute2f128_ps(lo, hi, 0x20));
+            _mm256_maskstore_ps(r0 + 2 * ox0 + 8, hi_m,
+                                _mm256_permute2f128_ps(lo, hi, 0x31));
+            lo = _mm256_unpacklo_ps(vc, vd), hi = _mm256_unpackhi_ps(vc, vd);
+            _mm256_maskstore_ps(r1 + 2 * ox0, lo_m,
+                                _mm256_permute2f128_ps(lo, hi, 0x20));
+            _mm256_maskstore_ps(r1 + 2 * ox0 + 8, hi_m,
+                                _mm256_permute2f128_ps(lo, hi, 0x31));
+        }
+        if (W > 2 * ow) {
+            memset(r0 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
+            memset(r1 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
+        }
+    }
+    if (g->h > 2 * g->oh)
+        memset(dx + 2 * g->oh * W, 0,
+               (size_t)((g->h - 2 * g->oh) * W) * sizeof(float));
+    return true;
+}
+
 static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
                                 int64_t y0, float *out, int64_t *idx)
 {
     /* Offsets inside the window rows must fit the int32 lanes. */
     if ((g->sw != 1 && g->sw != 2) || (g->kh - 1) * g->w + g->kw > INT32_MAX ||
-        !__builtin_cpu_supports("avx512f"))
+        cpu_isa() < CPU_ISA_AVX512)
         return 0;
     return max_row_avx512_f32(g, x, y0, out, idx);
 }
@@ -1692,9 +1876,12 @@ static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,
 static bool max_plane_simd_f32(const struct pgeo *g, const struct plane *x,
                                float *out, int64_t *idx)
 {
-    if (x->sx != 1 || !pool_2x2(g) || !__builtin_cpu_supports("avx512f"))
+    if (x->sx != 1 || !pool_2x2(g) || cpu_isa() < CPU_ISA_AVX2)
         return false;
-    max_plane_2x2_avx512(g, x, out, idx);
+    if (cpu_isa() >= CPU_ISA_AVX512)
+        max_plane_2x2_avx512(g, x, out, idx);
+    else
+        max_plane_2x2_avx2(g, x, out, idx);
     return true;
 }
 
@@ -1704,11 +1891,13 @@ static bool max_grad_simd_f32(const struct pgeo *g, const struct plane *d,
 {
     /* The op has no window attributes: any index inside its own 2x2 block
      * at (2 oy, 2 ox) is what a dense write expresses, whatever pooling
-     * produced it, and max_grad_2x2_avx512 checks every one. */
+     * produced it, and max_grad_2x2_avx512 / _avx2 check every one. */
     if (d->sx != 1 || isx != 1 || 2 * g->oh > g->h || 2 * g->ow > g->w ||
-        g->w + 1 > INT32_MAX || !__builtin_cpu_supports("avx512f"))
+        g->w + 1 > INT32_MAX || cpu_isa() < CPU_ISA_AVX2)
         return false;
-    return max_grad_2x2_avx512(g, d->p, d->sy, ip, isy, dx);
+    if (cpu_isa() >= CPU_ISA_AVX512)
+        return max_grad_2x2_avx512(g, d->p, d->sy, ip, isy, dx);
+    return max_grad_2x2_avx2(g, d->p, d->sy, ip, isy, dx);
 }
 #else
 static int64_t max_row_simd_f32(const struct pgeo *g, const struct plane *x,

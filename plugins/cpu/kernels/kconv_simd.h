@@ -1,7 +1,8 @@
 /*
- * Direct AVX-512 convolution primitives for small float32 convolutions
- * (k_conv_simd.c), used by k_conv.c in place of im2col + GEMM where they
- * apply. See k_conv_simd.c for when that is and how they work.
+ * Direct SIMD convolution primitives for small float32 convolutions
+ * (k_conv_simd.c; AVX-512 and AVX2 + FMA bodies), used by k_conv.c in
+ * place of im2col + GEMM where they apply. See k_conv_simd.c for when that
+ * is and how they work.
  */
 #ifndef KEEL_CPU_KCONV_SIMD_H
 #define KEEL_CPU_KCONV_SIMD_H
@@ -26,11 +27,24 @@ enum { CONV_SIMD_FWD, CONV_SIMD_BWD_DATA, CONV_SIMD_BWD_FILTER };
  *   CONV_SIMD_BWD_FILTER  out = dw = sum over images of dy (x) x
  *
  * Returns false, having written nothing, when the primitive does not
- * apply (geometry, CPU without AVX-512F, KEEL_CPU_CONV_SIMD=0, no
- * workspace); the caller then runs its general path.
+ * apply (geometry, SIMD level below AVX2, KEEL_CPU_CONV_SIMD=0, no
+ * workspace); the caller then runs its general path. The body is the one
+ * of the plugin's SIMD level, cpu_isa().
  */
 bool cpu_conv_simd(int prim, const struct conv_simd_geo *g, const float *x,
                    const float *w, const float *bias, const float *dy,
                    float *out);
+/* The same with the body of `isa` (enum cpu_isa), for tests: false as
+ * well when the CPU lacks that instruction set. */
+bool cpu_conv_simd_isa(int isa, int prim, const struct conv_simd_geo *g,
+                       const float *x, const float *w, const float *bias,
+                       const float *dy, float *out);
+/* The bodies; the CPU must have the instruction set. */
+bool cpu_conv_simd_avx512(int prim, const struct conv_simd_geo *g,
+                          const float *x, const float *w, const float *bias,
+                          const float *dy, float *out);
+bool cpu_conv_simd_avx2(int prim, const struct conv_simd_geo *g,
+                        const float *x, const float *w, const float *bias,
+                        const float *dy, float *out);
 
 #endif /* KEEL_CPU_KCONV_SIMD_H */

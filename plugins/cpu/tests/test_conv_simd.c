@@ -1,13 +1,20 @@
 /*
- * White-box CUnit tests of the CPU plugin's direct AVX-512 convolution
- * (kernels/k_conv_simd.c), linked straight into this program with the few
+ * White-box CUnit tests of the CPU plugin's direct SIMD convolution
+ * (kernels/k_conv_simd*.c), linked straight into this program with the few
  * plugin services it uses stubbed below (environment, workspace, a
  * parallel_for that cuts every range into single items, three pool
- * threads so that bwd_filter's per-part sums are added up).
+ * threads so that bwd_filter's per-part sums are added up, the plugin's
+ * SIMD level).
+ *
+ * Every body the CPU can run is tested, one suite each: AVX-512 and
+ * AVX2 + FMA, called through cpu_conv_simd with the SIMD level set to
+ * that body's (as KEEL_CPU_ISA sets it in the plugin) and checked to have
+ * taken it. A third suite sets the level to the SSE2 baseline, where every
+ * call must decline (the plugin then runs im2col + GEMM).
  *
  * The op-level suites (ops-conv-*) run conv2d through the plugin, where a
  * path that declines simply falls back to im2col + GEMM; here each call
- * must be taken by the direct path (on a CPU with AVX-512F), and its
+ * must be taken by the direct path, and its
  * result is checked against a double-precision loop over exactly the
  * terms of the definition:
  *
@@ -22,9 +29,10 @@
  *     large layers, KEEL_CPU_CONV_SIMD=0, no workspace) return false and
  *     leave the output untouched.
  *
- * On a CPU without AVX-512F every call must decline; the suite checks
- * that, and then exits 77 (meson's SKIP) saying that the kernels
- * themselves were not exercised: declining is all such a CPU can show.
+ * A body the CPU lacks cannot run: its suite says so and is not run, and
+ * the program prints which bodies were left untested. With neither
+ * AVX2 nor AVX-512F it exits 77 (meson's SKIP): declining is all such a
+ * CPU can show.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -41,6 +49,12 @@
 /* ---- the plugin services the kernels use --------------------------------- */
 
 static bool no_workspace;
+static enum cpu_isa test_isa = CPU_ISA_SSE2; /* the plugin's SIMD level */
+
+enum cpu_isa cpu_isa(void)
+{
+    return test_isa;
+}
 
 const char *cpu_getenv(const char *name)
 {
@@ -160,14 +174,26 @@ static int check(const char *what, const char *name, const float *got,
     return bad;
 }
 
-static bool have_avx512(void)
+static bool cpu_has(enum cpu_isa isa)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
+    if (isa == CPU_ISA_AVX512)
+        return __builtin_cpu_supports("avx512f");
+    if (isa == CPU_ISA_AVX2)
+        return __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+    return true;
 #else
-    return false;
+    return isa == CPU_ISA_SSE2;
 #endif
+}
+
+/* Whether the level under test has a body: every call must then be
+ * taken (or declined, at the SSE2 baseline). */
+static bool have_simd(void)
+{
+    return test_isa != CPU_ISA_SSE2 && cpu_has(test_isa);
 }
 
 /* Reference sums start at the bias of each element's channel (bias of
@@ -181,13 +207,13 @@ static void ref_start(double *r, double *m, int64_t len, const float *b,
     }
 }
 
-/* The primitive ran where AVX-512F is there (and only there), and then
+/* The primitive ran where the level has a body (and only there), and then
  * agrees with the reference. */
 static void expect_run(const char *what, const char *name, bool ran,
                        const float *got, const double *r, const double *m,
                        int64_t n)
 {
-    bool on = have_avx512();
+    bool on = have_simd();
 
     CU_ASSERT_EQUAL(ran, on);
     if (on)
@@ -284,7 +310,7 @@ static void test_junk_lanes(void)
     struct conv_simd_geo g = geo_of(&k);
     float *x = rnd_buf(10 * 14 * 14), *dy = rnd_buf(10 * 2 * 10 * 10), dw[50];
 
-    if (!have_avx512()) {
+    if (!have_simd()) {
         CU_ASSERT_FALSE(cpu_conv_simd(CONV_SIMD_BWD_FILTER, &g, x, NULL,
                                       NULL, dy, dw));
         free(x), free(dy);
@@ -336,38 +362,74 @@ static void test_declines(void)
     no_workspace = false;
     CU_ASSERT_EQUAL(out[0], 42.0f);
     CU_ASSERT_EQUAL(cpu_conv_simd(CONV_SIMD_FWD, &g, x, w, NULL, NULL, out),
-                    have_avx512());
+                    have_simd());
     free(x), free(w), free(out);
+}
+
+static void set_avx512(void)
+{
+    test_isa = CPU_ISA_AVX512;
+}
+static void set_avx2(void)
+{
+    test_isa = CPU_ISA_AVX2;
+}
+static void set_sse2(void)
+{
+    test_isa = CPU_ISA_SSE2;
+}
+
+static int add_suite(const char *name, enum cpu_isa isa, void (*set)(void))
+{
+    CU_pSuite s;
+
+    if (isa != CPU_ISA_SSE2 && !cpu_has(isa)) {
+        printf("cpu-conv-simd: NOT RUN: the %s body (this CPU lacks it)\n",
+               name);
+        return 0;
+    }
+    s = CU_add_suite(name, NULL, NULL);
+    if (!s || !CU_add_test(s, "set the SIMD level", set) ||
+        !CU_add_test(s, "geometries against a double reference",
+                     test_geometries) ||
+        !CU_add_test(s, "lanes past the row never meet an infinity",
+                     test_junk_lanes) ||
+        !CU_add_test(s, "declined geometries and settings", test_declines))
+        return -1;
+    return 1;
 }
 
 int main(void)
 {
-    CU_pSuite s;
     unsigned fails;
+    int bodies = 0, r;
 
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    s = CU_add_suite("conv-simd", NULL, NULL);
-    if (!s || !CU_add_test(s, "geometries against a double reference",
-                           test_geometries) ||
-        !CU_add_test(s, "lanes past the row never meet an infinity",
-                     test_junk_lanes) ||
-        !CU_add_test(s, "declined geometries and settings", test_declines)) {
-        CU_cleanup_registry();
-        return 1;
-    }
+    if ((r = add_suite("avx512", CPU_ISA_AVX512, set_avx512)) < 0)
+        goto fail;
+    bodies += r;
+    if ((r = add_suite("avx2", CPU_ISA_AVX2, set_avx2)) < 0)
+        goto fail;
+    bodies += r;
+    /* the baseline: every call declines */
+    if (add_suite("sse2 (declines)", CPU_ISA_SSE2, set_sse2) < 0)
+        goto fail;
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     CU_cleanup_registry();
     if (fails)
         return 1;
-    if (!have_avx512()) {
-        printf("\ncpu-conv-simd: SKIP: this CPU has no AVX-512F, so the "
-               "direct convolution kernels never ran; only their declining "
-               "every call was checked. Run it on a CPU with AVX-512F "
-               "(grep avx512f /proc/cpuinfo) to test them.\n");
+    if (!bodies) {
+        printf("\ncpu-conv-simd: SKIP: this CPU has neither AVX2 + FMA nor "
+               "AVX-512F, so the direct convolution kernels never ran; only "
+               "their declining every call was checked. Run it on a CPU "
+               "with AVX2 (grep avx2 /proc/cpuinfo) to test them.\n");
         return 77;
     }
     return 0;
+fail:
+    CU_cleanup_registry();
+    return 1;
 }
