@@ -28,6 +28,9 @@ KEEL_DEBIAN_PACKAGES=(
   # HIP plugin: the HIP runtime and headers, hipcc (kernels for gfx906 and
   # gfx90a) and rocPRIM (sorting, header only).
   hipcc libamdhip64-dev librocprim-dev
+  # CPU plugin: SLEEF, the vectorised float32 math of gelu, log, log1p,
+  # sin and cos at the avx2 and avx512 levels.
+  libsleef-dev
   # keel report's pages are checked in a real browser (headless Chromium
   # over the DevTools protocol; tools/check_report.py).
   chromium

@@ -8,6 +8,7 @@
 
 #include "kblas.h"
 #include "kern.h"
+#include "kvmath.h"
 
 static const struct cpu_kernel_entry *const tables[] = {
     cpu_kernels_core,   cpu_kernels_elementwise, cpu_kernels_reduce,
@@ -453,8 +454,8 @@ void cpu_kernels_describe(char *buf, size_t cap)
         snprintf(forced, sizeof(forced), " (KEEL_CPU_ISA; the CPU has %s)",
                  cpu_isa_name(cpu));
     snprintf(buf, cap,
-             "; simd: %s%s; gemm: %s; conv2d: %s", cpu_isa_name(isa), forced,
-             cpu_blas_summary(),
+             "; simd: %s%s; gemm: %s; math: %s; conv2d: %s",
+             cpu_isa_name(isa), forced, cpu_blas_summary(), kvm_summary(),
              isa >= CPU_ISA_AVX2
                  ? (isa == CPU_ISA_AVX512
                         ? "direct avx512 kernels for small stride-1 layers, "

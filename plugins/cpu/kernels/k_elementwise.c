@@ -13,7 +13,9 @@
  *     vector, vector-scalar and scalar-vector (one operand broadcast).
  *     There are no dtype switches and no calls inside them (apart from
  *     libm for float64 transcendentals and the float32 ones that have no
- *     vectorisable form here: log, sin, cos, erfc, expm1, log1p, pow);
+ *     vectorisable form here: log, sin, cos, erfc, expm1, log1p, pow;
+ *     at the avx2 and avx512 levels the float32 loops of gelu, log,
+ *     log1p, sin and cos hand their rows to SLEEF first, kvmath.h);
  *     gcc vectorises the rest as far as SSE2 allows (not integer
  *     division, nor 64-bit multiplies and compares; see the pragma
  *     below). float32 exp and tanh (exp, sigmoid, silu, tanh, gelu's
@@ -62,6 +64,7 @@
 #endif
 
 #include "kern.h"
+#include "kvmath.h"
 
 /* Type-generic math last: exp(a) is expf for a float a, and so on. */
 #include <tgmath.h>
@@ -585,6 +588,20 @@ static const struct eop op_logical_not = {
     UN_FLOAT(name, SAME, E)                                                  \
     static const struct eop op_##name = {#name, 1, false, cost_, attrs,      \
                                          {L_FLOAT(L_UN, name)}};
+/* Float-only unary op whose float32 loop first offers the row to the
+ * vector math (kvmath.h: SLEEF at the avx2 and avx512 levels); libm's
+ * loop runs when that declines. */
+#define DEF_UN_FV(name, cost_, attrs, E, VFN)                                \
+    LOOP_UN(name##_f32s, float, float, float, s, E)                          \
+    static void name##_f32(void *restrict o_, const void *restrict x_,       \
+                           int64_t n, const struct eparam *P)                \
+    {                                                                        \
+        if (!kvm_un_f32(VFN, o_, x_, n))                                     \
+            name##_f32s(o_, x_, n, P);                                       \
+    }                                                                        \
+    LOOP_UN(name##_f64, double, double, double, f, E)                        \
+    static const struct eop op_##name = {#name, 1, false, cost_, attrs,      \
+                                         {L_FLOAT(L_UN, name)}};
 /* Float and signed integer dtypes (KEEL_DT_SIGNED). */
 #define DEF_UN_S(name, cost_, EF, EI)                                        \
     UN_FLOAT(name, SAME, EF)                                                 \
@@ -658,17 +675,17 @@ DEF_UN_S(abs, 0, E_FABS, E_IABS)
 DEF_UN_S(sign, 0, E_SIGN, E_SIGN)
 DEF_UN_S(relu, 0, E_RELU, E_RELU)
 DEF_UN_F(exp, 3, NOATTR, E_EXP)
-DEF_UN_F(log, 3, NOATTR, E_LOG)
-DEF_UN_F(log1p, 3, NOATTR, E_LOG1P)
-DEF_UN_F(sin, 3, NOATTR, E_SIN)
-DEF_UN_F(cos, 3, NOATTR, E_COS)
+DEF_UN_FV(log, 3, NOATTR, E_LOG, KVM_LOG)
+DEF_UN_FV(log1p, 3, NOATTR, E_LOG1P, KVM_LOG1P)
+DEF_UN_FV(sin, 3, NOATTR, E_SIN, KVM_SIN)
+DEF_UN_FV(cos, 3, NOATTR, E_COS, KVM_COS)
 DEF_UN_F(floor, 0, NOATTR, E_FLOOR)
 DEF_UN_F(ceil, 0, NOATTR, E_CEIL)
 DEF_UN_F(round, 0, NOATTR, E_ROUND)
 DEF_UN_F(relu6, 0, NOATTR, E_RELU6)
 DEF_UN_F(leaky_relu, 0, ATTR1("negative_slope", 0.01), E_LEAKY)
 DEF_UN_F(elu, 3, ATTR1("alpha", 1.0), E_ELU)
-DEF_UN_F(gelu, 4, NOATTR, E_GELU)
+DEF_UN_FV(gelu, 4, NOATTR, E_GELU, KVM_GELU)
 DEF_UN_F(gelu_tanh, 4, NOATTR, E_GELU_TANH)
 DEF_UN_F(silu, 3, NOATTR, E_SILU)
 DEF_UN_F(sigmoid, 3, NOATTR, E_SIGMOID)
