@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <keel/nn.h>
 #include <keel/ops.h>
 
 #include "keel_bm.h"
@@ -214,6 +215,32 @@ void kb_register_kernels(const struct kb_env *env);
 void kb_register_collectives(const struct kb_env *env);
 void kb_register_e2e(const struct kb_env *env);
 void kb_register_amp(const struct kb_env *env);
+void kb_register_models(const struct kb_env *env);
+
+/* ---- models (kb_models.c) ------------------------------------------------------ */
+
+/** LeNet-5 for 1x28x28 inputs, 10 classes (a Sequential). */
+keel_status kb_lenet_build(keel_layer **out);
+
+/** A post-LayerNorm transformer encoder block on x [batch, seq, hidden]. */
+struct kb_enc_dims {
+    int64_t batch, seq, hidden, heads, ffn;
+    double dropout; /* > 0: BERT's three dropouts (attention probabilities,
+                     * attention output, FFN output) */
+};
+keel_status kb_encoder_build(const struct kb_enc_dims *d, keel_layer **out);
+/** The block's output [batch, seq, hidden]; the 1/sqrt(head size) factor
+ *  is scale_f32, or scale_bf16 (when not NULL) for bfloat16 scores. */
+keel_status kb_encoder_forward(keel_layer *model, const struct kb_enc_dims *d,
+                               keel_tensor *x, const keel_tensor *scale_f32,
+                               const keel_tensor *scale_bf16,
+                               keel_tensor **out);
+/** ResNet-18 with `width` stem channels (64 is the standard one), for
+ *  3-channel images; logits [N, classes]. */
+keel_status kb_resnet18_build(int64_t width, int64_t classes,
+                              keel_layer **out);
+keel_status kb_resnet18_forward(keel_layer *model, keel_tensor *x,
+                                keel_tensor **out);
 
 /**
  * Measure the f32 matmul peak of the device: square matmuls of growing

@@ -70,13 +70,10 @@ struct amp_bench {
     enum amp_model model;
     enum amp_variant variant;
     int64_t batch;
-    int64_t seq, hidden, heads, ffn; /* encoder */
+    struct kb_enc_dims enc; /* encoder (no dropout) */
     /* From the first call's check. */
     double ops_f32, ops_bf16;
 };
-
-/* Encoder sublayers, in the LayerList. */
-enum { ENC_QKV, ENC_PROJ, ENC_LN1, ENC_FF1, ENC_FF2, ENC_LN2, ENC_N };
 
 struct amp_run {
     const struct amp_bench *a;
@@ -90,152 +87,6 @@ struct amp_run {
     bool use_amp;
 };
 
-/* ---- models ----------------------------------------------------------------- */
-
-static keel_status build_lenet(keel_layer **out)
-{
-    keel_layer *l[12] = {0};
-    keel_conv2d_params p1 = keel_conv2d_default_params();
-    keel_status s;
-    int n = 0;
-
-    p1.padding[0] = 2;
-    p1.padding[1] = 2;
-    p1.npadding = 2;
-    if ((s = keel_nn_conv2d(1, 6, 5, 5, &p1, NULL, NULL, &l[n++])) ||
-        (s = keel_nn_activation_default(KEEL_ACT_RELU, &l[n++])) ||
-        (s = keel_nn_max_pool2d(2, 2, 0, false, &l[n++])) ||
-        (s = keel_nn_conv2d(6, 16, 5, 5, NULL, NULL, NULL, &l[n++])) ||
-        (s = keel_nn_activation_default(KEEL_ACT_RELU, &l[n++])) ||
-        (s = keel_nn_max_pool2d(2, 2, 0, false, &l[n++])) ||
-        (s = keel_nn_flatten(1, -1, &l[n++])) ||
-        (s = keel_nn_linear(400, 120, NULL, NULL, &l[n++])) ||
-        (s = keel_nn_activation_default(KEEL_ACT_RELU, &l[n++])) ||
-        (s = keel_nn_linear(120, 84, NULL, NULL, &l[n++])) ||
-        (s = keel_nn_activation_default(KEEL_ACT_RELU, &l[n++])) ||
-        (s = keel_nn_linear(84, 10, NULL, NULL, &l[n++]))) {
-        for (int i = 0; i < n; i++)
-            keel_layer_free(l[i]);
-        return s;
-    }
-    return keel_sequential_create(l, n, out);
-}
-
-static keel_status build_encoder(const struct amp_bench *a, keel_layer **out)
-{
-    int64_t H = a->hidden, ln_shape[1] = {a->hidden};
-    keel_layer *list = NULL, *sub = NULL;
-    keel_status s = keel_layer_list_create(&list);
-
-    for (int i = 0; s == KEEL_STATUS_OK && i < ENC_N; i++) {
-        switch (i) {
-        case ENC_QKV:
-            s = keel_nn_linear(H, 3 * H, NULL, NULL, &sub);
-            break;
-        case ENC_PROJ:
-            s = keel_nn_linear(H, H, NULL, NULL, &sub);
-            break;
-        case ENC_FF1:
-            s = keel_nn_linear(H, a->ffn, NULL, NULL, &sub);
-            break;
-        case ENC_FF2:
-            s = keel_nn_linear(a->ffn, H, NULL, NULL, &sub);
-            break;
-        default: /* ENC_LN1, ENC_LN2 */
-            s = keel_nn_layer_norm(1, ln_shape, 1e-5, &sub);
-            break;
-        }
-        if (s == KEEL_STATUS_OK)
-            s = keel_layer_list_append(list, sub); /* takes sub */
-        sub = NULL;
-    }
-    if (s != KEEL_STATUS_OK) {
-        keel_layer_free(list);
-        return s;
-    }
-    *out = list;
-    return KEEL_STATUS_OK;
-}
-
-/* Free the temporaries of a forward pass. */
-static void free_all(keel_tensor **t, int n)
-{
-    for (int i = 0; i < n; i++)
-        keel_tensor_free(t[i]);
-}
-
-/* The encoder block; *out is the second LayerNorm's output [B, S, H]. */
-static keel_status encoder_forward(struct amp_run *r, keel_tensor **out)
-{
-    const struct amp_bench *a = r->a;
-    int64_t B = a->batch, S = a->seq, H = a->hidden, nh = a->heads;
-    int64_t d = H / nh;
-    int64_t s5[5] = {B, S, 3, nh, d}, s3[3] = {B, S, H};
-    int p5[5] = {2, 0, 3, 1, 4}, p4[4] = {0, 2, 1, 3}, ax0 = 0;
-    keel_layer *L[ENC_N];
-    enum {
-        T_QKV, T_QKV5, T_QKVP, T_Q1, T_K1, T_V1, T_Q, T_K, T_V, T_SC, T_SCS,
-        T_P, T_CTX, T_CTXP, T_CTXM, T_ATT, T_RES1, T_H1, T_F1, T_G, T_F2,
-        T_RES2, T_N
-    };
-    keel_tensor *t[T_N] = {0}, *parts[3] = {0};
-    const keel_tensor *scale;
-    keel_status s;
-
-    for (int i = 0; i < ENC_N; i++)
-        L[i] = keel_layer_sublayer_at(r->model, i);
-    s = keel_layer_call(L[ENC_QKV], r->x, &t[T_QKV]);
-    if (!s)
-        s = keel_reshape(t[T_QKV], 5, s5, &t[T_QKV5]);
-    if (!s) /* [3, B, nh, S, d] */
-        s = keel_permute(t[T_QKV5], p5, &t[T_QKVP]);
-    if (!s)
-        s = keel_chunk(t[T_QKVP], 3, 0, parts);
-    if (!s) {
-        t[T_Q1] = parts[0];
-        t[T_K1] = parts[1];
-        t[T_V1] = parts[2];
-        s = keel_squeeze(t[T_Q1], 1, &ax0, &t[T_Q]);
-    }
-    if (!s)
-        s = keel_squeeze(t[T_K1], 1, &ax0, &t[T_K]);
-    if (!s)
-        s = keel_squeeze(t[T_V1], 1, &ax0, &t[T_V]);
-    if (!s) /* [B, nh, S, S] */
-        s = keel_matmul(t[T_Q], t[T_K], false, true, &t[T_SC]);
-    if (!s) {
-        scale = keel_tensor_dtype(t[T_SC]) == KEEL_BF16 ? r->scale_bf16
-                                                        : r->scale_f32;
-        s = keel_multiply(t[T_SC], scale, &t[T_SCS]);
-    }
-    if (!s)
-        s = keel_softmax(t[T_SCS], -1, &t[T_P]);
-    if (!s) /* [B, nh, S, d] */
-        s = keel_matmul(t[T_P], t[T_V], false, false, &t[T_CTX]);
-    if (!s)
-        s = keel_permute(t[T_CTX], p4, &t[T_CTXP]);
-    if (!s)
-        s = keel_reshape(t[T_CTXP], 3, s3, &t[T_CTXM]);
-    if (!s)
-        s = keel_layer_call(L[ENC_PROJ], t[T_CTXM], &t[T_ATT]);
-    if (!s)
-        s = keel_add(t[T_ATT], r->x, &t[T_RES1]);
-    if (!s)
-        s = keel_layer_call(L[ENC_LN1], t[T_RES1], &t[T_H1]);
-    if (!s)
-        s = keel_layer_call(L[ENC_FF1], t[T_H1], &t[T_F1]);
-    if (!s)
-        s = keel_gelu(t[T_F1], false, &t[T_G]);
-    if (!s)
-        s = keel_layer_call(L[ENC_FF2], t[T_G], &t[T_F2]);
-    if (!s)
-        s = keel_add(t[T_F2], t[T_H1], &t[T_RES2]);
-    if (!s)
-        s = keel_layer_call(L[ENC_LN2], t[T_RES2], out);
-    free_all(t, T_N);
-    return s;
-}
-
 /* Forward pass and loss: r->loss. */
 static keel_status forward_loss(struct amp_run *r)
 {
@@ -245,7 +96,8 @@ static keel_status forward_loss(struct amp_run *r)
     if (r->a->model == AMP_LENET)
         s = keel_layer_call(r->model, r->x, &out);
     else
-        s = encoder_forward(r, &out);
+        s = kb_encoder_forward(r->model, &r->a->enc, r->x, r->scale_f32,
+                               r->scale_bf16, &out);
     if (s == KEEL_STATUS_OK)
         s = keel_layer_call2(r->loss_fn, out, r->y, &r->loss);
     keel_tensor_free(out);
@@ -311,7 +163,7 @@ static keel_status run_init(struct amp_run *r, const struct amp_bench *a)
         int64_t xs[4] = {a->batch, 1, 28, 28}, ys[1] = {a->batch};
 
         kind = KEEL_OPTIM_ADAM;
-        s = build_lenet(&r->model);
+        s = kb_lenet_build(&r->model);
         if (s == KEEL_STATUS_OK)
             s = keel_nn_cross_entropy_loss(NULL, &r->loss_fn);
         if (s == KEEL_STATUS_OK)
@@ -319,11 +171,11 @@ static keel_status run_init(struct amp_run *r, const struct amp_bench *a)
         if (s == KEEL_STATUS_OK)
             s = keel_randint(0, 10, 1, ys, KEEL_I64, env->device, &r->y);
     } else {
-        int64_t xs[3] = {a->batch, a->seq, a->hidden};
-        double sc = 1.0 / sqrt((double)(a->hidden / a->heads));
+        int64_t xs[3] = {a->batch, a->enc.seq, a->enc.hidden};
+        double sc = 1.0 / sqrt((double)(a->enc.hidden / a->enc.heads));
 
         kind = KEEL_OPTIM_ADAMW;
-        s = build_encoder(a, &r->model);
+        s = kb_encoder_build(&a->enc, &r->model);
         if (s == KEEL_STATUS_OK)
             s = keel_nn_mse_loss("mean", &r->loss_fn);
         if (s == KEEL_STATUS_OK)
@@ -545,8 +397,8 @@ static void bm_amp(keel_bm_state *st, void *ctx)
     keel_bm_set_counter(st, "ops_bf16", a->ops_bf16, KEEL_BM_COUNTER_PLAIN);
     if (a->model == AMP_ENCODER) {
         snprintf(label, sizeof(label), "S%lld H%lld heads%lld ffn%lld",
-                 (long long)a->seq, (long long)a->hidden,
-                 (long long)a->heads, (long long)a->ffn);
+                 (long long)a->enc.seq, (long long)a->enc.hidden,
+                 (long long)a->enc.heads, (long long)a->enc.ffn);
         keel_bm_set_label(st, label);
     }
 out:
@@ -574,10 +426,12 @@ void kb_register_amp(const struct kb_env *env)
             a->model = (enum amp_model)m;
             a->variant = (enum amp_variant)v;
             a->batch = batch;
-            a->seq = env->smoke ? 16 : 128;
-            a->hidden = env->smoke ? 32 : 256;
-            a->heads = env->smoke ? 2 : 4;
-            a->ffn = env->smoke ? 64 : 1024;
+            a->enc.batch = batch;
+            a->enc.seq = env->smoke ? 16 : 128;
+            a->enc.hidden = env->smoke ? 32 : 256;
+            a->enc.heads = env->smoke ? 2 : 4;
+            a->enc.ffn = env->smoke ? 64 : 1024;
+            a->enc.dropout = 0;
         }
     }
 }

@@ -405,6 +405,7 @@ static int run_bench(const struct bench_opts *o)
     kb_register_collectives(&env);
     kb_register_e2e(&env);
     kb_register_amp(&env);
+    kb_register_models(&env);
 
     if (o->peak > 0) {
         env.peak_gflops = o->peak;
@@ -515,6 +516,8 @@ const keel_cli_command keel_cmd_bench = {
         "reduce/, matmul/, conv2d/, softmax/, layer_norm/, cross_entropy/,\n"
         "optimizer/), collectives over all the plugin's devices\n"
         "(collective/), a LeNet training step and MLP inference (e2e/),\n"
+        "model steps, training and batch-1 inference, of a BERT-base\n"
+        "encoder layer, ResNet-18 and LeNet (e2e/model/),\n"
         "host yardsticks (host/memcpy, host/sgemm with OpenBLAS), and\n"
         "paired/ benchmarks that alternate d2d with memcpy and matmul with\n"
         "sgemm inside every iteration (ratios robust to machine load).\n"
