@@ -40,7 +40,8 @@ void keel__prof_env(void)
     if (atomic_exchange(&env_checked, 1))
         return;
     e = getenv("KEEL_PROFILE");
-    if (!e || !*e || !strcmp(e, "0"))
+    /* trace:FILE asks for a trace (runtime/trace.c), not the table */
+    if (!e || !*e || !strcmp(e, "0") || !strncmp(e, "trace:", 6))
         return;
     keel_profile_start(!strcmp(e, "sync"));
     if (!atomic_exchange(&exit_hooked, 1))

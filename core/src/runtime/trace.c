@@ -507,8 +507,14 @@ void keel__trace_env(void)
     if (atomic_exchange(&env_checked, 1))
         return;
     e = getenv("KEEL_TRACE");
-    if (!e || !*e)
-        return;
+    if (!e || !*e) {
+        /* KEEL_PROFILE=trace:FILE is the same request, spelled with the
+         * profiler's variable. */
+        e = getenv("KEEL_PROFILE");
+        if (!e || strncmp(e, "trace:", 6) || !e[6])
+            return;
+        e += 6;
+    }
     if (keel_trace_start(e) != KEEL_STATUS_OK) {
         keel__log(KEEL_LOG_WARN, "KEEL_TRACE: %s", keel_last_error());
         return;
