@@ -1665,6 +1665,23 @@ max_plane_2x2_avx512(const struct pgeo *g, const struct plane *x, float *out,
  * written only what the caller's fallback overwrites, when an index lies
  * elsewhere.
  */
+/* The parts of a dense 2x2 gradient plane no block covers: the columns
+ * past 2 ow of a block's two rows, and the rows past 2 oh. */
+static void zero_row_tails(const struct pgeo *g, float *r0, float *r1)
+{
+    if (g->w > 2 * g->ow) {
+        memset(r0 + 2 * g->ow, 0, (size_t)(g->w - 2 * g->ow) * sizeof(float));
+        memset(r1 + 2 * g->ow, 0, (size_t)(g->w - 2 * g->ow) * sizeof(float));
+    }
+}
+
+static void zero_bottom_rows(const struct pgeo *g, float *dx)
+{
+    if (g->h > 2 * g->oh)
+        memset(dx + 2 * g->oh * g->w, 0,
+               (size_t)((g->h - 2 * g->oh) * g->w) * sizeof(float));
+}
+
 __attribute__((target("avx512f"))) static bool
 max_grad_2x2_avx512(const struct pgeo *g, const float *dp, int64_t dsy,
                     const int64_t *ip, int64_t isy, float *dx)
@@ -1718,14 +1735,9 @@ max_grad_2x2_avx512(const struct pgeo *g, const float *dp, int64_t dsy,
             _mm512_mask_storeu_ps(r1 + 2 * ox0 + 16, hi_m,
                                   _mm512_permutex2var_ps(vc, ihi, vd));
         }
-        if (W > 2 * ow) {
-            memset(r0 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
-            memset(r1 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
-        }
+        zero_row_tails(g, r0, r1);
     }
-    if (g->h > 2 * g->oh)
-        memset(dx + 2 * g->oh * W, 0,
-               (size_t)((g->h - 2 * g->oh) * W) * sizeof(float));
+    zero_bottom_rows(g, dx);
     return true;
 }
 
@@ -1902,14 +1914,9 @@ max_grad_2x2_avx2(const struct pgeo *g, const float *dp, int64_t dsy,
             _mm256_maskstore_ps(r1 + 2 * ox0 + 8, hi_m,
                                 _mm256_permute2f128_ps(lo, hi, 0x31));
         }
-        if (W > 2 * ow) {
-            memset(r0 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
-            memset(r1 + 2 * ow, 0, (size_t)(W - 2 * ow) * sizeof(float));
-        }
+        zero_row_tails(g, r0, r1);
     }
-    if (g->h > 2 * g->oh)
-        memset(dx + 2 * g->oh * W, 0,
-               (size_t)((g->h - 2 * g->oh) * W) * sizeof(float));
+    zero_bottom_rows(g, dx);
     return true;
 }
 
