@@ -975,7 +975,7 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
     if (state & KEEL__PROF_TRACE)
         trace_args(place_hint, inputs, num_inputs, &ta);
     d = keel__prof_enter();
-    t0 = keel__prof_now();
+    t0 = keel__trace_now();
     st = run_op(op, place_hint, inputs, num_inputs, attrs, num_attrs,
                 outputs, max_outputs, num_outputs);
     if ((state & KEEL__PROF_SYNC) && st == KEEL_STATUS_OK && d == 0) {
@@ -990,7 +990,7 @@ static keel_status run(keel_op_id op, const keel_place *place_hint,
         if (pl.plugin >= 0)
             (void)keel_device_synchronize(pl);
     }
-    t1 = keel__prof_now();
+    t1 = keel__trace_now();
     keel__prof_leave(op, d, t1 - t0, (state & KEEL__PROF_COUNT) != 0);
     if ((state & KEEL__PROF_TRACE) && (unsigned)op < KEEL_OP_COUNT)
         keel__trace_op(keel_op_get_info(op)->name, &ta, t0, t1);

@@ -180,7 +180,6 @@ void keel__rng_next(uint64_t n, uint64_t *seed, uint64_t *offset);
 
 /* profiler (profile.c) */
 void keel__prof_env(void);
-uint64_t keel__prof_now(void);
 int keel__prof_enter(void);
 void keel__prof_leave(keel_op_id op, int outer_depth, uint64_t ns,
                       bool count);

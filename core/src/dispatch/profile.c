@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <keel/op_catalog.h>
 #include <keel/ops.h>
@@ -84,14 +83,6 @@ keel_status keel_profile_get(keel_op_id op, keel_op_profile *out)
     out->max_ns = atomic_load_explicit(&counters[op].max_ns,
                                        memory_order_relaxed);
     return KEEL_STATUS_OK;
-}
-
-uint64_t keel__prof_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int keel__prof_enter(void)

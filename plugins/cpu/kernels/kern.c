@@ -461,23 +461,17 @@ void kf32_to_f16(const float *src, uint16_t *dst, int64_t n)
         dst[i] = cpu_f32_to_f16(src[i]);
 }
 
-/* The bfloat16 conversions' body: the CPU's, lowered to the plugin's
- * SIMD level (KEEL_CPU_ISA). The two enums rank the same levels. */
-static enum khalf_isa half_isa(void)
-{
-    int have = (int)khalf_isa(), level = (int)cpu_isa();
-
-    return (enum khalf_isa)(level < have ? level : have);
-}
-
+/* The bfloat16 conversions' body is the plugin's SIMD level: the two
+ * enums rank the same levels, and each level of cpu_isa() has what that
+ * khalf body needs (avx2: AVX2; avx512: F and BW). */
 void kbf16_to_f32(const uint16_t *src, float *dst, int64_t n)
 {
-    khalf_bf16_to_f32(src, dst, n, half_isa());
+    khalf_bf16_to_f32(src, dst, n, (enum khalf_isa)cpu_isa());
 }
 
 void kf32_to_bf16(const float *src, uint16_t *dst, int64_t n)
 {
-    khalf_f32_to_bf16(src, dst, n, half_isa());
+    khalf_f32_to_bf16(src, dst, n, (enum khalf_isa)cpu_isa());
 }
 
 double kload(const void *p, keel_dtype dt)
