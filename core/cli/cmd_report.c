@@ -89,13 +89,16 @@ static int cmd_report_run(int argc, char **argv)
             cert_path = files[i];
             continue;
         }
-        json_decref(j);
         if (nbench >= KEEL_REPORT_MAX_RUNS) {
+            json_decref(j);
             fprintf(stderr, "keel report: at most %d bench reports\n",
                     KEEL_REPORT_MAX_RUNS);
             goto done;
         }
-        if (kbj_load(files[i], &bench[nbench], err, sizeof(err))) {
+        /* Parsed already, unless it holds Google Benchmark's bare NaN,
+         * which only the bench reader accepts. */
+        if (j ? kbj_take(files[i], j, &bench[nbench], err, sizeof(err))
+              : kbj_load(files[i], &bench[nbench], err, sizeof(err))) {
             kbj_free(&bench[nbench]);
             fprintf(stderr,
                     "keel report: %s (neither a certification report nor a "

@@ -154,14 +154,24 @@ out:
 
 int kbj_load(const char *path, struct kbj_report *r, char *err, size_t errsz)
 {
+    json_t *root = load_json(path, err, errsz);
+
+    if (!root) {
+        memset(r, 0, sizeof(*r));
+        return -1;
+    }
+    return kbj_take(path, root, r, err, errsz);
+}
+
+int kbj_take(const char *path, json_t *root, struct kbj_report *r, char *err,
+             size_t errsz)
+{
     json_t *list, *b;
     size_t i;
 
     memset(r, 0, sizeof(*r));
     r->path = path;
-    r->root = load_json(path, err, errsz);
-    if (!r->root)
-        return -1;
+    r->root = root;
     list = json_object_get(r->root, "benchmarks");
     if (!json_is_array(list)) {
         snprintf(err, errsz,

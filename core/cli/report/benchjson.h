@@ -38,6 +38,9 @@ struct kbj_report {
 /** Read one report. Returns 0, or -1 with a message naming the file in
  *  err. kbj_free must be called either way. */
 int kbj_load(const char *path, struct kbj_report *r, char *err, size_t errsz);
+/** The same from a document already parsed (r takes root). */
+int kbj_take(const char *path, json_t *root, struct kbj_report *r, char *err,
+             size_t errsz);
 void kbj_free(struct kbj_report *r);
 struct kbj_entry *kbj_find(const struct kbj_report *r, const char *name);
 /** Value of `key` ("real_time" in ns), the median over runs when the
