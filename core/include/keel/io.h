@@ -32,6 +32,9 @@
  * of another (a model's parameters), checking every name, dtype and shape
  * before it writes anything.
  *
+ * keel_npy_save() and keel_npy_load() write and read one tensor as a NumPy
+ * .npy file, with the same atomic write and the same complete validation.
+ *
  * Not thread-safe: one state dict must not be changed from two threads at
  * once (concurrent reads are fine).
  */
@@ -174,6 +177,47 @@ KEEL_API keel_status keel_save(const char *path, const keel_state_dict *sd);
  */
 KEEL_API keel_status keel_load(const char *path, const char *device,
                                keel_state_dict **out);
+
+/* ---- .npy files (one tensor, NumPy's format) ---------------------------- */
+
+/**
+ * Write tensor `t` (any device, any view; copied to the host) to `path`
+ * as a .npy file: format version 1.0 (2.0 when the header would not fit
+ * in 65535 bytes), C order, little-endian; the bytes np.save writes for
+ * the same array. dtypes: float16/32/64 ('<f2', '<f4', '<f8'), int8
+ * ('|i1'), uint8 ('|u1'), int32, int64 ('<i4', '<i8'), bool ('|b1').
+ * NumPy has no bfloat16: a bfloat16 tensor is refused with
+ * INVALID_ARGUMENT, naming it.
+ *
+ * Written atomically, as keel_save is: "<path>.tmp.<pid>.XXXXXX" in the
+ * same folder, fflush, fsync, rename over `path`; on failure the
+ * temporary file is removed and a previous file at `path` is untouched.
+ * Returns OK, INVALID_ARGUMENT, OUT_OF_MEMORY, IO_ERROR (the message names
+ * the step, the path and errno's text) or a device error from reading t.
+ */
+KEEL_API keel_status keel_npy_save(const char *path, const keel_tensor *t);
+
+/**
+ * Read the .npy file `path` into a new tensor on `device` (NULL: the
+ * current device). Reads format versions 1.0, 2.0 and 3.0; descr '<f2',
+ * '<f4', '<f8', '|i1', '<i2', '<i4', '<i8', '|u1', '|b1', their '>'
+ * (big-endian, swapped on read) forms and '<' / '>' for the one-byte
+ * types; int16 ('<i2') becomes an int32 tensor, as keel has no int16.
+ * fortran_order True is transposed into C order.
+ *
+ * Everything is validated before a tensor is made: the magic, the
+ * version, the header length within the file, the header's syntax (a
+ * Python dict literal with exactly the keys descr, fortran_order and
+ * shape, each once), shape entries non-negative integers, at most
+ * KEEL_MAX_DIMS of them, the element count and byte size overflow-checked,
+ * the data length exactly what the shape needs, bools 0 or 1. A file that
+ * fails a check is CORRUPT with a message naming the file and what was
+ * wrong. Other returns: INVALID_ARGUMENT (NULL path or out), NOT_FOUND (no
+ * such file), IO_ERROR, OUT_OF_MEMORY, a device error; on failure *out is
+ * NULL.
+ */
+KEEL_API keel_status keel_npy_load(const char *path, const char *device,
+                                   keel_tensor **out);
 
 #ifdef __cplusplus
 }
