@@ -46,7 +46,7 @@
 
 #include <keel/io.h>
 
-#include "tensor/tensor_internal.h"
+#include "io/io_internal.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -106,77 +106,6 @@ static void swap_elements(unsigned char *p, uint64_t bytes, unsigned es)
 
 /* ==== saving ============================================================= */
 
-static bool fault(const char *step)
-{
-    const char *at = getenv("KEEL_TEST_FAIL_SAVE_AT");
-
-    if (at && !strcmp(at, step)) {
-        errno = EIO;
-        return true;
-    }
-    return false;
-}
-
-static keel_status save_sys_error(const char *step, const char *target,
-                                  const char *path)
-{
-    int e = errno;
-
-    return keel__error(KEEL_STATUS_IO_ERROR,
-                       "keel_npy_save: saving '%s' failed at %s of '%s': %s; "
-                       "the previous file, if any, is unchanged",
-                       path, step, target, strerror(e));
-}
-
-/* Folder part of a path ("." when it has none), new string. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-
-    if (!slash)
-        return keel__strdup(".");
-    if (slash == path)
-        return keel__strdup("/");
-    return keel__asprintf("%.*s", (int)(slash - path), path);
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd, rc;
-
-    if (fault("dirsync"))
-        return -1;
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    rc = fsync(fd);
-    if (rc && (errno == EINVAL || errno == ENOTSUP))
-        rc = 0; /* file systems that cannot sync a folder */
-    close(fd);
-    return rc;
-}
-
-/* The permission bits of the file being replaced, or for a new file
- * 0666 less the umask (read without changing it: other threads). */
-static mode_t new_file_mode(const char *path)
-{
-    struct stat sb;
-    FILE *f;
-    char line[128];
-    unsigned mask = 022;
-
-    if (!stat(path, &sb))
-        return sb.st_mode & 07777;
-    f = fopen("/proc/self/status", "r");
-    if (f) {
-        while (fgets(line, sizeof(line), f))
-            if (sscanf(line, "Umask: %o", &mask) == 1)
-                break;
-        fclose(f);
-    }
-    return 0666 & ~(mode_t)mask;
-}
-
 /*
  * The prefix and header NumPy writes for (descr, C order, shape): the
  * dict with its keys sorted, the spare spaces, padding to NPY_ALIGN and a
@@ -231,95 +160,24 @@ static keel_status build_header(const char *descr, int ndim,
     return KEEL_STATUS_OK;
 }
 
-/* Write header and data to a temporary file and rename it over `path`. */
-static keel_status write_atomically(const char *path, const void *header,
-                                    size_t header_len, const void *data,
-                                    size_t data_len)
+/* What keel_npy_save writes into the temporary file. */
+struct npy_body {
+    const void *header, *data;
+    size_t header_len, data_len;
+};
+
+static keel_status write_body(FILE *f, void *ctx, const char *tmp,
+                              const char *path)
 {
-    char *tmp = NULL, *dir = NULL;
-    FILE *f = NULL;
-    int fd = -1;
-    keel_status st = KEEL_STATUS_OK;
+    const struct npy_body *b = ctx;
 
-    tmp = keel__asprintf("%s.tmp.%ld.XXXXXX", path, (long)getpid());
-    dir = dir_of(path);
-    if (!tmp || !dir) {
-        st = keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                         "keel_npy_save: out of host memory");
-        goto fail;
-    }
-    fd = fault("create") ? -1 : mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        st = save_sys_error("creating the temporary file", tmp, path);
-        free(tmp);
-        tmp = NULL; /* nothing to remove */
-        goto fail;
-    }
-    /* Held until the file is closed, so that keel_save's clean-up of
-     * stale temporaries of the same target leaves this one alone. */
-    (void)flock(fd, LOCK_EX);
-    if (fchmod(fd, new_file_mode(path))) {
-        st = save_sys_error("fchmod", tmp, path);
-        goto fail;
-    }
-    f = fdopen(fd, "wb");
-    if (!f) {
-        st = save_sys_error("fdopen", tmp, path);
-        goto fail;
-    }
-    fd = -1; /* owned by f now */
-    if (fwrite(header, 1, header_len, f) != header_len || fault("header")) {
-        st = save_sys_error("fwrite (header)", tmp, path);
-        goto fail;
-    }
-    if ((data_len && fwrite(data, 1, data_len, f) != data_len) ||
-        fault("data")) {
-        st = save_sys_error("fwrite (data)", tmp, path);
-        goto fail;
-    }
-    if (fflush(f) || fault("flush")) {
-        st = save_sys_error("fflush", tmp, path);
-        goto fail;
-    }
-    if (fsync(fileno(f)) || fault("fsync")) {
-        st = save_sys_error("fsync", tmp, path);
-        goto fail;
-    }
-    if (fclose(f) || fault("close")) {
-        f = NULL;
-        st = save_sys_error("fclose", tmp, path);
-        goto fail;
-    }
-    f = NULL;
-    if (fsync_dir(dir)) {
-        st = save_sys_error("fsync of the folder", dir, path);
-        goto fail;
-    }
-    if (fault("rename") || rename(tmp, path)) {
-        st = save_sys_error("rename", tmp, path);
-        goto fail;
-    }
-    if (fsync_dir(dir)) {
-        int e = errno;
-
-        st = keel__error(KEEL_STATUS_IO_ERROR,
-                         "keel_npy_save: '%s' was written and renamed into "
-                         "place, but the fsync of its folder '%s' failed "
-                         "(%s): after a crash the old file could reappear",
-                         path, dir, strerror(e));
-    }
-    goto out;
-fail:
-    if (f)
-        fclose(f);
-    if (fd >= 0)
-        close(fd);
-    if (tmp)
-        unlink(tmp);
-out:
-    free(tmp);
-    free(dir);
-    return st;
+    if (fwrite(b->header, 1, b->header_len, f) != b->header_len ||
+        keel__save_fault("header"))
+        return keel__write_atomic_error("fwrite (header)", tmp, path);
+    if ((b->data_len && fwrite(b->data, 1, b->data_len, f) != b->data_len) ||
+        keel__save_fault("data"))
+        return keel__write_atomic_error("fwrite (data)", tmp, path);
+    return KEEL_STATUS_OK;
 }
 
 keel_status keel_npy_save(const char *path, const keel_tensor *t)
@@ -364,8 +222,11 @@ keel_status keel_npy_save(const char *path, const keel_tensor *t)
     if (HOST_BIG_ENDIAN)
         swap_elements(data, bytes, keel_dtype_size(t->dtype));
     st = build_header(descr, t->ndim, t->shape, &header, &header_len);
-    if (st == KEEL_STATUS_OK)
-        st = write_atomically(path, header, header_len, data, bytes);
+    if (st == KEEL_STATUS_OK) {
+        struct npy_body body = {header, data, header_len, (size_t)bytes};
+
+        st = keel__write_atomic(path, "keel_npy_save", write_body, &body);
+    }
 out:
     free(header);
     free(data);

@@ -36,7 +36,7 @@
 
 #include <keel/io.h>
 
-#include "tensor/tensor_internal.h"
+#include "io/io_internal.h"
 
 /* Larger headers are taken as corruption (the reference uses 100 MB). */
 #define HEADER_LIMIT 100000000ull
@@ -260,15 +260,29 @@ static mode_t new_file_mode(const char *path)
     return 0666 & ~(mode_t)mask;
 }
 
+/* The function whose save is running, for messages (this thread). */
+static _Thread_local const char *saver = "keel_save";
+
 static keel_status sys_error(const char *step, const char *target,
                              const char *path)
 {
     int e = errno;
 
     return keel__error(KEEL_STATUS_IO_ERROR,
-                       "keel_save: saving '%s' failed at %s of '%s': %s; "
+                       "%s: saving '%s' failed at %s of '%s': %s; "
                        "the previous file, if any, is unchanged",
-                       path, step, target, strerror(e));
+                       saver, path, step, target, strerror(e));
+}
+
+bool keel__save_fault(const char *step)
+{
+    return fault(step);
+}
+
+keel_status keel__write_atomic_error(const char *step, const char *tmp,
+                                     const char *path)
+{
+    return sys_error(step, tmp, path);
 }
 
 /* Append every tensor's bytes, in dict order. */
@@ -392,13 +406,32 @@ static void remove_stale_temps(const char *dir, const char *path)
     closedir(d);
 }
 
+/* What keel_save writes after the temporary file is open. */
+struct st_body {
+    const keel_state_dict *sd;
+    const char *header;
+    size_t header_len;
+};
+
+static keel_status write_body(FILE *f, void *ctx, const char *tmp,
+                              const char *path)
+{
+    const struct st_body *b = ctx;
+    unsigned char len_bytes[8];
+
+    for (int i = 0; i < 8; i++)
+        len_bytes[i] = (unsigned char)((uint64_t)b->header_len >> (8 * i));
+    if (fwrite(len_bytes, 1, 8, f) != 8 ||
+        fwrite(b->header, 1, b->header_len, f) != b->header_len ||
+        fault("header"))
+        return sys_error("fwrite (header)", tmp, path);
+    return write_data(f, b->sd, tmp, path);
+}
+
 keel_status keel_save(const char *path, const keel_state_dict *sd)
 {
-    char *header = NULL, *tmp = NULL, *dir = NULL;
-    size_t header_len = 0;
-    unsigned char len_bytes[8];
-    FILE *f = NULL;
-    int fd = -1;
+    struct st_body b = {sd, NULL, 0};
+    char *header = NULL;
     keel_status st;
 
     if (!path || !sd)
@@ -408,14 +441,33 @@ keel_status keel_save(const char *path, const keel_state_dict *sd)
     if (!*path)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_save: the path is empty");
-    st = build_header(sd, &header, &header_len);
+    st = build_header(sd, &header, &b.header_len);
     if (st != KEEL_STATUS_OK)
         return st;
+    b.header = header;
+    st = keel__write_atomic(path, "keel_save", write_body, &b);
+    free(header);
+    return st;
+}
+
+keel_status keel__write_atomic(const char *path, const char *who,
+                               keel_status (*body)(FILE *f, void *ctx,
+                                                   const char *tmp,
+                                                   const char *path),
+                               void *ctx)
+{
+    char *tmp = NULL, *dir = NULL;
+    const char *outer = saver;
+    FILE *f = NULL;
+    int fd = -1;
+    keel_status st;
+
+    saver = who;
     tmp = keel__asprintf("%s.tmp.%ld.XXXXXX", path, (long)getpid());
     dir = dir_of(path);
     if (!tmp || !dir) {
         st = keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                         "keel_save: out of host memory");
+                         "%s: out of host memory", who);
         goto fail;
     }
     remove_stale_temps(dir, path);
@@ -438,14 +490,7 @@ keel_status keel_save(const char *path, const keel_state_dict *sd)
         goto fail;
     }
     fd = -1; /* owned by f now */
-    for (int i = 0; i < 8; i++)
-        len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    if (fwrite(len_bytes, 1, 8, f) != 8 ||
-        fwrite(header, 1, header_len, f) != header_len || fault("header")) {
-        st = sys_error("fwrite (header)", tmp, path);
-        goto fail;
-    }
-    st = write_data(f, sd, tmp, path);
+    st = body(f, ctx, tmp, path);
     if (st != KEEL_STATUS_OK)
         goto fail;
     if (fflush(f) || fault("flush")) {
@@ -476,10 +521,10 @@ keel_status keel_save(const char *path, const keel_state_dict *sd)
         int e = errno;
 
         st = keel__error(KEEL_STATUS_IO_ERROR,
-                         "keel_save: '%s' was written and renamed into "
+                         "%s: '%s' was written and renamed into "
                          "place, but the fsync of its folder '%s' failed "
                          "(%s): after a crash the old file could reappear",
-                         path, dir, strerror(e));
+                         who, path, dir, strerror(e));
     }
     goto out;
 fail:
@@ -490,9 +535,9 @@ fail:
     if (tmp)
         unlink(tmp);
 out:
-    free(header);
     free(tmp);
     free(dir);
+    saver = outer;
     return st;
 }
 
