@@ -103,6 +103,59 @@ def main():
         b"    plugin: acme\n    version: \"1.*\"\n    device: \"X*\"\n"
         b"    reason: \"no peer access\"\n    issue: \"#2\"\n")
 
+    jit_graphs()
+
+
+def graph(values, inputs, constants, nodes, outputs, symbols=("batch",)):
+    """A graph file for fuzz_jit: its weights are the harness's "w" [4, 3]
+    and "b" [3]; @BYTES@ and @CRC@ are filled in by the harness."""
+    doc = {
+        "format": "keel.graph", "version": 1, "catalog_version": 2,
+        "producer": "seed",
+        "weights": {"file": "w.safetensors", "bytes": "@BYTES@",
+                    "crc32": "@CRC@"},
+        "symbols": list(symbols),
+        "values": [{"dtype": d, "shape": s} for d, s in values],
+        "inputs": [{"name": n, "value": v} for n, v in inputs],
+        "constants": [{"name": n, "value": v} for n, v in constants],
+        "nodes": [{"op": o, "inputs": i, "outputs": out, "attrs": a}
+                  for o, i, out, a in nodes],
+        "outputs": [{"name": n, "value": v} for n, v in outputs],
+    }
+    text = json.dumps(doc, indent=1)
+    return (text.replace('"@BYTES@"', "@BYTES@")
+            .replace('"@CRC@"', "@CRC@").encode())
+
+
+def jit_graphs():
+    f = "float32"
+    w = [(f, [4, 3]), (f, [3])]
+    put("jit", "linear_relu.json", graph(
+        [(f, ["batch", 4])] + w + [(f, ["batch", 3]), (f, ["batch", 3]),
+                                   (f, ["3*batch"])],
+        [("x", 0)], [("w", 1), ("b", 2)],
+        [("linear", [0, 1, 2], [3], {}), ("relu", [3], [4], {}),
+         ("keel.reshape", [4], [5], {"shape": ["3*batch"]})],
+        [("out0", 5)]))
+    put("jit", "views.json", graph(
+        [(f, ["batch", 4])] + w + [(f, [4, "batch"]), (f, [2, "batch"]),
+                                   (f, [2, "batch", 3]),
+                                   (f, [2, "batch", 3])],
+        [("x", 0)], [("w", 1), ("b", 2)],
+        [("keel.permute", [0], [3], {"perm": [1, 0]}),
+         ("keel.slice", [3], [4], {"axis": 0, "start": 1, "stop": 4,
+                                   "step": 2}),
+         ("keel.expand", [4], [5], {"shape": [2, "batch", 3]}),
+         ("softmax", [5], [6], {"axis": -1})],
+        [("out0", 6)]))
+    put("jit", "two_inputs.json", graph(
+        [(f, ["batch", 3]), (f, ["batch", 3])] + w +
+        [(f, ["batch", 3]), (f, ["batch", 3]), (f, ["batch"])],
+        [("a", 0), ("y", 1)], [("w", 2), ("b", 3)],
+        [("add", [0, 1], [4], {}), ("add", [4, 3], [5], {}),
+         ("sum", [5], [6], {"axis": [1], "keepdim": False})],
+        [("out0", 6), ("sum", 6)]))
+
 
 if __name__ == "__main__":
     main()

@@ -41,6 +41,19 @@ static atomic_int strict_mode; /* a keel_strict_mode */
 static _Atomic(const struct keel_recorder *) recorder;
 static _Thread_local int no_record_depth;
 
+_Thread_local const struct keel_capture *keel__capture;
+
+keel_status keel__capture_view(const char *kind, const keel_tensor *x,
+                               const keel_tensor *out, const int64_t *params,
+                               int nparams)
+{
+    const struct keel_capture *cap = keel__capture;
+
+    if (!cap || no_record_depth)
+        return KEEL_STATUS_OK;
+    return cap->view(cap->ctx, kind, x, out, params, nparams);
+}
+
 void keel__dispatch_set_recorder(const struct keel_recorder *r)
 {
     atomic_store_explicit(&recorder, r, memory_order_release);
@@ -1116,6 +1129,11 @@ static keel_status run_op(keel_op_id op, const keel_place *place_hint,
     if (wants_grad(&c)) {
         st = atomic_load_explicit(&recorder, memory_order_relaxed)
                  ->record(&c, outs);
+        if (st != KEEL_STATUS_OK)
+            goto out;
+    }
+    if (keel__capture && !no_record_depth) {
+        st = keel__capture->call(keel__capture->ctx, &c, outs);
         if (st != KEEL_STATUS_OK)
             goto out;
     }

@@ -134,6 +134,33 @@ keel_status keel__view_record(enum keel_ag_view kind, const keel_tensor *x,
 void keel__no_record_begin(void);
 void keel__no_record_end(void);
 
+/* ---- graph capture: how jit/, a layer above, records a forward pass ---- */
+
+/*
+ * While a thread's keel__capture is set, dispatch hands it every call it
+ * completes for the user (not the core's own copies: keel__no_record_*),
+ * after the kernel ran and before the outputs are returned; the ops layer
+ * hands it every view it makes, with the view's arguments as given (see
+ * tensor_ops.c). An error from the hook fails the call. Capture is per
+ * thread: other threads run as before.
+ */
+struct keel_capture {
+    void *ctx;
+    keel_status (*call)(void *ctx, const struct keel_op_call *c,
+                        keel_tensor *const *outs);
+    /* kind: "reshape" (params: the new shape), "permute" (perm),
+     * "slice" (axis, start, stop, step as given), "expand" (the new
+     * shape) or "to" (a copy to another device: no params). */
+    keel_status (*view)(void *ctx, const char *kind, const keel_tensor *x,
+                        const keel_tensor *out, const int64_t *params,
+                        int nparams);
+};
+extern _Thread_local const struct keel_capture *keel__capture;
+/** Hand a view to the capture hook when one is set (ops layer). */
+keel_status keel__capture_view(const char *kind, const keel_tensor *x,
+                               const keel_tensor *out, const int64_t *params,
+                               int nparams);
+
 /* ---- the AMP step: how amp/, the layer above, casts calls -------------- */
 
 /*

@@ -591,11 +591,36 @@ static keel_status view_done(keel_status st, enum keel_ag_view kind,
     return st;
 }
 
+/* A finished view handed to a graph capture (jit/), when one is on. */
+static keel_status view_capture(keel_status st, const char *kind,
+                                const keel_tensor *x, keel_tensor **out,
+                                const int64_t *params, int nparams)
+{
+    if (st != KEEL_STATUS_OK || !keel__capture)
+        return st;
+    st = keel__capture_view(kind, x, *out, params, nparams);
+    if (st != KEEL_STATUS_OK) {
+        keel_tensor_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Reshape-like views are captured as a reshape to the result's shape. */
+static keel_status reshape_capture(keel_status st, const keel_tensor *x,
+                                   keel_tensor **out)
+{
+    if (st != KEEL_STATUS_OK || !keel__capture)
+        return st;
+    return view_capture(st, "reshape", x, out, (*out)->shape, (*out)->ndim);
+}
+
 keel_status keel_reshape(const keel_tensor *x, int ndim, const int64_t *shape,
                          keel_tensor **out)
 {
-    return view_done(reshape_impl(x, ndim, shape, out),
-                     KEEL_AG_VIEW_RESHAPE, x, out, NULL, 0);
+    return reshape_capture(view_done(reshape_impl(x, ndim, shape, out),
+                                     KEEL_AG_VIEW_RESHAPE, x, out, NULL, 0),
+                           x, out);
 }
 
 keel_status keel_permute(const keel_tensor *x, const int *perm,
@@ -608,36 +633,48 @@ keel_status keel_permute(const keel_tensor *x, const int *perm,
         return st;
     for (int i = 0; i < x->ndim; i++)
         p[i] = keel__axis(perm[i], x->ndim);
-    return view_done(st, KEEL_AG_VIEW_PERMUTE, x, out, p, x->ndim);
+    return view_capture(view_done(st, KEEL_AG_VIEW_PERMUTE, x, out, p,
+                                  x->ndim),
+                        "permute", x, out, p, x->ndim);
 }
 
 keel_status keel_slice(const keel_tensor *x, int axis, int64_t start,
                        int64_t stop, int64_t step, keel_tensor **out)
 {
-    int64_t p[4];
+    int64_t p[4] = {0};
+    keel_status st;
 
-    return view_done(slice_impl(x, axis, start, stop, step, out, p),
-                     KEEL_AG_VIEW_SLICE, x, out, p, 4);
+    st = view_done(slice_impl(x, axis, start, stop, step, out, p),
+                   KEEL_AG_VIEW_SLICE, x, out, p, 4);
+    /* The arguments as given: a slice to the end stays one. */
+    return view_capture(st, "slice", x, out,
+                        (int64_t[]){p[0], start, stop, step}, 4);
 }
 
 keel_status keel_expand(const keel_tensor *x, int ndim, const int64_t *shape,
                         keel_tensor **out)
 {
-    return view_done(expand_impl(x, ndim, shape, out), KEEL_AG_VIEW_EXPAND,
-                     x, out, NULL, 0);
+    keel_status st = view_done(expand_impl(x, ndim, shape, out),
+                               KEEL_AG_VIEW_EXPAND, x, out, NULL, 0);
+
+    if (st != KEEL_STATUS_OK || !keel__capture)
+        return st;
+    return view_capture(st, "expand", x, out, (*out)->shape, (*out)->ndim);
 }
 
 keel_status keel_squeeze(const keel_tensor *x, int naxes, const int *axes,
                          keel_tensor **out)
 {
-    return view_done(squeeze_impl(x, naxes, axes, out), KEEL_AG_VIEW_RESHAPE,
-                     x, out, NULL, 0);
+    return reshape_capture(view_done(squeeze_impl(x, naxes, axes, out),
+                                     KEEL_AG_VIEW_RESHAPE, x, out, NULL, 0),
+                           x, out);
 }
 
 keel_status keel_unsqueeze(const keel_tensor *x, int axis, keel_tensor **out)
 {
-    return view_done(unsqueeze_impl(x, axis, out), KEEL_AG_VIEW_RESHAPE, x,
-                     out, NULL, 0);
+    return reshape_capture(view_done(unsqueeze_impl(x, axis, out),
+                                     KEEL_AG_VIEW_RESHAPE, x, out, NULL, 0),
+                           x, out);
 }
 
 keel_status keel_flatten(const keel_tensor *x, int start_axis, int stop_axis,
@@ -745,7 +782,8 @@ keel_status keel_tensor_to(const keel_tensor *t, const char *device,
     }
     keel_tensor_free(c);
     *out = r;
-    return view_done(st, KEEL_AG_VIEW_TO, t, out, NULL, 0);
+    return view_capture(view_done(st, KEEL_AG_VIEW_TO, t, out, NULL, 0), "to",
+                        t, out, NULL, 0);
 }
 
 keel_status keel_cast(const keel_tensor *t, keel_dtype dtype,
