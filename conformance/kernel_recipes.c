@@ -101,11 +101,43 @@ static const struct recipe recipes[] = {
       "T[40](-1,1) T[40](-1,1)"}},
     {"linear",
      {"T[8,24](-1,1) T[24,12](-1,1) T[12]", "T[2,5,24](-1,1) T[24,12](-1,1)"}},
+    /* fused inference ops: each activation once (leaky_relu with its
+     * alpha), with and without bias, batched and 1-D x, and for conv2d its
+     * geometries (groups, stride, dilation, SAME, 1x1); the reference is
+     * linear / conv2d followed by the activation op (t_kernel.c) */
+    {"fused_linear",
+     {"T[8,24](-1,1) T[24,12](-1,1) T[12] | activation=none",
+      "T[2,5,24](-1,1) T[24,12](-1,1) | activation=relu",
+      "T[8,24](-2,2) T[24,12](-2,2) T[12](-3,3) | activation=relu6",
+      "T[8,24](-1,1) T[24,12](-1,1) T[12] | activation=gelu",
+      "T[2,5,24](-1,1) T[24,12](-1,1) T[12] | activation=gelu_tanh",
+      "T[8,24](-1,1) T[24,12](-1,1) | activation=silu",
+      "T[8,24](-1,1) T[24,12](-1,1) T[12] | activation=sigmoid",
+      "T[24](-1,1) T[24,12](-1,1) T[12] | activation=tanh",
+      "T[8,24](-1,1) T[24,12](-1,1) T[12] | activation=leaky_relu;alpha=0.1",
+      "T[8,24](-2,2) T[24,12](-1,1) T[12](-2,2) | activation=hardswish"}},
     /* convolution and pooling */
     {"conv2d",
      {"T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | padding=1,1",
       "T[2,4,8,8](-1,1) T[6,2,3,3](-1,1) | stride=2,2;groups=2",
       "T[1,2,7,7](-1,1) T[3,2,3,3](-1,1) T[3] | dilation=2,2;padding=2,2"}},
+    {"fused_conv2d",
+     {"T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | padding=1,1;activation=none",
+      "T[2,4,8,8](-1,1) T[6,2,3,3](-1,1) | stride=2,2;groups=2;"
+      "activation=relu",
+      "T[1,2,7,7](-1,1) T[3,2,3,3](-1,1) T[3] | dilation=2,2;padding=2,2;"
+      "activation=relu6",
+      "T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | padding=1,1;activation=gelu",
+      "T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) | activation=gelu_tanh",
+      "T[2,4,8,8](-1,1) T[6,2,3,3](-1,1) T[6] | stride=2,2;groups=2;"
+      "activation=silu",
+      "T[2,3,9,9](-1,1) T[4,3,1,1](-1,1) T[4] | activation=sigmoid",
+      "T[1,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | "
+      "padding_algorithm=SAME;stride=2,2;activation=tanh",
+      "T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | padding=1,1;"
+      "activation=leaky_relu;alpha=0.2",
+      "T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[4] | padding=1,1;"
+      "activation=hardswish"}},
     {"conv2d_grad",
      {"T[2,3,9,9](-1,1) T[4,3,3,3](-1,1) T[2,4,9,9](-1,1) | padding=1,1",
       "T[2,4,8,8](-1,1) T[6,2,3,3](-1,1) T[2,6,3,3](-1,1) | "

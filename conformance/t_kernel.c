@@ -7,8 +7,10 @@
  *  1. seeded random inputs in the dtype under test (values rounded to it);
  *  2. the reference: the same values cast to float64 on cpu:0 and the op
  *     run there through keel_op_run (integer and bool ops run in their own
- *     dtype); a second run in the tested dtype on cpu:0 gives the output
- *     dtypes and shapes the kernel must produce;
+ *     dtype); a fused op (fused_linear, fused_conv2d) runs as the two ops
+ *     it fuses, linear or conv2d and then its activation's op, so that it
+ *     is not its own reference; a second run in the tested dtype on cpu:0
+ *     gives the output dtypes and shapes the kernel must produce;
  *  3. the kernel under test, called directly: kernel.lookup, then fn with
  *     descriptors built here. Every buffer is allocated through the plugin
  *     with guard zones before and after, filled with a pattern; outputs
@@ -56,6 +58,7 @@ const char *cf_kernel_suite(int op)
         {"cumsum", "kernels.reduce"},
         {"matmul", "kernels.linalg"},
         {"linear", "kernels.linalg"},
+        {"fused_linear", "kernels.linalg"},
         {"optimizer", "kernels.optimizer"},
         {"concat", "kernels.shape"},
         {"stack", "kernels.shape"},
@@ -489,6 +492,71 @@ static int tensor_read(keel_tensor *t, struct kt_tensor *h)
     return 0;
 }
 
+/*
+ * keel_op_run of op, or for a fused op its unfused composition: linear or
+ * conv2d with the other attributes, then the op its `activation` names
+ * (gelu with approximate 0 or 1; leaky_relu with negative_slope = alpha;
+ * none: nothing more). One output.
+ */
+static keel_status op_run_ref(int op, keel_tensor *const *in, int nin,
+                              const struct kt_attrs *at, keel_tensor **out,
+                              int max_out, int *nout)
+{
+    static const keel_op_id act_ops[KEEL_FUSED_ACT_COUNT_] = {
+        [KEEL_FUSED_ACT_RELU] = KEEL_OP_RELU,
+        [KEEL_FUSED_ACT_RELU6] = KEEL_OP_RELU6,
+        [KEEL_FUSED_ACT_GELU] = KEEL_OP_GELU,
+        [KEEL_FUSED_ACT_GELU_TANH] = KEEL_OP_GELU,
+        [KEEL_FUSED_ACT_SILU] = KEEL_OP_SILU,
+        [KEEL_FUSED_ACT_SIGMOID] = KEEL_OP_SIGMOID,
+        [KEEL_FUSED_ACT_TANH] = KEEL_OP_TANH,
+        [KEEL_FUSED_ACT_LEAKY_RELU] = KEEL_OP_LEAKY_RELU,
+        [KEEL_FUSED_ACT_HARDSWISH] = KEEL_OP_HARDSWISH};
+    keel_attr base[KR_MAX_ATTR], aa;
+    const char *name = "none";
+    keel_tensor *y = NULL;
+    double alpha = 0;
+    int nb = 0, n1 = 0, act;
+    keel_status st;
+
+    if (op != KEEL_OP_FUSED_LINEAR && op != KEEL_OP_FUSED_CONV2D)
+        return keel_op_run((keel_op_id)op, in, nin, at->a, at->n, out,
+                           max_out, nout);
+    for (int i = 0; i < at->n; i++)
+        if (!strcmp(at->a[i].name, "activation"))
+            name = at->a[i].v.s;
+        else if (!strcmp(at->a[i].name, "alpha"))
+            alpha = at->a[i].v.f;
+        else
+            base[nb++] = at->a[i];
+    act = keel_fused_act_from_name(name);
+    if (act < 0) /* the fused op itself says what is wrong */
+        return keel_op_run((keel_op_id)op, in, nin, at->a, at->n, out,
+                           max_out, nout);
+    st = keel_op_run(op == KEEL_OP_FUSED_LINEAR ? KEEL_OP_LINEAR
+                                                : KEEL_OP_CONV2D,
+                     in, nin, base, nb, &y, 1, &n1);
+    if (st != KEEL_STATUS_OK || act == KEEL_FUSED_ACT_NONE) {
+        out[0] = y;
+        *nout = st == KEEL_STATUS_OK ? 1 : 0;
+        return st;
+    }
+    memset(&aa, 0, sizeof(aa));
+    if (act == KEEL_FUSED_ACT_GELU || act == KEEL_FUSED_ACT_GELU_TANH) {
+        aa.name = "approximate";
+        aa.type = KEEL_ATTR_BOOL;
+        aa.v.i = act == KEEL_FUSED_ACT_GELU_TANH;
+    } else if (act == KEEL_FUSED_ACT_LEAKY_RELU) {
+        aa.name = "negative_slope";
+        aa.type = KEEL_ATTR_FLOAT;
+        aa.v.f = alpha;
+    }
+    st = keel_op_run(act_ops[act], &y, 1, &aa, aa.name ? 1 : 0, out, max_out,
+                     nout);
+    keel_tensor_free(y);
+    return st;
+}
+
 /* Run op on cpu:0 with the inputs' T-role dtype replaced by `tdt`. */
 static int run_on_cpu(int op, const struct kr_case *c,
                       const struct kt_tensor *in, int dt, int tdt,
@@ -518,7 +586,7 @@ static int run_on_cpu(int op, const struct kr_case *c,
             goto out;
         }
     }
-    st = keel_op_run((keel_op_id)op, ti, c->nin, at->a, at->n, to, 64, &nout);
+    st = op_run_ref(op, ti, c->nin, at, to, 64, &nout);
     if (st != KEEL_STATUS_OK) {
         snprintf(err, errsz, "%s", keel_last_error());
         goto out;

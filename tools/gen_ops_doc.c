@@ -318,6 +318,25 @@ static const struct {
      "every x is scaled, non-finite ones too. The inverse is 1.0f / scale "
      "in float32; float16/bfloat16 x is multiplied in float32 and rounded "
      "back; float64 x uses 1.0 / scale and the product in float64."},
+    {"fused_linear",
+     "As `linear` (inputs x, weight [in, out], bias [out] optional, "
+     "promoted to one floating dtype that keys the lookup, descriptors "
+     "unchanged; output [..., out], contiguous), plus the attributes "
+     "`activation` and `alpha`. `activation` is checked to be one of none, "
+     "relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh, leaky_relu, "
+     "hardswish (`KEEL_FUSED_ACT_NAMES` in keel/op_catalog.h; "
+     "`keel_kit_activation` reads it); `alpha` (leaky_relu's negative "
+     "slope) is not checked. The kernel writes act(linear), each "
+     "activation computed as the catalog op of its name computes it on "
+     "linear's output (gelu exact, gelu_tanh its tanh form); float16 and "
+     "bfloat16 results go through the dtype before act, as the two ops "
+     "would. Not differentiable."},
+    {"fused_conv2d",
+     "As `conv2d` (inputs x, weight, bias optional, one floating dtype "
+     "keying the lookup, geometry attributes as given and resolved by the "
+     "core's rules; output [N, O, oh, ow], contiguous), plus `activation` "
+     "and `alpha` checked and meant as for `fused_linear`. Not "
+     "differentiable."},
 };
 
 /* What holds for every op (docs/device-abi.md, section 18, says the same). */

@@ -64,6 +64,9 @@ keel_status kit_same_dtype(const struct kit_ctx *c, uint32_t mask, int ref);
 keel_status kit_key_dtype(const struct kit_ctx *c, keel_dtype dt);
 /* Input i is a floating dtype. */
 keel_status kit_need_float(const struct kit_ctx *c, int i);
+/* fused_linear / fused_conv2d: the `activation` attribute is one of
+ * KEEL_FUSED_ACT_NAMES (absent: "none"). */
+keel_status kit_activation(const struct kit_ctx *c);
 /* "[2, 3, 4]" into buf. */
 const char *kit_shape_str(char *buf, size_t n, int ndim,
                           const int64_t *shape);

@@ -364,6 +364,13 @@ keel_status kit_rule_conv2d(const struct kit_ctx *c)
     return conv_fwd(c, false);
 }
 
+keel_status kit_rule_fused_conv2d(const struct kit_ctx *c)
+{
+    keel_status s = kit_activation(c);
+
+    return s ? s : conv_fwd(c, false);
+}
+
 keel_status kit_rule_conv2d_transpose(const struct kit_ctx *c)
 {
     return conv_fwd(c, true);

@@ -9,6 +9,8 @@
  * 0, so the rule checks x [B..., M, K], y [B..., K, N] and an output of
  * B * M * N elements whose rank drops M and/or N where an operand was
  * 1-D. linear arrives as given: x [..., in], weight [in, out], bias [out].
+ * fused_linear is linear plus a check of its `activation` name, and plans
+ * as linear does.
  */
 #include "kit_internal.h"
 
@@ -109,6 +111,32 @@ keel_status kit_rule_linear(const struct kit_ctx *c)
     return KEEL_STATUS_OK; /* outputs: the generic check */
 }
 
+/* ---- fused_linear -------------------------------------------------------- */
+
+keel_status kit_activation(const struct kit_ctx *c)
+{
+    const char *name = keel_kit_attr_s(c->a, "activation", "none");
+
+    if (keel_fused_act_from_name(name) < 0)
+        return kit_bad(c, "activation '%s' is not one of " KEEL_FUSED_ACT_NAMES,
+                       name);
+    return KEEL_STATUS_OK;
+}
+
+int keel_kit_activation(const keel_kernel_args *a, double *alpha)
+{
+    if (alpha)
+        *alpha = keel_kit_attr_f(a, "alpha", 0.0);
+    return keel_fused_act_from_name(keel_kit_attr_s(a, "activation", "none"));
+}
+
+keel_status kit_rule_fused_linear(const struct kit_ctx *c)
+{
+    keel_status st = kit_activation(c);
+
+    return st ? st : kit_rule_linear(c);
+}
+
 /* ---- the GEMM plan ------------------------------------------------------- */
 
 keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
@@ -118,8 +146,10 @@ keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
     keel_status st;
     int nd;
 
-    if (op != KEEL_OP_MATMUL && op != KEEL_OP_LINEAR)
-        return kit_bad_msg(msg, "op %d is neither matmul nor linear", op);
+    if (op != KEEL_OP_MATMUL && op != KEEL_OP_LINEAR &&
+        op != KEEL_OP_FUSED_LINEAR)
+        return kit_bad_msg(msg, "op %d is not matmul, linear or fused_linear",
+                           op);
     if ((st = keel_kit_check(op, a, msg)))
         return st;
     x = &a->inputs[0];
@@ -144,8 +174,8 @@ keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
         p->ycs = y->strides[nd - 1];
         return KEEL_STATUS_OK;
     }
-    /* linear: x [d0, .., dn-2, in]; rows are dn-2, the dims before it are
-     * batches sharing the weight (ybs 0). */
+    /* linear, fused_linear: x [d0, .., dn-2, in]; rows are dn-2, the dims
+     * before it are batches sharing the weight (ybs 0). */
     p->nb = nd >= 2 ? nd - 2 : 0;
     for (int d = 0; d < p->nb; d++) {
         p->bshape[d] = x->shape[d];

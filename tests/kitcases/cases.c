@@ -149,6 +149,11 @@ static const struct kc_line table[] = {
                      "lr=0.01;beta1_pow=0.9;beta2_pow=0.999"},
     /* check_finite_and_unscale: x and found_inf in place, no outputs */
     {"check_finite_and_unscale", "f32[4,9] f32[1] bool[1] ->"},
+    /* fused inference ops (catalog version 3): linear's and conv2d's
+     * launches with an activation */
+    {"fused_linear", "f32[2,5] f32[5,3] f32[3] -> f32[2,3] | activation=relu"},
+    {"fused_conv2d", "f32[2,4,9,9] f32[6,2,3,3] f32[6] -> f32[2,6,5,5] | "
+                     "groups=2;stride=2,2;padding=1,1;activation=gelu"},
     {NULL, NULL},
 };
 

@@ -351,6 +351,37 @@ KEEL_API keel_status keel_conv2d_transpose(const keel_tensor *x,
                                            const keel_tensor *bias,
                                            const keel_conv2d_params *p,
                                            keel_tensor **out);
+/* Fused inference ops: one kernel call for linear / conv2d and an
+ * activation. */
+/**
+ * out = act(x @ weight + bias): keel_linear (weight [in, out], bias may be
+ * NULL), then the activation `activation` names, as the op of that name
+ * would compute it on linear's output: "none", "relu", "relu6", "gelu"
+ * (exact, erf), "gelu_tanh" (gelu's tanh approximation), "silu",
+ * "sigmoid", "tanh", "leaky_relu" (negative slope `alpha`; the others
+ * ignore alpha) or "hardswish". NULL means "none". Not differentiable:
+ * for inference (docs/ops.md, `fused_linear`). Returns OK, or
+ * INVALID_ARGUMENT for a name not in that list (the message names it) and
+ * for everything keel_linear refuses.
+ */
+KEEL_API keel_status keel_fused_linear(const keel_tensor *x,
+                                       const keel_tensor *weight,
+                                       const keel_tensor *bias,
+                                       const char *activation, double alpha,
+                                       keel_tensor **out);
+/**
+ * out = act(conv2d(x, weight, bias)): keel_conv2d with parameters p (NULL:
+ * the defaults), then the activation as for keel_fused_linear. Not
+ * differentiable (docs/ops.md, `fused_conv2d`). Returns OK, or
+ * INVALID_ARGUMENT for an unknown activation name and for everything
+ * keel_conv2d refuses.
+ */
+KEEL_API keel_status keel_fused_conv2d(const keel_tensor *x,
+                                       const keel_tensor *weight,
+                                       const keel_tensor *bias,
+                                       const keel_conv2d_params *p,
+                                       const char *activation, double alpha,
+                                       keel_tensor **out);
 KEEL_API keel_status keel_softmax(const keel_tensor *x, int axis,
                                   keel_tensor **out);
 KEEL_API keel_status keel_log_softmax(const keel_tensor *x, int axis,

@@ -89,6 +89,10 @@ keel_status keel__run_create(keel_op_id op, keel_place place,
 #include <keel/ops.def>
 #undef KEEL_OP
 
+/** fused_linear / fused_conv2d: INVALID_ARGUMENT naming an `activation`
+ *  attribute that is not one of KEEL_FUSED_ACT_NAMES (shape_linalg.c). */
+keel_status keel__check_activation(struct keel_op_call *c);
+
 /** Reset dispatch state tied to plugins (kernel caches). */
 void keel__dispatch_shutdown(void);
 

@@ -17,6 +17,8 @@
  *                      max(stride, dilation); SAME pads are computed from
  *                      the transposed conv's input as for conv2d
  *
+ * fused_conv2d: conv2d's rule, after its `activation` is checked.
+ *
  * The *_grad ops take (x, weight, dout) and give (dx, dweight[, dbias]):
  * with has_bias = 0 there are two outputs.
  *
@@ -391,6 +393,14 @@ static keel_status conv_bwd(struct keel_op_call *c, bool transpose)
 keel_status keel__shape_conv2d(struct keel_op_call *c)
 {
     return conv_fwd(c, false);
+}
+
+/* conv2d's rule after the activation's check (shape_linalg.c). */
+keel_status keel__shape_fused_conv2d(struct keel_op_call *c)
+{
+    keel_status st = keel__check_activation(c);
+
+    return st ? st : conv_fwd(c, false);
 }
 
 keel_status keel__shape_conv2d_transpose(struct keel_op_call *c)

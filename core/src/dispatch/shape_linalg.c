@@ -14,7 +14,9 @@
  * stride swap, so kernels must NOT apply transpose_x / transpose_y again.
  *
  * linear leaves its descriptors alone: x [..., in], weight [in, out],
- * bias [out] (optional) -> out [..., out].
+ * bias [out] (optional) -> out [..., out]. fused_linear is linear's rule
+ * after a check of its `activation` attribute (keel__check_activation,
+ * which fused_conv2d shares).
  *
  * Both promote floating inputs to a common dtype (float16 with bfloat16
  * gives float32) and refuse non-floating inputs.
@@ -226,4 +228,24 @@ keel_status keel__shape_linear(struct keel_op_call *c)
     c->key_dtype = dt;
     set_out(c, dt, x->ndim, shape);
     return KEEL_STATUS_OK;
+}
+
+/* ---- fused_linear --------------------------------------------------------- */
+
+keel_status keel__check_activation(struct keel_op_call *c)
+{
+    const char *name = keel__attr_s(c, "activation");
+
+    if (keel_fused_act_from_name(name) < 0)
+        return keel__op_error(c, KEEL_STATUS_INVALID_ARGUMENT,
+                              "activation '%s' is not one of " KEEL_FUSED_ACT_NAMES,
+                              name);
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel__shape_fused_linear(struct keel_op_call *c)
+{
+    keel_status st = keel__check_activation(c);
+
+    return st ? st : keel__shape_linear(c);
 }

@@ -317,6 +317,39 @@ keel_status keel_conv2d_transpose(const keel_tensor *x,
                       bias ? 3 : 2, a, n, out);
 }
 
+/* ---- fused inference ops ---------------------------------------------------- */
+
+keel_status keel_fused_linear(const keel_tensor *x, const keel_tensor *weight,
+                              const keel_tensor *bias, const char *activation,
+                              double alpha, keel_tensor **out)
+{
+    keel_attr a[2] = {keel_attr_str("activation",
+                                    activation ? activation : "none"),
+                      keel_attr_float("alpha", alpha)};
+
+    return keel__run1(KEEL_OP_FUSED_LINEAR, IN(x, weight, bias), bias ? 3 : 2,
+                      a, 2, out);
+}
+
+keel_status keel_fused_conv2d(const keel_tensor *x, const keel_tensor *weight,
+                              const keel_tensor *bias,
+                              const keel_conv2d_params *p,
+                              const char *activation, double alpha,
+                              keel_tensor **out)
+{
+    keel_conv2d_params d = keel_conv2d_default_params();
+    keel_attr a[8];
+    int n = 0;
+    keel_status st = conv_attrs(__func__, p ? p : &d, a, false, &n);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
+    a[n++] = keel_attr_str("activation", activation ? activation : "none");
+    a[n++] = keel_attr_float("alpha", alpha);
+    return keel__run1(KEEL_OP_FUSED_CONV2D, IN(x, weight, bias), bias ? 3 : 2,
+                      a, n, out);
+}
+
 keel_status keel_softmax(const keel_tensor *x, int axis, keel_tensor **out)
 {
     keel_attr a = keel_attr_int("axis", axis);

@@ -320,6 +320,105 @@ bool ot_check(const char *what, const keel_tensor *got, const double *ref,
     return ok;
 }
 
+keel_status ot_activation(const keel_tensor *y, const char *act, double alpha,
+                          keel_tensor **out)
+{
+    switch (keel_fused_act_from_name(act)) {
+    case KEEL_FUSED_ACT_NONE:
+        *out = keel_tensor_ref((keel_tensor *)y);
+        return KEEL_STATUS_OK;
+    case KEEL_FUSED_ACT_RELU:
+        return keel_relu(y, out);
+    case KEEL_FUSED_ACT_RELU6:
+        return keel_relu6(y, out);
+    case KEEL_FUSED_ACT_GELU:
+        return keel_gelu(y, false, out);
+    case KEEL_FUSED_ACT_GELU_TANH:
+        return keel_gelu(y, true, out);
+    case KEEL_FUSED_ACT_SILU:
+        return keel_silu(y, out);
+    case KEEL_FUSED_ACT_SIGMOID:
+        return keel_sigmoid(y, out);
+    case KEEL_FUSED_ACT_TANH:
+        return keel_tanh(y, out);
+    case KEEL_FUSED_ACT_LEAKY_RELU:
+        return keel_leaky_relu(y, alpha, out);
+    case KEEL_FUSED_ACT_HARDSWISH:
+        return keel_hardswish(y, out);
+    default:
+        return KEEL_STATUS_INVALID_ARGUMENT;
+    }
+}
+
+/* |a - b| in units of the last place of dt at the larger magnitude; 0
+ * for the same value (and sign of zero), HUGE_VAL when only one is NaN
+ * or the infinities differ. */
+static double ulps(double a, double b, keel_dtype dt)
+{
+    int mant = 52, emin = -1022, e;
+    double m;
+
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : HUGE_VAL;
+    if (a == b)
+        return signbit(a) == signbit(b) ? 0 : 1;
+    if (isinf(a) || isinf(b))
+        return HUGE_VAL;
+    switch (dt) {
+    case KEEL_F32:
+        mant = 23, emin = -126;
+        break;
+    case KEEL_F16:
+        mant = 10, emin = -14;
+        break;
+    case KEEL_BF16:
+        mant = 7, emin = -126;
+        break;
+    default:
+        break;
+    }
+    m = fmax(fabs(a), fabs(b));
+    e = ilogb(m);
+    if (e < emin)
+        e = emin;
+    return fabs(a - b) / ldexp(1.0, e - mant);
+}
+
+bool ot_check_ulp(const char *what, const keel_tensor *got,
+                  const keel_tensor *want, keel_dtype dt, int max_ulp)
+{
+    int64_t n = keel_tensor_numel(got), differ = 0;
+    double *g, *w;
+    bool ok = true;
+
+    CU_ASSERT_EQUAL_FATAL(n, keel_tensor_numel(want));
+    g = ot_host(got);
+    w = ot_host(want);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    for (int64_t i = 0; i < n; i++) {
+        double u = ulps(g[i], w[i], dt);
+        differ += u > 0;
+        if (u > max_ulp && ok) {
+            fprintf(stderr,
+                    "\n  %s (%s): element %lld is %.17g, expected %.17g "
+                    "(%g ulp; at most %d)\n",
+                    what, keel_dtype_name(dt), (long long)i, g[i], w[i], u,
+                    max_ulp);
+            ok = false;
+        }
+    }
+    if (max_ulp > 0 && differ)
+        printf("\n  %s (%s): %lld of %lld elements within %d ulp, not the "
+               "same bits",
+               what, keel_dtype_name(dt), (long long)differ, (long long)n,
+               max_ulp);
+    free(g);
+    free(w);
+    CU_ASSERT(ok);
+    return ok;
+}
+
 int ot_main(const char *suite_name, const ot_test *tests, int n)
 {
     CU_pSuite suite;

@@ -64,6 +64,21 @@ bool ot_check_shape(const char *what, const keel_tensor *t, int ndim,
  * inputs were first converted). */
 double ot_round(double v, keel_dtype dt);
 
+/* The fused ops' activation `act` (keel/op_catalog.h's names) applied to
+ * y by the catalog op it means: relu, relu6, gelu (approximate 0),
+ * gelu_tanh (gelu, approximate 1), silu, sigmoid, tanh, leaky_relu
+ * (negative_slope alpha), hardswish; "none" gives a new reference to y.
+ * INVALID_ARGUMENT for another name. */
+keel_status ot_activation(const keel_tensor *y, const char *act, double alpha,
+                          keel_tensor **out);
+
+/* got holds want's values to within max_ulp units in the last place of
+ * dt (0: the same bits, sign of zero included; NaN matches NaN). Asserts;
+ * prints the first element beyond max_ulp and, when max_ulp > 0, how many
+ * elements are not bit for bit the same. */
+bool ot_check_ulp(const char *what, const keel_tensor *got,
+                  const keel_tensor *want, keel_dtype dt, int max_ulp);
+
 /* Register and run a suite of tests (name, fn pairs), print CUnit's
  * summary, return the process exit code. */
 typedef struct ot_test {

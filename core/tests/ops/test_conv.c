@@ -7,6 +7,10 @@
  * Most inputs hold small integers (stored in the dtype under test), so
  * float32 sums are exact and the per-dtype tolerances hold for long
  * reductions; float64 cases use real values.
+ *
+ * fused_conv2d is compared with conv2d followed by the activation op on
+ * the same inputs: the same bits (within 1 ulp for float16/bfloat16, as
+ * the catalog allows), on every conv path.
  */
 #include <math.h>
 #include <stdio.h>
@@ -1475,6 +1479,179 @@ static void test_gemm_path(void)
     unsetenv("KEEL_CPU_CONV_SIMD");
 }
 
+/* ---- fused_conv2d ------------------------------------------------------------ */
+
+/* fused_conv2d of case cc against conv2d then the activation op. Real
+ * inputs, so that every activation sees both signs and fractions. */
+static void run_fused_conv(const struct conv_case *cc, keel_dtype dt,
+                           int layout, const char *act, double alpha)
+{
+    int64_t cg = cc->c / cc->groups;
+    int64_t xs[4] = {cc->n, cc->c, cc->h, cc->w};
+    int64_t ws[4] = {cc->o, cg, cc->kh, cc->kw};
+    keel_tensor *x = relayout(ot_rand(dt, 4, xs, -1.5, 1.5), layout, L_X_T,
+                              L_X_S);
+    keel_tensor *w = relayout(ot_rand(dt, 4, ws, -1, 1), layout, L_W_T, 0);
+    keel_tensor *b = cc->bias ? ot_rand(dt, 1, &cc->o, -2, 2) : NULL;
+    keel_tensor *in[3] = {x, w, b}, *got = NULL, *y = NULL, *want = NULL;
+    keel_attr a[10];
+    int na = case_attrs(cc, a, false, -1), n1 = 0, n2 = 0;
+    char what[200];
+
+    snprintf(what, sizeof(what), "fused_conv2d %s, %s (layout %d)", act,
+             cc->name, layout);
+    if (keel_op_run(KEEL_OP_CONV2D, in, b ? 3 : 2, a, na, &y, 1, &n1))
+        fprintf(stderr, "\n  %s: conv2d: %s\n", what, keel_last_error());
+    a[na++] = keel_attr_str("activation", act);
+    a[na++] = keel_attr_float("alpha", alpha);
+    if (keel_op_run(KEEL_OP_FUSED_CONV2D, in, b ? 3 : 2, a, na, &got, 1, &n2))
+        fprintf(stderr, "\n  %s: %s\n", what, keel_last_error());
+    CU_ASSERT_EQUAL_FATAL(n1, 1);
+    CU_ASSERT_EQUAL_FATAL(n2, 1);
+    CU_ASSERT_EQUAL_FATAL(ot_activation(y, act, alpha, &want),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_tensor_dtype(got), dt);
+    if (ot_check_shape(what, got, 4, keel_tensor_shape(want)))
+        ot_check_ulp(what, got, want, dt,
+                     dt == KEEL_F16 || dt == KEEL_BF16 ? 1 : 0);
+    keel_tensor_free(got);
+    keel_tensor_free(y);
+    keel_tensor_free(want);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(b);
+}
+
+/* Each activation over the geometry cases: float32 and float64 on all of
+ * them (float32 small stride-1 ones on the direct SIMD kernels), the
+ * half dtypes on every third. */
+static void test_fused_conv2d_activations(void)
+{
+    for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+        const char *act = keel_fused_act_name((keel_fused_act)a);
+        double alpha = a == KEEL_FUSED_ACT_LEAKY_RELU ? 0.2 : 0;
+        for (int i = 0; i < NCASES; i++) {
+            run_fused_conv(&conv_cases[i], KEEL_F32, L_CONTIG, act, alpha);
+            run_fused_conv(&conv_cases[i], KEEL_F64, L_CONTIG, act, alpha);
+            if (i % 3 == a % 3) {
+                run_fused_conv(&conv_cases[i], KEEL_F16, L_CONTIG, act,
+                               alpha);
+                run_fused_conv(&conv_cases[i], KEEL_BF16, L_CONTIG, act,
+                               alpha);
+            }
+        }
+    }
+}
+
+/* The other paths: im2col + GEMM for float32 (SIMD off), large convs
+ * (OpenBLAS threads, pool slots, split GEMMs), views, empty tensors and
+ * the allocation-free loops. */
+static void test_fused_conv2d_paths(void)
+{
+    struct conv_case big = {"large", 4, 16, 20, 20, 32, 3, 3, {1, 1},
+                            {1, 1}, {1, 1}, 2, "EXPLICIT", 1, {0, 0}, true};
+    struct conv_case lenet = {"lenet conv2", 16, 6, 14, 14, 16, 5, 5,
+                              {1, 1}, {1, 1}, {0, 0}, 2, "EXPLICIT", 1,
+                              {0, 0}, true};
+    struct conv_case wide = {"split GEMMs", 3, 4, 40, 40, 8, 3, 3, {1, 1},
+                             {1, 1}, {1, 1}, 2, "EXPLICIT", 1, {0, 0}, true};
+    struct conv_case c0 = {"C = 0 gives act(bias)", 2, 0, 5, 5, 3, 3, 3,
+                           {1, 1}, {1, 1}, {1, 1}, 2, "EXPLICIT", 1, {0, 0},
+                           true};
+    struct conv_case n0 = {"N = 0", 0, 3, 5, 5, 2, 3, 3, {1, 1}, {1, 1},
+                           {1, 1}, 2, "EXPLICIT", 1, {0, 0}, true};
+    static const int layouts[] = {L_X_T, L_X_S | L_W_T};
+
+    for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+        const char *act = keel_fused_act_name((keel_fused_act)a);
+        double alpha = a == KEEL_FUSED_ACT_LEAKY_RELU ? 0.05 : 0;
+        setenv("KEEL_CPU_CONV_SIMD", "0", 1);
+        for (int i = 0; i < NCASES; i += 2)
+            run_fused_conv(&conv_cases[i], KEEL_F32, L_CONTIG, act, alpha);
+        run_fused_conv(&lenet, KEEL_F32, L_CONTIG, act, alpha);
+        unsetenv("KEEL_CPU_CONV_SIMD");
+        run_fused_conv(&lenet, a % 2 ? KEEL_BF16 : KEEL_F32, L_CONTIG, act,
+                       alpha);
+        run_fused_conv(&big, a % 2 ? KEEL_F32 : KEEL_F16, L_CONTIG, act,
+                       alpha);
+        run_fused_conv(&wide, a % 2 ? KEEL_F64 : KEEL_F32, L_CONTIG, act,
+                       alpha);
+        for (int l = 0; l < 2; l++) {
+            run_fused_conv(&conv_cases[0], KEEL_F32, layouts[l], act, alpha);
+            run_fused_conv(&conv_cases[9], KEEL_F16, layouts[l], act, alpha);
+        }
+        for (int k = 0; k < 4; k++) {
+            run_fused_conv(&c0, ot_float_dtypes[k], L_CONTIG, act, alpha);
+            run_fused_conv(&n0, ot_float_dtypes[k], L_CONTIG, act, alpha);
+        }
+        setenv("KEEL_CPU_NO_WORKSPACE", "1", 1);
+        run_fused_conv(&conv_cases[4], KEEL_F32, L_CONTIG, act, alpha);
+        run_fused_conv(&conv_cases[10], KEEL_F16, L_X_S, act, alpha);
+        run_fused_conv(&conv_cases[6], KEEL_BF16, L_CONTIG, act, alpha);
+        unsetenv("KEEL_CPU_NO_WORKSPACE");
+    }
+}
+
+/* keel_fused_conv2d: default parameters, and values worked by hand (the
+ * typed conv2d test's convolution). */
+static void test_fused_conv2d_typed_api(void)
+{
+    double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, wv[4] = {1, 0, 0, -1};
+    double leaky[4] = {-2, -2, -2, -2}, clipped[4] = {6, 6, 6, 6};
+    keel_tensor *x = ot_from(KEEL_F32, 4, (int64_t[]){1, 1, 3, 3}, xv);
+    keel_tensor *w = ot_from(KEEL_F32, 4, (int64_t[]){1, 1, 2, 2}, wv);
+    keel_tensor *b = ot_from(KEEL_F32, 1, (int64_t[]){1}, (double[]){10});
+    keel_tensor *y = NULL;
+    keel_conv2d_params prm = keel_conv2d_default_params();
+
+    /* conv2d gives -4 everywhere; with the bias 6 */
+    CU_ASSERT_EQUAL_FATAL(
+        keel_fused_conv2d(x, w, NULL, NULL, "leaky_relu", 0.5, &y),
+        KEEL_STATUS_OK);
+    ot_check_shape("typed fused_conv2d", y, 4, (int64_t[]){1, 1, 2, 2});
+    ot_check("typed fused_conv2d leaky_relu", y, leaky, KEEL_F32);
+    keel_tensor_free(y);
+    CU_ASSERT_EQUAL_FATAL(keel_fused_conv2d(x, w, b, &prm, "relu6", 0, &y),
+                          KEEL_STATUS_OK);
+    ot_check("typed fused_conv2d relu6", y, clipped, KEEL_F32);
+    keel_tensor_free(y);
+    prm.npadding = 3;
+    OT_EXPECT_ERROR(keel_fused_conv2d(x, w, b, &prm, "relu", 0, &y),
+                    KEEL_STATUS_INVALID_ARGUMENT,
+                    "keel_fused_conv2d: npadding = 3");
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(b);
+}
+
+static void test_fused_conv2d_errors(void)
+{
+    keel_tensor *x = ot_rand(KEEL_F32, 4, (int64_t[]){1, 2, 5, 5}, -1, 1);
+    keel_tensor *w = ot_rand(KEEL_F32, 4, (int64_t[]){3, 2, 3, 3}, -1, 1);
+    keel_tensor *w3 = ot_rand(KEEL_F32, 4, (int64_t[]){3, 3, 3, 3}, -1, 1);
+    keel_tensor *y = NULL;
+
+    EXPECT_OP_ERROR(keel_fused_conv2d(x, w, NULL, NULL, "mish", 0, &y),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_conv2d",
+                    "activation 'mish' is not one of none, relu, relu6, "
+                    "gelu, gelu_tanh, silu, sigmoid, tanh, leaky_relu, "
+                    "hardswish");
+    EXPECT_OP_ERROR(keel_fused_conv2d(x, w, NULL, NULL, "Gelu", 0, &y),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_conv2d",
+                    "activation 'Gelu'");
+    EXPECT_OP_ERROR(keel_fused_conv2d(x, w3, NULL, NULL, "relu", 0, &y),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_conv2d",
+                    "channel");
+    CU_ASSERT_PTR_NULL(y);
+    /* NULL means none: conv2d itself */
+    CU_ASSERT_EQUAL(keel_fused_conv2d(x, w, NULL, NULL, NULL, 0, &y),
+                    KEEL_STATUS_OK);
+    keel_tensor_free(y);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(w3);
+}
+
 /* KEEL_CPU_NO_WORKSPACE: the kernels run their allocation-free loops. */
 static void test_no_workspace_fallback(void)
 {
@@ -1516,6 +1693,13 @@ int main(void)
         {"pool empty batch", test_pool_empty},
         {"pool errors", test_pool_errors},
         {"allocation-free fallback", test_no_workspace_fallback},
+        {"fused_conv2d: every activation, geometry cases",
+         test_fused_conv2d_activations},
+        {"fused_conv2d: GEMM path, large, views, empty, no workspace",
+         test_fused_conv2d_paths},
+        {"fused_conv2d typed API and exact values",
+         test_fused_conv2d_typed_api},
+        {"fused_conv2d errors", test_fused_conv2d_errors},
     };
     return ot_main("conv", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 }

@@ -1,12 +1,16 @@
 /*
  * Linear algebra op tests: matmul and linear against float64 references
  * computed here from host copies of the inputs (numpy semantics for
- * matmul: 1-D promotion, transposes, broadcast batch dims).
+ * matmul: 1-D promotion, transposes, broadcast batch dims); fused_linear
+ * against linear followed by the activation op, which it must equal bit
+ * for bit (within 1 ulp for float16/bfloat16, as the catalog allows).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <keel/autograd.h>
 
 #include "optest.h"
 
@@ -577,6 +581,205 @@ static void test_linear_errors(void)
     keel_tensor_free(s);
 }
 
+/* ---- fused_linear ----------------------------------------------------------- */
+
+/* The ulps fused_linear may differ from the unfused pair by: none in
+ * float32 and float64, 1 in float16/bfloat16. */
+static int fused_ulps(keel_dtype dt)
+{
+    return dt == KEEL_F16 || dt == KEEL_BF16 ? 1 : 0;
+}
+
+/* keel_fused_linear(x, w, b, act) against keel_linear then the activation
+ * op, on the same device. */
+static void check_fused_linear(const char *what, keel_tensor *x,
+                               keel_tensor *w, keel_tensor *b,
+                               const char *act, double alpha, keel_dtype dt)
+{
+    keel_tensor *got = NULL, *lin = NULL, *want = NULL;
+    char name[160];
+
+    snprintf(name, sizeof(name), "fused_linear %s, %s", act, what);
+    CU_ASSERT_EQUAL_FATAL(keel_fused_linear(x, w, b, act, alpha, &got),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_linear(x, w, b, &lin), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(ot_activation(lin, act, alpha, &want),
+                          KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_tensor_dtype(got), dt);
+    if (ot_check_shape(name, got, keel_tensor_ndim(want),
+                       keel_tensor_shape(want)))
+        ot_check_ulp(name, got, want, dt, fused_ulps(dt));
+    keel_tensor_free(got);
+    keel_tensor_free(lin);
+    keel_tensor_free(want);
+}
+
+static void run_fused_linear(const char *what, keel_dtype dt, int nd,
+                             const int64_t *xs, int64_t out, bool bias,
+                             const char *act, double alpha)
+{
+    keel_tensor *x = ot_rand(dt, nd, xs, -1.5, 1.5);
+    keel_tensor *w = ot_rand(dt, 2, (int64_t[]){xs[nd - 1], out}, -1, 1);
+    keel_tensor *b = bias ? ot_rand(dt, 1, &out, -4, 4) : NULL;
+
+    check_fused_linear(what, x, w, b, act, alpha, dt);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(b);
+}
+
+/* Every activation, every float dtype, the shapes linear takes. */
+static void test_fused_linear_activations(void)
+{
+    for (int k = 0; k < 4; k++) {
+        keel_dtype dt = ot_float_dtypes[k];
+        for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+            const char *act = keel_fused_act_name((keel_fused_act)a);
+            double alpha = a == KEEL_FUSED_ACT_LEAKY_RELU ? 0.15 : 0;
+            run_fused_linear("batched", dt, 3, (int64_t[]){3, 5, 24}, 17,
+                             true, act, alpha);
+            run_fused_linear("no bias", dt, 2, (int64_t[]){7, 9}, 6, false,
+                             act, alpha);
+            run_fused_linear("1-D x", dt, 1, (int64_t[]){9}, 5, true, act,
+                             alpha);
+            run_fused_linear("in = 0 gives act(bias)", dt, 2,
+                             (int64_t[]){3, 0}, 4, true, act, alpha);
+            run_fused_linear("no rows", dt, 2, (int64_t[]){0, 6}, 4, true,
+                             act, alpha);
+        }
+    }
+}
+
+/* Views, large outputs (the activation over the pool) and the allocation-
+ * free path. */
+static void test_fused_linear_layouts(void)
+{
+    for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+        const char *act = keel_fused_act_name((keel_fused_act)a);
+        double alpha = a == KEEL_FUSED_ACT_LEAKY_RELU ? 0.3 : 0;
+        for (int k = 0; k < 4; k++) {
+            keel_dtype dt = ot_float_dtypes[k];
+            keel_tensor *x = ot_rand(dt, 3, (int64_t[]){2, 3, 6}, -2, 2);
+            keel_tensor *w = ot_rand(dt, 2, (int64_t[]){6, 5}, -1, 1);
+            keel_tensor *b = ot_rand(dt, 1, (int64_t[]){5}, -1, 1);
+            keel_tensor *xt = ot_layout(x, OT_TRANSPOSED);
+            keel_tensor *ws = ot_layout(w, OT_STRIDED);
+            keel_tensor *bs = ot_layout(b, OT_STRIDED);
+
+            check_fused_linear("reversed-axes x, strided weight and bias",
+                               xt, ws, bs, act, alpha, dt);
+            keel_tensor_free(x);
+            keel_tensor_free(w);
+            keel_tensor_free(b);
+            keel_tensor_free(xt);
+            keel_tensor_free(ws);
+            keel_tensor_free(bs);
+        }
+        run_fused_linear("large f32", KEEL_F32, 3, (int64_t[]){8, 40, 96},
+                         300, true, act, alpha);
+        run_fused_linear("large bf16", KEEL_BF16, 2, (int64_t[]){300, 32},
+                         240, true, act, alpha);
+        setenv("KEEL_CPU_NO_WORKSPACE", "1", 1);
+        run_fused_linear("no workspace f32", KEEL_F32, 3,
+                         (int64_t[]){2, 3, 6}, 4, true, act, alpha);
+        run_fused_linear("no workspace f16", KEEL_F16, 2, (int64_t[]){4, 6},
+                         3, true, act, alpha);
+        unsetenv("KEEL_CPU_NO_WORKSPACE");
+    }
+}
+
+/* Hand-worked values: linear gives [-1, 3, 9] (from test_linear_exact's
+ * [15, 26, 37] with another bias). */
+static void test_fused_linear_exact(void)
+{
+    double xv[2] = {1, 2}, wv[6] = {1, 0, -1, 2, 3, 4}, bv[3] = {-6, -3, 0};
+    keel_tensor *x = ot_from(KEEL_F32, 1, (int64_t[]){2}, xv);
+    keel_tensor *w = ot_from(KEEL_F32, 2, (int64_t[]){2, 3}, wv);
+    keel_tensor *b = ot_from(KEEL_F32, 1, (int64_t[]){3}, bv), *z = NULL;
+    static const struct {
+        const char *act;
+        double alpha, want[3];
+    } cases[] = {
+        /* x @ w = {5, 6, 7}; + b = {-1, 3, 7} */
+        {"none", 0, {-1, 3, 7}},
+        {NULL, 0, {-1, 3, 7}},
+        {"relu", 0, {0, 3, 7}},
+        {"relu6", 0, {0, 3, 6}},
+        {"leaky_relu", 0.5, {-0.5, 3, 7}},
+        {"hardswish", 0, {-1.0 / 3.0, 3, 7}},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CU_ASSERT_EQUAL_FATAL(keel_fused_linear(x, w, b, cases[i].act,
+                                                cases[i].alpha, &z),
+                              KEEL_STATUS_OK);
+        ot_check(cases[i].act ? cases[i].act : "NULL activation", z,
+                 cases[i].want, KEEL_F32);
+        keel_tensor_free(z);
+        z = NULL;
+    }
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(b);
+}
+
+static void test_fused_linear_errors(void)
+{
+    keel_tensor *x = ot_rand(KEEL_F32, 2, (int64_t[]){3, 4}, -1, 1);
+    keel_tensor *w = ot_rand(KEEL_F32, 2, (int64_t[]){4, 2}, -1, 1);
+    keel_tensor *wbad = ot_rand(KEEL_F32, 2, (int64_t[]){5, 2}, -1, 1);
+    keel_tensor *xi = ot_rand(KEEL_I32, 2, (int64_t[]){3, 4}, 0, 4), *z = NULL;
+
+    EXPECT_OP_ERROR(keel_fused_linear(x, w, NULL, "swish", 0, &z),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_linear",
+                    "activation 'swish' is not one of none, relu, relu6, "
+                    "gelu, gelu_tanh, silu, sigmoid, tanh, leaky_relu, "
+                    "hardswish");
+    EXPECT_OP_ERROR(keel_fused_linear(x, w, NULL, "RELU", 0, &z),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_linear",
+                    "activation 'RELU'");
+    EXPECT_OP_ERROR(keel_fused_linear(x, w, NULL, "", 0, &z),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_linear",
+                    "activation ''");
+    /* linear's own errors */
+    EXPECT_OP_ERROR(keel_fused_linear(x, wbad, NULL, "relu", 0, &z),
+                    KEEL_STATUS_INVALID_ARGUMENT, "fused_linear",
+                    "input features");
+    EXPECT_OP_ERROR(keel_fused_linear(xi, w, NULL, "relu", 0, &z),
+                    KEEL_STATUS_NOT_SUPPORTED, "fused_linear", "int32");
+    {
+        keel_tensor *in[2] = {x, w};
+        keel_attr a = keel_attr_int("activation", 1);
+        int n = 0;
+        EXPECT_OP_ERROR(keel_op_run(KEEL_OP_FUSED_LINEAR, in, 2, &a, 1, &z,
+                                    1, &n),
+                        KEEL_STATUS_INVALID_ARGUMENT, "fused_linear",
+                        "activation");
+    }
+    CU_ASSERT_PTR_NULL(z);
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(wbad);
+    keel_tensor_free(xi);
+}
+
+/* Inference only: inputs that require a gradient are fine, the output
+ * records nothing. */
+static void test_fused_linear_no_grad(void)
+{
+    keel_tensor *x = ot_rand(KEEL_F32, 2, (int64_t[]){3, 4}, -1, 1);
+    keel_tensor *w = ot_rand(KEEL_F32, 2, (int64_t[]){4, 2}, -1, 1), *z = NULL;
+
+    CU_ASSERT_EQUAL(keel_tensor_set_stop_gradient(w, false), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(keel_fused_linear(x, w, NULL, "gelu", 0, &z),
+                          KEEL_STATUS_OK);
+    CU_ASSERT(keel_tensor_stop_gradient(z));
+    CU_ASSERT_PTR_NULL(keel_tensor_grad_fn_name(z));
+    keel_tensor_free(x);
+    keel_tensor_free(w);
+    keel_tensor_free(z);
+}
+
 /* With KEEL_CPU_NO_WORKSPACE the kernels cannot take a workspace and run
  * their allocation-free reference loops: same results. */
 static void test_no_workspace_fallback(void)
@@ -626,6 +829,13 @@ int main(void)
         {"linear large", test_linear_large},
         {"linear errors", test_linear_errors},
         {"allocation-free fallback", test_no_workspace_fallback},
+        {"fused_linear: every activation and dtype",
+         test_fused_linear_activations},
+        {"fused_linear: views, large, no workspace",
+         test_fused_linear_layouts},
+        {"fused_linear exact values", test_fused_linear_exact},
+        {"fused_linear errors", test_fused_linear_errors},
+        {"fused_linear is not differentiable", test_fused_linear_no_grad},
     };
     return ot_main("linalg", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 }

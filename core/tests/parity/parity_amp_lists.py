@@ -202,6 +202,13 @@ TABLE = [
     ("adamw_update", "update", ["adamw"], ""),
     ("check_finite_and_unscale", "update", ["check_finite_and_unscale"],
      ""),
+    ("fused_linear", "float", ["fused_gemm_epilogue"],
+     "paddle.incubate.nn.functional.fused_linear_activation is the "
+     "fused_gemm_epilogue op"),
+    ("fused_conv2d", "float", ["conv2d", "fused_conv2d_add_act"],
+     "Paddle Inference's conv + activation fusion pass makes "
+     "fused_conv2d_add_act, which its lists do not name; the conv2d it "
+     "replaces decides the cast"),
 ]
 
 

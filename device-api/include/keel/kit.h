@@ -23,7 +23,8 @@
  *
  * Beside the check, the kit holds the helpers kernels keep needing:
  * attribute look-up with catalog defaults, descriptor predicates, the conv
- * and pool geometry, the batched-GEMM plan of matmul and linear, the
+ * and pool geometry, the batched-GEMM plan of matmul and linear (and
+ * fused_linear), the activation of the fused ops, the
  * normalisations' geometry, float16/bfloat16 conversion, and a
  * dense/strided iteration plan. The Philox reference stays in philox.h.
  *
@@ -49,7 +50,7 @@ extern "C" {
 #endif
 
 /** Version of the kit's interface (bumped on additions). */
-#define KEEL_KIT_VERSION 1
+#define KEEL_KIT_VERSION 2
 
 /** A check's explanation: the op's name first ("conv2d: ..."). */
 typedef struct keel_kit_msg {
@@ -143,8 +144,8 @@ typedef struct keel_kit_conv {
     int64_t cg, og;            /* c / groups, o / groups */
 } keel_kit_conv;
 
-/** Conv geometry of a conv2d (transpose false) or conv2d_transpose launch
- *  from its descriptors: x, weight and the output, or for the *_grad ops
+/** Conv geometry of a conv2d or fused_conv2d (transpose false) or
+ *  conv2d_transpose launch from its descriptors: x, weight and the output, or for the *_grad ops
  *  x, weight and dout (conv2d_grad: big = x, small = dout;
  *  conv2d_transpose_grad: big = dout, small = x). Checks what
  *  keel_kit_check checks of these three descriptors and the attributes
@@ -420,8 +421,10 @@ typedef struct keel_kit_matmul {
     int64_t bs;    /* ... of this element stride    */
 } keel_kit_matmul;
 
-/** The GEMM plan of launch `a` of KEEL_OP_MATMUL or KEEL_OP_LINEAR;
- *  validates as keel_kit_check does. */
+/** The GEMM plan of launch `a` of KEEL_OP_MATMUL, KEEL_OP_LINEAR or
+ *  KEEL_OP_FUSED_LINEAR (planned as linear: the activation is the
+ *  kernel's, see keel_kit_activation); validates as keel_kit_check
+ *  does. */
 keel_status keel_kit_matmul_plan(int op, const keel_kernel_args *a,
                                  keel_kit_matmul *p, keel_kit_msg *msg);
 
@@ -440,6 +443,16 @@ enum { KEEL_KIT_MAT_ROW = 0, KEEL_KIT_MAT_COL = 1, KEEL_KIT_MAT_STRIDED = 2 };
  *  range): such a matrix must be packed first. */
 int keel_kit_mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
                         int64_t max_ld, int64_t *ld);
+
+/**
+ * The activation of a fused_linear or fused_conv2d launch (its
+ * `activation` attribute; "none" when absent) and, in *alpha (may be
+ * NULL), its `alpha` (leaky_relu's negative slope; 0 when absent). For a
+ * launch keel_kit_check accepted the name is valid; otherwise an unknown
+ * name gives -1. Each activation means the catalog op of its name
+ * (keel/op_catalog.h, keel_fused_act).
+ */
+int keel_kit_activation(const keel_kernel_args *a, double *alpha);
 
 /* (end of linalg family) */
 

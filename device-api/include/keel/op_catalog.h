@@ -10,6 +10,8 @@
 #ifndef KEEL_OP_CATALOG_H
 #define KEEL_OP_CATALOG_H
 
+#include <string.h>
+
 #include <keel/device_api.h>
 
 #ifdef __cplusplus
@@ -18,7 +20,7 @@ extern "C" {
 
 /** Bumped whenever ops.def gains an entry (never on a change of meaning:
  *  meanings do not change). */
-#define KEEL_OP_CATALOG_VERSION 2
+#define KEEL_OP_CATALOG_VERSION 3
 
 /* Dtype masks used in ops.def. */
 #define KEEL_DT_FLOAT                                                       \
@@ -59,6 +61,54 @@ static inline const char *keel_amp_class_name(keel_amp_class a)
         return "fp32";
     }
     return "unknown";
+}
+
+/**
+ * The activations of the fused inference ops (fused_linear, fused_conv2d:
+ * their `activation` attribute), in the order of this list, which only
+ * grows at the end. Each means exactly the catalog op of the same name:
+ * relu, relu6, gelu (exact: gelu with approximate = 0), gelu_tanh (gelu
+ * with approximate = 1), silu, sigmoid, tanh, leaky_relu (negative_slope
+ * = the op's `alpha`) and hardswish; none leaves the values as they are.
+ * (Not keel/nn.h's keel_activation, the activation layers' kinds.)
+ */
+typedef enum keel_fused_act {
+    KEEL_FUSED_ACT_NONE = 0,
+    KEEL_FUSED_ACT_RELU = 1,
+    KEEL_FUSED_ACT_RELU6 = 2,
+    KEEL_FUSED_ACT_GELU = 3,
+    KEEL_FUSED_ACT_GELU_TANH = 4,
+    KEEL_FUSED_ACT_SILU = 5,
+    KEEL_FUSED_ACT_SIGMOID = 6,
+    KEEL_FUSED_ACT_TANH = 7,
+    KEEL_FUSED_ACT_LEAKY_RELU = 8,
+    KEEL_FUSED_ACT_HARDSWISH = 9,
+    KEEL_FUSED_ACT_COUNT_
+} keel_fused_act;
+
+/** The names the `activation` attribute takes, as one line for messages. */
+#define KEEL_FUSED_ACT_NAMES                                                \
+    "none, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh, leaky_relu, " \
+    "hardswish"
+
+/** The activation's attribute value ("gelu_tanh"); "unknown" otherwise. */
+static inline const char *keel_fused_act_name(keel_fused_act a)
+{
+    static const char *const names[KEEL_FUSED_ACT_COUNT_] = {
+        "none", "relu",    "relu6", "gelu",       "gelu_tanh",
+        "silu", "sigmoid", "tanh",  "leaky_relu", "hardswish"};
+
+    return (unsigned)a < KEEL_FUSED_ACT_COUNT_ ? names[a] : "unknown";
+}
+
+/** The activation named `name` (exact, lower case), or -1 for NULL or a
+ *  name not in the list. */
+static inline int keel_fused_act_from_name(const char *name)
+{
+    for (int a = 0; name && a < KEEL_FUSED_ACT_COUNT_; a++)
+        if (!strcmp(name, keel_fused_act_name((keel_fused_act)a)))
+            return a;
+    return -1;
 }
 
 /** Op identifiers, in catalog order. */

@@ -1,9 +1,9 @@
 /*
- * The conv family's rules (conv2d, conv2d_grad, conv2d_transpose,
- * conv2d_transpose_grad, pool2d, pool2d_grad, adaptive_pool2d) and the
- * conv and pool geometry. Expected shapes and paddings are worked out by
- * hand from the formulas of docs/ops.md ("What a kernel receives") and
- * core/src/shape_conv.c.
+ * The conv family's rules (conv2d, fused_conv2d, conv2d_grad,
+ * conv2d_transpose, conv2d_transpose_grad, pool2d, pool2d_grad,
+ * adaptive_pool2d) and the conv and pool geometry. Expected shapes and
+ * paddings are worked out by hand from the formulas of docs/ops.md ("What
+ * a kernel receives") and core/src/shape_conv.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -735,9 +735,62 @@ static void t_pool_geometry(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(m.text, "unknown pooling kind 7"));
 }
 
+/* ---- fused_conv2d ----------------------------------------------------------- */
+
+static void t_fused_conv2d(void)
+{
+    struct kt k;
+    keel_kit_conv g;
+    keel_kit_msg m;
+    double alpha = 0;
+
+    /* conv2d's launches with each activation. */
+    for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+        conv_base(&k, KEEL_F16);
+        k.op = KEEL_OP_FUSED_CONV2D;
+        kt_attr_s(&k, "activation", keel_fused_act_name((keel_fused_act)a));
+        KT_OK(&k);
+        CU_ASSERT_EQUAL(keel_kit_activation(&k.a, NULL), a);
+    }
+    KT_CASES(KEEL_OP_FUSED_CONV2D, KEEL_F32,
+        "ok 2,4,8,8 6,2,3,3 > 2,6,3,3 | stride=[2,2] groups=2 "
+        "activation=hardswish\n"
+        "ok 1,1,6,5 1,1,3,3 > 1,1,3,3 | stride=[2,2] "
+        "padding_algorithm=SAME\n"
+        "ok 1,2,7,7 3,2,3,3 3 > 1,3,7,7 | dilation=[2,2] padding=[2,2] "
+        "activation=leaky_relu alpha=0.1\n"
+        "bad 2,4,8,8 6,2,3,3 > 2,6,3,3 | stride=[2,2] groups=2 "
+        "activation=mish ! activation 'mish' is not one of\n"
+        "bad 2,4,8,8 6,2,3,3 > 2,6,4,4 | stride=[2,2] groups=2 "
+        "activation=relu ! output 0\n"
+        "bad 1,2,7,7 3,2,3,3 3 > 1,3,7,7 | padding=[2,2] ! output 0\n");
+    conv_base(&k, KEEL_F32);
+    k.op = KEEL_OP_FUSED_CONV2D;
+    kt_attr_s(&k, "activation", "leaky_relu");
+    kt_attr_f(&k, "alpha", 0.25);
+    KT_OK(&k);
+    CU_ASSERT_EQUAL(keel_kit_activation(&k.a, &alpha), KEEL_FUSED_ACT_LEAKY_RELU);
+    CU_ASSERT_EQUAL(alpha, 0.25);
+    /* The geometry reads conv2d's attributes of a fused launch. */
+    CU_ASSERT_EQUAL(keel_kit_conv_geometry(&k.a, false, &k.in[0], &k.in[1],
+                                           &k.out[0], &g, &m),
+                    KEEL_STATUS_OK);
+    CU_ASSERT(g.o == 4 && g.oh == 9 && g.ow == 9 && g.pad[0] == 1 &&
+              g.pad[3] == 1);
+    /* A bad activation, and a bad bias with a good one. */
+    kt_attr_s(&k, "activation", "Relu");
+    KT_BAD(&k, "activation 'Relu'");
+    conv_base(&k, KEEL_F32);
+    k.op = KEEL_OP_FUSED_CONV2D;
+    kt_attr_s(&k, "activation", "tanh");
+    k.in[2].shape[0] = 3;
+    KT_BAD(&k, "bias must be 1-D [4]");
+}
+
 static const CU_TestInfo tests[] = {
     {"conv2d accepted", t_conv2d_ok},
     {"conv2d refused", t_conv2d_bad},
+    {"fused_conv2d", t_fused_conv2d},
     {"conv2d_transpose", t_convt},
     {"conv2d_grad and conv2d_transpose_grad", t_conv_grad},
     {"conv geometry", t_conv_geometry},

@@ -1,5 +1,6 @@
 /*
- * The kit's linalg rules (matmul, linear) and the GEMM plan both plugins
+ * The kit's linalg rules (matmul, linear, fused_linear) and the GEMM plan
+ * both plugins
  * run: launches as core/src/shape_linalg.c sends them are accepted, each
  * kind of inconsistency is refused with a message that names it.
  */
@@ -188,6 +189,82 @@ static void t_linear(void)
         "bad () 1,6 > () ! at least 1 dimension\n");
 }
 
+/* ---- fused_linear ---------------------------------------------------------- */
+
+/* linear's x [2, 3, 8] @ weight [8, 6] + bias [6] -> [2, 3, 6], with
+ * `activation` = act (NULL: left out). */
+static void fused_base(struct kt *k, const char *act)
+{
+    kt_init(k, KEEL_OP_FUSED_LINEAR);
+    kt_in(k, KEEL_F32, 3, S(2, 3, 8));
+    kt_in(k, KEEL_F32, 2, S(8, 6));
+    kt_in(k, KEEL_F32, 1, S(6));
+    kt_out(k, KEEL_F32, 3, S(2, 3, 6));
+    if (act)
+        kt_attr_s(k, "activation", act);
+}
+
+static void t_fused_linear(void)
+{
+    struct kt k;
+    keel_kit_matmul p;
+    keel_kit_msg m;
+    double alpha = -1;
+
+    /* Every activation, by name; left out it is none, alpha 0. */
+    for (int a = 0; a < KEEL_FUSED_ACT_COUNT_; a++) {
+        fused_base(&k, keel_fused_act_name((keel_fused_act)a));
+        KT_OK(&k);
+        CU_ASSERT_EQUAL(keel_kit_activation(&k.a, NULL), a);
+    }
+    fused_base(&k, NULL);
+    KT_OK(&k);
+    CU_ASSERT_EQUAL(keel_kit_activation(&k.a, &alpha), KEEL_FUSED_ACT_NONE);
+    CU_ASSERT_EQUAL(alpha, 0.0);
+    fused_base(&k, "leaky_relu");
+    kt_attr_f(&k, "alpha", 0.2);
+    KT_OK(&k);
+    CU_ASSERT_EQUAL(keel_kit_activation(&k.a, &alpha), KEEL_FUSED_ACT_LEAKY_RELU);
+    CU_ASSERT_EQUAL(alpha, 0.2);
+    /* linear's shapes: no bias, a 1-D x, half dtypes. */
+    KT_CASES(KEEL_OP_FUSED_LINEAR, KEEL_BF16,
+        "ok 8 8,6 > 6 | activation=silu\n"
+        "ok 4,8 8,6 6 > 4,6 | activation=relu6\n"
+        "bad 4,8 8,6 5 > 4,6 | activation=relu ! bias\n"
+        "bad () 1,6 > () ! at least 1 dimension\n");
+
+    /* Names outside the list, exact and lower case only. */
+    fused_base(&k, "swish");
+    KT_BAD(&k, "activation 'swish' is not one of none, relu, relu6, gelu, "
+               "gelu_tanh, silu, sigmoid, tanh, leaky_relu, hardswish");
+    CU_ASSERT_EQUAL(keel_kit_activation(&k.a, NULL), -1);
+    fused_base(&k, "ReLU");
+    KT_BAD(&k, "activation 'ReLU'");
+    fused_base(&k, "");
+    KT_BAD(&k, "activation ''");
+    fused_base(&k, NULL);
+    kt_attr_i(&k, "activation", 1);
+    KT_BAD(&k, "activation");
+    /* linear's own checks still apply. */
+    fused_base(&k, "gelu");
+    k.in[1].shape[0] = 7;
+    k.in[1].strides[0] = 6;
+    KT_BAD(&k, "input features");
+
+    /* The GEMM plan is linear's; it validates the activation too. */
+    fused_base(&k, "gelu");
+    CU_ASSERT_EQUAL(kt_run(&k), KEEL_STATUS_OK);
+    CU_ASSERT_EQUAL(keel_kit_matmul_plan(KEEL_OP_FUSED_LINEAR, &k.a, &p, &m),
+                    KEEL_STATUS_OK);
+    CU_ASSERT(p.nb == 1 && p.batches == 2 && p.M == 3 && p.K == 8 &&
+              p.N == 6 && p.ybs[0] == 0 && p.has_bias && p.bs == 1);
+    fused_base(&k, "gelu_erf");
+    CU_ASSERT_EQUAL(kt_run(&k), KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(keel_kit_matmul_plan(KEEL_OP_FUSED_LINEAR, &k.a, &p, &m),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m.text, "'gelu_erf'"));
+}
+
 static void t_plan(void)
 {
     struct kt k;
@@ -230,7 +307,7 @@ static void t_plan(void)
     keel_kit_matmul_merge_batches(&p);
     CU_ASSERT(p.batches == 1 && p.M == 6);
 
-    /* The plan validates, and only for the two ops. */
+    /* The plan validates, and only for matmul and the linear ops. */
     lin_base(&k, true);
     k.in[2].shape[0] = 5;
     CU_ASSERT_EQUAL(kt_run(&k), KEEL_STATUS_INVALID_ARGUMENT);
@@ -263,6 +340,7 @@ static const CU_TestInfo tests[] = {
     {"matmul accepted", t_matmul_ok},
     {"matmul refused", t_matmul_bad},
     {"linear", t_linear},
+    {"fused_linear", t_fused_linear},
     {"gemm plan and layouts", t_plan},
     CU_TEST_INFO_NULL,
 };

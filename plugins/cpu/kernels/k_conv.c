@@ -1,6 +1,6 @@
 /*
- * CPU kernels: convolution (conv2d, conv2d_transpose and their grads) and
- * pooling (max, avg, adaptive avg and their grads), NCHW.
+ * CPU kernels: convolution (conv2d, fused_conv2d, conv2d_transpose and
+ * their grads) and pooling (max, avg, adaptive avg and their grads), NCHW.
  *
  * CONVOLUTION
  *
@@ -13,10 +13,20 @@
  *   bwd_filter   dw = sum_n dy col(x)^T         im2col + GEMM
  *
  *   conv2d                 fwd
+ *   fused_conv2d           fwd with an epilogue: the activation
  *   conv2d_grad            bwd_data, bwd_filter, bias sum of dout
  *   conv2d_transpose       bwd_data with x as dy (the transposed conv is
  *                          the gradient of conv2d w.r.t. its input)
  *   conv2d_transpose_grad  dx = fwd(dout), dw = bwd_filter(dout, x)
+ *
+ * fused_conv2d computes conv2d's output exactly as conv2d does (the same
+ * path: direct SIMD or im2col + GEMM) and applies its activation in place
+ * to each image's output (or each image group's, on the GEMM path) right
+ * after it is written, on the thread that wrote it, while it is in cache
+ * (cpu_act_f32/_f64: the activation ops' own loops). float16/bfloat16 run
+ * in float32 buffers: the values are rounded to their dtype before the
+ * activation, so it reads what conv2d would have stored. The results
+ * equal conv2d followed by the activation op, bit for bit.
  *
  * For a transposed conv the conv2d view swaps sides: its "input" is the
  * transposed conv's output, its "output" the transposed conv's input, and
@@ -641,9 +651,34 @@ static const struct tops *tops_for(keel_dtype dt)
 
 enum { PRIM_FWD, PRIM_BWD_DATA, PRIM_BWD_FILTER };
 
+/* fused_conv2d's activation: KEEL_FUSED_ACT_NONE for every other op. */
+struct cact {
+    keel_fused_act act;
+    double alpha;
+    keel_dtype round_dt; /* the output's dtype (float16/bfloat16: rounded) */
+};
+
+/* The activation on n values of a compute buffer (float or double). */
+static void act_apply(const struct cact *a, size_t es, void *y, int64_t n)
+{
+    if (a->act == KEEL_FUSED_ACT_NONE)
+        return;
+    if (es == sizeof(double))
+        cpu_act_f64(a->act, a->alpha, y, n);
+    else
+        cpu_act_f32(a->act, a->alpha, y, n, a->round_dt);
+}
+
+/* The SIMD forward's per-image epilogue (kconv_simd.h). */
+static void act_simd_epilogue(const void *ctx, float *y, int64_t n)
+{
+    act_apply(ctx, sizeof(float), y, n);
+}
+
 struct crun {
     const struct cgeo *g;
     const struct tops *t;
+    const struct cact *act; /* PRIM_FWD's epilogue (NULL: none) */
     const char *x, *w, *bias, *dy; /* inputs (bias may be NULL) */
     char *y;                       /* output */
     char *ws;                      /* slots * slot_bytes */
@@ -800,6 +835,8 @@ static void fwd_image_wide(const struct crun *r, int64_t n, char *ws)
         r->t->gemm(false, false, g->og, cols, g->ckk, wg, g->ckk, sub.dst,
                    cols, r->bias != NULL, outw, cols, r->split);
         r->t->compact(g, outw, yg);
+        if (r->act)
+            act_apply(r->act, es, yg, g->og * g->ohw);
     }
 }
 
@@ -824,6 +861,8 @@ static void fwd_image(const struct crun *r, int64_t n, char *col)
                             g->ohw);
         r->t->gemm(false, false, g->og, g->ohw, g->ckk, wg, g->ckk, B,
                    g->ohw, r->bias != NULL, yg, g->ohw, r->split);
+        if (r->act)
+            act_apply(r->act, es, yg, g->og * g->ohw);
     }
 }
 
@@ -1209,6 +1248,7 @@ struct conv_job {
     struct buf in[3], out[3];
     int nin, nout;
     char *ws;
+    struct cact act; /* PRIM_FWD's epilogue (fused_conv2d) */
 };
 
 static bool job_stage(struct conv_job *j, const struct kcall *k,
@@ -1220,6 +1260,7 @@ static bool job_stage(struct conv_job *j, const struct kcall *k,
 
     j->nin = a->num_inputs;
     j->nout = a->num_outputs;
+    j->act.act = KEEL_FUSED_ACT_NONE;
     j->t = tops_for(a->inputs[0].dtype);
     for (int i = 0; i < j->nin; i++)
         bytes += buf_plan(&j->in[i], &a->inputs[i], k->in[i], false);
@@ -1254,9 +1295,12 @@ static void run_prim(struct conv_job *j, int prim, const void *x,
 
     if (j->t == tops_for(KEEL_F32) && g->sh == 1 && g->sw == 1 &&
         g->dh == 1 && g->dw == 1 && !g->direct_1x1) {
+        bool epi = prim == PRIM_FWD && j->act.act != KEEL_FUSED_ACT_NONE;
         struct conv_simd_geo sg = {g->n,  g->c,  g->h,  g->w,  g->o,
                                    g->oh, g->ow, g->kh, g->kw, g->pt,
-                                   g->pl, g->g};
+                                   g->pl, g->g,
+                                   epi ? act_simd_epilogue : NULL,
+                                   epi ? &j->act : NULL};
         static const int sp[] = {CONV_SIMD_FWD, CONV_SIMD_BWD_DATA,
                                  CONV_SIMD_BWD_FILTER};
         if (cpu_conv_simd(sp[prim], &sg, x, w, bias, dy, y))
@@ -1265,6 +1309,8 @@ static void run_prim(struct conv_job *j, int prim, const void *x,
     memset(&r, 0, sizeof(r));
     r.g = &j->g;
     r.t = j->t;
+    if (prim == PRIM_FWD && j->act.act != KEEL_FUSED_ACT_NONE)
+        r.act = &j->act;
     r.x = x;
     r.w = w;
     r.bias = bias;
@@ -1297,7 +1343,8 @@ static keel_status conv2d_check(const keel_kernel_args *a)
     return conv_check(a, "conv2d", false, false);
 }
 
-static void conv2d_impl(const struct kcall *k)
+/* conv2d, and fused_conv2d with its activation `act` (NULL for conv2d). */
+static void fwd_impl(const struct kcall *k, const struct cact *act)
 {
     const keel_kernel_args *a = k->a;
     struct conv_job j;
@@ -1316,11 +1363,36 @@ static void conv2d_impl(const struct kcall *k)
         struct gten y = gten_of(&a->outputs[0], k->out[0]);
         struct gten b = has_b ? gten_of(&a->inputs[2], k->in[2]) : y;
         direct_fwd(&j.g, &x, &w, has_b ? &b : NULL, &y);
+        if (act) /* the output is contiguous (conv_check) */
+            cpu_act(act->act, act->alpha, a->outputs[0].dtype, k->out[0],
+                    knumel(&a->outputs[0]));
         return;
     }
+    if (act)
+        j.act = *act;
     run_prim(&j, PRIM_FWD, j.in[0].data, j.in[1].data,
              has_b ? j.in[2].data : NULL, NULL, j.out[0].data, ws);
     job_finish(&j);
+}
+
+static void conv2d_impl(const struct kcall *k)
+{
+    fwd_impl(k, NULL);
+}
+
+/* fused_conv2d (x, w[, b]) -> act(y) */
+static keel_status fused_conv2d_check(const keel_kernel_args *a)
+{
+    return conv_check(a, "fused_conv2d", false, false);
+}
+
+static void fused_conv2d_impl(const struct kcall *k)
+{
+    struct cact act;
+
+    act.act = (keel_fused_act)keel_kit_activation(k->a, &act.alpha); /* checked */
+    act.round_dt = k->a->outputs[0].dtype;
+    fwd_impl(k, &act);
 }
 
 /* conv2d_transpose (x, w[, b]) -> y: bwd_data of the conv view. */
@@ -1440,6 +1512,7 @@ static void convt_grad_impl(const struct kcall *k)
 }
 
 KERNEL(k_conv2d, "conv2d", conv2d_impl, conv2d_check)
+KERNEL(k_fused_conv2d, "fused_conv2d", fused_conv2d_impl, fused_conv2d_check)
 KERNEL(k_conv2d_grad, "conv2d_grad", conv2d_grad_impl, conv2d_grad_check)
 KERNEL(k_convt, "conv2d_transpose", convt_impl, convt_check)
 KERNEL(k_convt_grad, "conv2d_transpose_grad", convt_grad_impl,
@@ -2526,6 +2599,7 @@ KERNEL(k_adaptive_grad, "adaptive_avg_pool2d_grad", adaptive_grad_impl,
 
 const struct cpu_kernel_entry cpu_kernels_conv[] = {
     {"conv2d", KEEL_DT_FLOAT, k_conv2d},
+    {"fused_conv2d", KEEL_DT_FLOAT, k_fused_conv2d},
     {"conv2d_grad", KEEL_DT_FLOAT, k_conv2d_grad},
     {"conv2d_transpose", KEEL_DT_FLOAT, k_convt},
     {"conv2d_transpose_grad", KEEL_DT_FLOAT, k_convt_grad},

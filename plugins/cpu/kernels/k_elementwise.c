@@ -1226,6 +1226,130 @@ EKERNEL(softplus)
 EKERNEL(hardswish)
 EKERNEL(clip)
 
+/* ---- the fused ops' activations (kern.h: cpu_act_f32 and the others) ----- */
+
+/*
+ * fused_linear and fused_conv2d apply their activation with the loops of
+ * the activation ops above, block by block (EBLK elements: a copy of the
+ * block in a stack buffer is the loop's input, the element's own place its
+ * output), so that a fused result equals the activation op's on the
+ * unfused result bit for bit.
+ */
+static const struct eop *act_op(keel_fused_act act)
+{
+    switch (act) {
+    case KEEL_FUSED_ACT_RELU:
+        return &op_relu;
+    case KEEL_FUSED_ACT_RELU6:
+        return &op_relu6;
+    case KEEL_FUSED_ACT_GELU:
+        return &op_gelu;
+    case KEEL_FUSED_ACT_GELU_TANH:
+        return &op_gelu_tanh;
+    case KEEL_FUSED_ACT_SILU:
+        return &op_silu;
+    case KEEL_FUSED_ACT_SIGMOID:
+        return &op_sigmoid;
+    case KEEL_FUSED_ACT_TANH:
+        return &op_tanh;
+    case KEEL_FUSED_ACT_LEAKY_RELU:
+        return &op_leaky_relu;
+    case KEEL_FUSED_ACT_HARDSWISH:
+        return &op_hardswish;
+    default:
+        return NULL;
+    }
+}
+
+/* How the values are stored: float32 (rounded first through the half
+ * dtype cv unless CV_NONE), float64, or float16/bfloat16 (cv). */
+enum { ACT_F32, ACT_F64, ACT_HALF };
+
+struct act_run {
+    un_fn f;
+    struct eparam p;
+    int mode, cv;
+    void *base;
+};
+
+static void act_part(void *ctx, int64_t b, int64_t e)
+{
+    const struct act_run *r = ctx;
+    double xb[EBLK]; /* EBLK inputs of either float type */
+    float *xf = (float *)xb, ob[EBLK];
+    uint16_t hb[EBLK];
+
+    for (int64_t i = b; i < e; i += EBLK) {
+        int64_t m = e - i < EBLK ? e - i : EBLK;
+
+        if (r->mode == ACT_F64) {
+            double *o = (double *)r->base + i;
+            memcpy(xb, o, (size_t)m * sizeof(double));
+            r->f(o, xb, m, &r->p);
+        } else if (r->mode == ACT_F32) {
+            float *o = (float *)r->base + i;
+            if (r->cv != CV_NONE) {
+                f32_to_half(r->cv, o, hb, m);
+                half_to_f32(r->cv, hb, xf, m);
+            } else {
+                memcpy(xf, o, (size_t)m * sizeof(float));
+            }
+            r->f(o, xf, m, &r->p);
+        } else {
+            uint16_t *o = (uint16_t *)r->base + i;
+            half_to_f32(r->cv, o, xf, m);
+            r->f(ob, xf, m, &r->p);
+            f32_to_half(r->cv, ob, o, m);
+        }
+    }
+}
+
+static void act_launch(keel_fused_act act, double alpha, int mode, int cv, void *p,
+                       int64_t n)
+{
+    const struct eop *op = act_op(act);
+    struct act_run r;
+
+    if (!op || n <= 0)
+        return;
+    memset(&r, 0, sizeof(r));
+    r.f = op->l[mode == ACT_F64 ? KEEL_F64 : KEEL_F32].un;
+    if (op->attr[0]) { /* leaky_relu's slope, as eparams() gives it */
+        r.p.f[0] = alpha;
+        r.p.s[0] = (float)alpha;
+    }
+    r.mode = mode;
+    r.cv = cv;
+    r.base = p;
+    cpu_parallel_for(n, KGRAIN >> (op->cost + (cv != CV_NONE)), act_part, &r);
+}
+
+static int half_cv(keel_dtype dt)
+{
+    return dt == KEEL_F16 ? CV_F16 : dt == KEEL_BF16 ? CV_BF16 : CV_NONE;
+}
+
+void cpu_act_f32(keel_fused_act act, double alpha, float *p, int64_t n,
+                 keel_dtype round_dt)
+{
+    act_launch(act, alpha, ACT_F32, half_cv(round_dt), p, n);
+}
+
+void cpu_act_f64(keel_fused_act act, double alpha, double *p, int64_t n)
+{
+    act_launch(act, alpha, ACT_F64, CV_NONE, p, n);
+}
+
+void cpu_act(keel_fused_act act, double alpha, keel_dtype dt, void *p, int64_t n)
+{
+    if (dt == KEEL_F64)
+        cpu_act_f64(act, alpha, p, n);
+    else if (dt == KEEL_F32)
+        cpu_act_f32(act, alpha, p, n, KEEL_F32);
+    else
+        act_launch(act, alpha, ACT_HALF, half_cv(dt), p, n);
+}
+
 /* gelu: the exact (erf) form, or the tanh approximation. */
 static void gelu_impl(const struct kcall *k)
 {

@@ -1,5 +1,5 @@
 /*
- * CPU kernels: matmul and linear, on OpenBLAS.
+ * CPU kernels: matmul, linear and fused_linear, on OpenBLAS.
  *
  * Both ops become one "batched GEMM problem" (struct mm):
  *
@@ -36,6 +36,16 @@
  * Its thread count is set once to the plugin's (KEEL_CPU_THREADS) unless
  * OPENBLAS_NUM_THREADS / GOTO_NUM_THREADS / OMP_NUM_THREADS is set, so the
  * two pools never oversubscribe the machine.
+ *
+ * fused_linear is linear with an epilogue: right after each batch's GEMM
+ * (one BLAS call, exactly linear's, so that the sums are linear's bit for
+ * bit), while that output is still in cache, the activation runs over it
+ * in place (cpu_act_f32/_f64: the activation ops' own loops, over the
+ * pool). float16/bfloat16 outputs are first rounded to their dtype in the
+ * float32 buffer, so the activation reads what linear would have stored,
+ * and the result is rounded once more on the way out, as the activation
+ * op would round it. A batch is the whole tall GEMM when the batches
+ * merge: the activation then follows the single GEMM over all rows.
  *
  * Workspace: taken with malloc at run time. Impls cannot fail, so when a
  * workspace cannot be had the op runs an allocation-free reference loop
@@ -82,6 +92,8 @@ struct mm {
     keel_dtype dt;
     const char *x, *y, *bias;
     char *out;
+    keel_fused_act act; /* fused_linear's epilogue (KEEL_FUSED_ACT_NONE: none) */
+    double alpha;
 };
 
 /* ---- element conversion -------------------------------------------------- */
@@ -299,6 +311,10 @@ static void mm_one(const struct mm_run *r, int64_t b, char *ws)
                            (int)N, (int)K, 1.0f, A.p, (int)A.ld, B.p,
                            (int)B.ld, (float)beta, (float *)c, (int)N);
     }
+    if (p->dt == KEEL_F64)
+        cpu_act_f64(p->act, p->alpha, (double *)c, M * N);
+    else
+        cpu_act_f32(p->act, p->alpha, (float *)c, M * N, p->dt);
     if (pl->half)
         unpack_f32(p->out + b * M * N * es, p->dt, (const float *)c, M * N);
 }
@@ -345,6 +361,8 @@ static void mm_direct(const struct mm *p)
                        acc);
             }
     }
+    cpu_act(p->act, p->alpha, p->dt, p->out,
+            p->g.batches * p->g.M * p->g.N);
 }
 
 static void mm_exec(struct mm *p)
@@ -395,7 +413,7 @@ static keel_status blas_range(const keel_kernel_args *a, int op)
     keel_kit_matmul g;
     keel_kit_msg m;
     keel_status st = keel_kit_matmul_plan(op, a, &g, &m);
-    int64_t rows = op == KEEL_OP_LINEAR ? g.M * g.batches : g.M;
+    int64_t rows = op != KEEL_OP_MATMUL ? g.M * g.batches : g.M;
 
     if (st)
         return cpu_err(st, "%s", m.text);
@@ -427,6 +445,9 @@ static void mm_impl(const struct kcall *k, int op)
     p.y = k->in[1];
     p.bias = p.g.has_bias ? k->in[2] : NULL;
     p.out = k->out[0];
+    p.act = KEEL_FUSED_ACT_NONE;
+    if (op == KEEL_OP_FUSED_LINEAR)
+        p.act = (keel_fused_act)keel_kit_activation(k->a, &p.alpha); /* checked */
     mm_exec(&p);
 }
 
@@ -440,11 +461,23 @@ static void linear_impl(const struct kcall *k)
     mm_impl(k, KEEL_OP_LINEAR);
 }
 
+static keel_status fused_linear_check(const keel_kernel_args *a)
+{
+    return blas_range(a, KEEL_OP_FUSED_LINEAR);
+}
+
+static void fused_linear_impl(const struct kcall *k)
+{
+    mm_impl(k, KEEL_OP_FUSED_LINEAR);
+}
+
 KERNEL(k_matmul, "matmul", matmul_impl, matmul_check)
 KERNEL(k_linear, "linear", linear_impl, linear_check)
+KERNEL(k_fused_linear, "fused_linear", fused_linear_impl, fused_linear_check)
 
 const struct cpu_kernel_entry cpu_kernels_linalg[] = {
     {"matmul", KEEL_DT_FLOAT, k_matmul},
     {"linear", KEEL_DT_FLOAT, k_linear},
+    {"fused_linear", KEEL_DT_FLOAT, k_fused_linear},
     {NULL, 0, NULL},
 };

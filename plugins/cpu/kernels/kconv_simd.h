@@ -15,6 +15,11 @@
  * padding pt, pl (the bottom and right ones follow from oh and ow). */
 struct conv_simd_geo {
     int64_t n, c, h, w, o, oh, ow, kh, kw, pt, pl, groups;
+    /* CONV_SIMD_FWD only, may be NULL: called with each image's output
+     * (o * oh * ow floats) as soon as it is complete, on the thread that
+     * computed it, while it is in cache (fused_conv2d's activation). */
+    void (*epilogue)(const void *ctx, float *y, int64_t n);
+    const void *epilogue_ctx;
 };
 
 enum { CONV_SIMD_FWD, CONV_SIMD_BWD_DATA, CONV_SIMD_BWD_FILTER };

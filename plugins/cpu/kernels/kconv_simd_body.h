@@ -160,6 +160,8 @@ struct job {
     uint16_t sm[NCH_MAX];          /* store / row masks per vector */
     MASKV lmv[NCH_MAX][KW_MAX];    /* the same as the ISA's mask operands */
     MASKV smv[NCH_MAX];
+    void (*epi)(const void *ctx, float *y, int64_t n); /* fwd: per image */
+    const void *epi_ctx;
 };
 
 /* A row of zeros that stands in for rows outside the tensor (padding, or
@@ -354,7 +356,7 @@ static void fwd_images(void *ctx, int64_t n0, int64_t n1)
      * first vector on: past the group's last plane by at most that. */
     const int64_t over = (J->nch - 1) * VL + s->kw - 1 + VL - s->w;
 
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1; n++) {
         for (int64_t gi = 0; gi < s->g; gi++) {
             const float *xg = J->x + (n * s->c + gi * s->cg) * s->hw;
             bool u = J->unmasked && xg + s->cg * s->hw + over <= J->xend;
@@ -363,6 +365,9 @@ static void fwd_images(void *ctx, int64_t n0, int64_t n1)
                        J->wp + gi * s->cg * s->taps * s->og,
                        J->bias ? J->bias + gi * s->og : NULL);
         }
+        if (J->epi)
+            J->epi(J->epi_ctx, J->out + n * s->o * s->ohw, s->o * s->ohw);
+    }
 }
 
 static void bwd_data_images(void *ctx, int64_t n0, int64_t n1)
@@ -599,6 +604,8 @@ bool CS_ENTRY(int prim, const struct conv_simd_geo *g, const float *x,
     if (!simd_wanted(g, s))
         return false;
     J.x = x, J.bias = bias, J.dy = dy, J.out = out;
+    if (prim == CONV_SIMD_FWD)
+        J.epi = g->epilogue, J.epi_ctx = g->epilogue_ctx;
     J.xend = x ? x + s->n * s->c * s->hw : NULL;
     J.dyend = dy ? dy + s->n * s->o * s->ohw : NULL;
     wbytes = (size_t)(s->o * s->cg * s->taps) * sizeof(float);

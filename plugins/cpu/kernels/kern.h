@@ -228,4 +228,22 @@ void *cpu_workspace(size_t bytes);
 void cpu_vsqrt_f32(float *o, const float *x, int64_t n);
 void cpu_vsqrt_f64(double *o, const double *x, int64_t n);
 
+/*
+ * The activation of fused_linear / fused_conv2d (keel_fused_act), in place on n
+ * contiguous elements, over the pool, with the activation ops' own loops
+ * (k_elementwise.c), so that a fused result equals the two ops in turn
+ * bit for bit. alpha: leaky_relu's negative slope. KEEL_FUSED_ACT_NONE writes
+ * nothing.
+ *   cpu_act_f32  float32 values; with round_dt KEEL_F16 or KEEL_BF16 each
+ *                is first rounded to that dtype (what the unfused op's
+ *                float16/bfloat16 output would hold), KEEL_F32: as it is
+ *   cpu_act_f64  float64 values
+ *   cpu_act      values of any float dtype dt (float16/bfloat16 computed
+ *                in float32 and rounded back)
+ */
+void cpu_act_f32(keel_fused_act act, double alpha, float *p, int64_t n,
+                 keel_dtype round_dt);
+void cpu_act_f64(keel_fused_act act, double alpha, double *p, int64_t n);
+void cpu_act(keel_fused_act act, double alpha, keel_dtype dt, void *p, int64_t n);
+
 #endif /* KEEL_CPU_KERN_H */

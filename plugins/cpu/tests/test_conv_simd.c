@@ -98,7 +98,9 @@ static struct conv_simd_geo geo_of(const struct gcase *k)
                               k->kw,
                               k->pt,
                               k->pl,
-                              k->groups};
+                              k->groups,
+                              NULL,
+                              NULL};
     return g;
 }
 

@@ -1,6 +1,6 @@
 /*
- * keel CUDA plugin — convolution (conv2d, conv2d_transpose and their
- * grads) and pooling (max, avg, adaptive avg and their grads), NCHW, with
+ * keel CUDA plugin — convolution (conv2d, fused_conv2d, conv2d_transpose
+ * and their grads) and pooling (max, avg, adaptive avg and their grads), NCHW, with
  * the semantics of the CPU plugin's k_conv.c.
  *
  * CONVOLUTION: implicit GEMM. Every conv op is built from three primitives
@@ -12,6 +12,9 @@
  *   bwd_filter   dw = sum_n dy col(x)^T        im2col + GEMM
  *
  *   conv2d                 fwd
+ *   fused_conv2d           fwd, then one elementwise epilogue kernel
+ *                          applying the activation (ck_act.cuh) to the
+ *                          output, bias already added
  *   conv2d_grad            bwd_data, bwd_filter, bias sum of dout
  *   conv2d_transpose       bwd_data with x as dy
  *   conv2d_transpose_grad  dx = fwd(dout), dw = bwd_filter(dout, x)
@@ -55,6 +58,7 @@
 #include <string.h>
 
 #include "ck.cuh"
+#include "ck_act.cuh"
 #include "ck_gemm.h" /* ckl_gemm, from k_linalg.cu */
 
 namespace {
@@ -528,22 +532,42 @@ keel_status conv2d_run(const struct ck_launch *l, const keel_kernel_args *a,
     return st;
 }
 
-keel_status k_conv2d(void *, const keel_kernel_args *a)
+/* conv2d, or fused_conv2d (`fused`): the same forward, then for
+ * fused_conv2d the activation over the whole output. */
+keel_status conv2d_fwd(const keel_kernel_args *a, const char *op, bool fused)
 {
     struct ck_launch l;
-    keel_status st = ck_begin(a, "conv2d", &l);
+    keel_status st = ck_begin(a, op, &l);
+    double alpha = 0;
+    int act = KEEL_FUSED_ACT_NONE;
     cgeo g;
 
     if (st)
         return st;
-    if ((st = conv_geo(a, "conv2d", false, false, &g)))
+    if ((st = conv_geo(a, op, false, false, &g)))
         return st;
     if (ck_numel(&a->outputs[0]) == 0)
         return KEEL_STATUS_OK;
+    if (fused)
+        act = keel_kit_activation(a, &alpha); /* checked by ck_begin */
     CK_SWITCH_FLOAT(a->inputs[0].dtype, T, st = conv2d_run<T>(&l, a, g),
                     return ck_fail(KEEL_STATUS_INVALID_ARGUMENT,
-                                   "conv2d: needs floats"))
+                                   "%s: needs floats", op))
+    if (!st)
+        st = ck_act_run(&l, a->outputs[0].dtype, act, alpha,
+                        (void *)(uintptr_t)a->outputs[0].data,
+                        ck_numel(&a->outputs[0]));
     return st ? st : ck_end(&l);
+}
+
+keel_status k_conv2d(void *, const keel_kernel_args *a)
+{
+    return conv2d_fwd(a, "conv2d", false);
+}
+
+keel_status k_fused_conv2d(void *, const keel_kernel_args *a)
+{
+    return conv2d_fwd(a, "fused_conv2d", true);
 }
 
 template <class T>
@@ -1034,6 +1058,7 @@ keel_status k_adaptive_grad(void *, const keel_kernel_args *a)
 #if CK_HOST_PASS
 extern "C" const struct ck_entry ck_kernels_conv[] = {
     {"conv2d", KEEL_DT_FLOAT, k_conv2d},
+    {"fused_conv2d", KEEL_DT_FLOAT, k_fused_conv2d},
     {"conv2d_grad", KEEL_DT_FLOAT, k_conv2d_grad},
     {"conv2d_transpose", KEEL_DT_FLOAT, k_convt},
     {"conv2d_transpose_grad", KEEL_DT_FLOAT, k_convt_grad},

@@ -36,6 +36,7 @@
  * saturated to the dtype's range (NaN: no bound).
  */
 #include "ck.cuh"
+#include "ck_act.cuh"
 
 namespace {
 
@@ -88,8 +89,6 @@ EW_MATH1(m_log1p, log1pf, log1p)
 EW_MATH1(m_sqrt, sqrtf, sqrt)
 EW_MATH1(m_sin, sinf, sin)
 EW_MATH1(m_cos, cosf, cos)
-EW_MATH1(m_tanh, tanhf, tanh)
-EW_MATH1(m_erfc, erfcf, erfc)
 EW_MATH1(m_fabs, fabsf, fabs)
 EW_MATH1(m_floor, floorf, floor)
 EW_MATH1(m_ceil, ceilf, ceil)
@@ -388,22 +387,16 @@ EW_UNARY(u_cos, { return m_cos(a); })
 EW_UNARY(u_floor, { return m_floor(a); })
 EW_UNARY(u_ceil, { return m_ceil(a); })
 EW_UNARY(u_round, { return m_round(a); })
-EW_UNARY(u_relu, { return a < 0 ? (M)0 : a; })
-EW_UNARY(u_relu6, { return a < 0 ? (M)0 : a > 6 ? (M)6 : a; })
-EW_UNARY(u_leaky_relu, { return a > 0 ? a : a * p0; })
+/* The activations are ck_act.cuh's, which the fused ops share. */
+EW_UNARY(u_relu, { return ck_act_relu(a); })
+EW_UNARY(u_relu6, { return ck_act_relu6(a); })
+EW_UNARY(u_leaky_relu, { return ck_act_leaky_relu(a, p0); })
 EW_UNARY(u_elu, { return a > 0 ? a : p0 * m_expm1(a); })
-/* 0.5 x (1 + erf(x / sqrt 2)) through erfc: no cancellation for x < 0. */
-EW_UNARY(u_gelu, {
-    return (M)0.5 * a * m_erfc(-a * (M)0.70710678118654752440);
-})
-EW_UNARY(u_gelu_tanh, {
-    return (M)0.5 * a *
-           ((M)1 + m_tanh((M)0.79788456080286535588 *
-                          (a + (M)0.044715 * a * a * a)));
-})
-EW_UNARY(u_silu, { return a / ((M)1 + m_exp(-a)); })
-EW_UNARY(u_sigmoid, { return (M)1 / ((M)1 + m_exp(-a)); })
-EW_UNARY(u_tanh, { return m_tanh(a); })
+EW_UNARY(u_gelu, { return ck_act_gelu(a); })
+EW_UNARY(u_gelu_tanh, { return ck_act_gelu_tanh(a); })
+EW_UNARY(u_silu, { return ck_act_silu(a); })
+EW_UNARY(u_sigmoid, { return ck_act_sigmoid(a); })
+EW_UNARY(u_tanh, { return ck_act_tanh(a); })
 /* ln(1 + e^(beta a)) / beta as max(z, 0) + ln(1 + e^-|z|), z = beta a:
  * cannot overflow. p0 = beta, p1 = threshold. */
 EW_UNARY(u_softplus, {
@@ -411,11 +404,7 @@ EW_UNARY(u_softplus, {
     M sp = (z > 0 ? z : (M)0) + m_log1p(m_exp(-m_fabs(z)));
     return z > p1 ? a : sp / p0;
 })
-EW_UNARY(u_hardswish, {
-    M t = a + 3;
-    t = t < 0 ? (M)0 : t > 6 ? (M)6 : t;
-    return a * t / 6;
-})
+EW_UNARY(u_hardswish, { return ck_act_hardswish(a); })
 /* p0 = min, p1 = max; NaN passes through. */
 EW_UNARY(u_clip, { return a < p0 ? p0 : a > p1 ? p1 : a; })
 #undef EW_UNARY

@@ -1,5 +1,6 @@
 /*
- * keel GPU kernels (CUDA and HIP) — linalg: matmul and linear.
+ * keel GPU kernels (CUDA and HIP) — linalg: matmul, linear and
+ * fused_linear.
  *
  * Both ops become one batched row-major GEMM problem (struct mm):
  *
@@ -22,6 +23,10 @@
  * Bias: the output is first filled with the bias rows and the GEMM runs
  * with beta = 1.
  *
+ * fused_linear: linear's GEMM (bias included), then one elementwise
+ * epilogue kernel over the output applying the activation (ck_act.cuh,
+ * the activation ops' own code) in the output dtype.
+ *
  * ckl_gemm (shared with k_conv.cu) picks the backend: the vendor BLAS
  * (cuBLAS, rocBLAS) or the plugin's own kernel; see ck_gemm.h.
  */
@@ -32,6 +37,7 @@
 #include <string.h>
 
 #include "ck.cuh"
+#include "ck_act.cuh"
 #include "ck_gemm.h"
 
 
@@ -89,6 +95,8 @@ struct mm {
     keel_dtype dt;
     const char *x, *y, *bias;
     char *out;
+    int act; /* fused_linear's epilogue (KEEL_FUSED_ACT_NONE: none) */
+    double alpha;
 };
 
 /* One batch stride for all batch dims (offset of batch b = b * *st), or
@@ -209,8 +217,11 @@ keel_status mm_exec(const struct ck_launch *l, struct mm *p)
         if (st)
             return st;
     }
-    if (p->g.K == 0)
-        return ck_end(l);
+    if (p->g.K == 0) {
+        st = ck_act_run(l, p->dt, p->act, p->alpha, p->out,
+                        g->batches * g->M * g->N);
+        return st ? st : ck_end(l);
+    }
     st = mm_operand(l, p, p->x, g->xbs, g->M, g->K, g->xrs, g->xcs, &A);
     if (st)
         return st;
@@ -224,6 +235,9 @@ keel_status mm_exec(const struct ck_launch *l, struct mm *p)
                   p->g.N, p->g.M * p->g.N, p->g.batches);
     ck_scratch_free(l, A.scratch);
     ck_scratch_free(l, B.scratch);
+    if (!st)
+        st = ck_act_run(l, p->dt, p->act, p->alpha, p->out,
+                        g->batches * g->M * g->N);
     if (st)
         return st;
     return ck_end(l);
@@ -246,7 +260,7 @@ keel_status mm_run(const keel_kernel_args *a, int op)
     memset(&p, 0, sizeof(p));
     if ((st = keel_kit_matmul_plan(op, a, &p.g, &m)))
         return ck_fail(st, "%s", m.text);
-    if (!fits_int(op == KEEL_OP_LINEAR ? p.g.M * p.g.batches : p.g.M) ||
+    if (!fits_int(op != KEEL_OP_MATMUL ? p.g.M * p.g.batches : p.g.M) ||
         !fits_int(p.g.N) || !fits_int(p.g.K))
         return ck_fail(KEEL_STATUS_NOT_SUPPORTED,
                        "%s: a matrix dim exceeds the BLAS int range", name);
@@ -256,6 +270,9 @@ keel_status mm_run(const keel_kernel_args *a, int op)
     if (p.g.has_bias)
         p.bias = (const char *)(uintptr_t)a->inputs[2].data;
     p.out = (char *)(uintptr_t)a->outputs[0].data;
+    p.act = KEEL_FUSED_ACT_NONE;
+    if (op == KEEL_OP_FUSED_LINEAR)
+        p.act = keel_kit_activation(a, &p.alpha); /* checked by ck_begin */
     return mm_exec(&l, &p);
 }
 
@@ -267,6 +284,11 @@ keel_status k_matmul(void *, const keel_kernel_args *a)
 keel_status k_linear(void *, const keel_kernel_args *a)
 {
     return mm_run(a, KEEL_OP_LINEAR);
+}
+
+keel_status k_fused_linear(void *, const keel_kernel_args *a)
+{
+    return mm_run(a, KEEL_OP_FUSED_LINEAR);
 }
 
 } // namespace
@@ -369,6 +391,7 @@ keel_status ckl_gemm(CKL_GEMM_PARAMS)
 extern "C" const struct ck_entry ck_kernels_linalg[] = {
     {"matmul", KEEL_DT_FLOAT, k_matmul},
     {"linear", KEEL_DT_FLOAT, k_linear},
+    {"fused_linear", KEEL_DT_FLOAT, k_fused_linear},
     {NULL, 0, NULL},
 };
 #endif
