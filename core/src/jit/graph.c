@@ -360,12 +360,20 @@ static keel_status bind_inputs(const keel_graph *g, keel_tensor *const *in,
     return KEEL_STATUS_OK;
 }
 
+static bool is_float(keel_dtype d)
+{
+    return d == KEEL_F32 || d == KEEL_F16 || d == KEEL_BF16 || d == KEEL_F64;
+}
+
 static keel_status check_output(const keel_graph *g, int n, int value,
-                                const keel_tensor *t, const int64_t *sym)
+                                const keel_tensor *t, const int64_t *sym,
+                                bool any_float)
 {
     const struct jit_value *v = &g->val[value];
     char a[160], b[128];
-    bool ok = t->dtype == v->dtype && t->ndim == v->ndim;
+    bool ok = (t->dtype == v->dtype ||
+               (any_float && is_float(t->dtype) && is_float(v->dtype))) &&
+              t->ndim == v->ndim;
 
     for (int d = 0; ok && d < v->ndim; d++) {
         int64_t want = dim_size(v->dim[d], sym);
@@ -382,9 +390,9 @@ static keel_status check_output(const keel_graph *g, int n, int value,
                        keel__graph_shape_str(g, v, b, sizeof(b)));
 }
 
-static keel_status run_node(const keel_graph *g, const struct jit_node *n,
-                            keel_tensor **vals, const int64_t *sym,
-                            keel_tensor **outs, int *nout)
+keel_status keel__graph_run_node(const keel_graph *g, const struct jit_node *n,
+                                keel_tensor **vals, const int64_t *sym,
+                                keel_tensor **outs, int *nout)
 {
     keel_tensor *in[KEEL_MAX_OP_INPUTS];
     int64_t shape[KEEL_MAX_DIMS];
@@ -424,9 +432,10 @@ static keel_status run_node(const keel_graph *g, const struct jit_node *n,
     return keel__error(KEEL_STATUS_INTERNAL, "jit: bad node kind");
 }
 
-keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
-                           int num_inputs, keel_tensor **outputs,
-                           int max_outputs, int *num_outputs)
+keel_status keel__graph_run_ex(const keel_graph *g, keel_tensor *const *inputs,
+                               int num_inputs, keel_tensor **outputs,
+                               int max_outputs, int *num_outputs,
+                               unsigned flags, uint64_t *value_bytes)
 {
     int64_t sym[KEEL_JIT_MAX_SYMBOLS];
     keel_tensor **vals;
@@ -447,6 +456,8 @@ keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
     vals = calloc((size_t)(g->nval ? g->nval : 1), sizeof(*vals));
     if (!vals)
         return oom();
+    if (value_bytes)
+        memset(value_bytes, 0, sizeof(uint64_t) * (size_t)g->nval);
     for (int i = 0; i < g->nin; i++)
         vals[g->in[i]] = keel_tensor_ref(inputs[i]);
     for (int i = 0; i < g->nval; i++)
@@ -457,7 +468,7 @@ keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
         keel_tensor *outs[KEEL_MAX_OP_OUTPUTS] = {0};
         int got = 0;
 
-        st = run_node(g, nd, vals, sym, outs, &got);
+        st = keel__graph_run_node(g, nd, vals, sym, outs, &got);
         if (st == KEEL_STATUS_OK && got != nd->nout)
             st = keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                              "keel_graph_run: node %d (%s) made %d "
@@ -465,14 +476,26 @@ keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
                              n, keel_graph_node_op(g, n), got, nd->nout);
         for (int j = 0; j < got; j++) {
             if (st == KEEL_STATUS_OK)
-                st = check_output(g, n, nd->out[j], outs[j], sym);
-            if (st == KEEL_STATUS_OK && g->last_use[nd->out[j]] >= 0)
+                st = check_output(g, n, nd->out[j], outs[j], sym,
+                                  (flags & KEEL__RUN_ANY_FLOAT) != 0);
+            /* A view that shares its input's storage allocates nothing:
+             * it is marked by the byte count UINT64_MAX. */
+            if (value_bytes && outs[j])
+                value_bytes[nd->out[j]] =
+                    nd->kind != JIT_OP && nd->nin &&
+                            outs[j]->storage == vals[nd->in[0]]->storage
+                        ? UINT64_MAX
+                        : (uint64_t)keel_tensor_numel(outs[j]) *
+                              keel_dtype_size(outs[j]->dtype);
+            if (st == KEEL_STATUS_OK &&
+                (g->last_use[nd->out[j]] >= 0 ||
+                 (flags & KEEL__RUN_KEEP_ALL)))
                 vals[nd->out[j]] = outs[j];
             else
                 keel_tensor_free(outs[j]);
         }
         /* Values no later node reads are freed now. */
-        for (int j = 0; j < nd->nin; j++)
+        for (int j = 0; j < nd->nin && !(flags & KEEL__RUN_KEEP_ALL); j++)
             if (g->last_use[nd->in[j]] == n &&
                 g->val[nd->in[j]].kind == JIT_NODE) {
                 keel_tensor_free(vals[nd->in[j]]);
@@ -489,6 +512,74 @@ keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
         keel_tensor_free(vals[i]);
     free(vals);
     return st;
+}
+
+keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
+                           int num_inputs, keel_tensor **outputs,
+                           int max_outputs, int *num_outputs)
+{
+    return keel__graph_run_ex(g, inputs, num_inputs, outputs, max_outputs,
+                              num_outputs, 0, NULL);
+}
+
+keel_status keel__graph_clone(const keel_graph *g, keel_graph **out)
+{
+    keel_graph *c = NULL;
+    keel_status st = keel__graph_new(&c);
+
+    for (int s = 0; st == KEEL_STATUS_OK && s < g->nsym; s++)
+        if (keel__graph_add_symbol(c, g->sym[s]) < 0)
+            st = keel_last_status();
+    for (int v = 0; st == KEEL_STATUS_OK && v < g->nval; v++) {
+        const struct jit_value *a = &g->val[v];
+        struct jit_value *b;
+
+        if (keel__graph_add_value(c, a->kind, a->dtype, a->ndim, a->dim) < 0) {
+            st = keel_last_status();
+            break;
+        }
+        b = &c->val[v];
+        if (a->name && !(b->name = strdup(a->name)))
+            st = oom();
+        if (a->data)
+            b->data = keel_tensor_ref(a->data);
+    }
+    for (int n = 0; st == KEEL_STATUS_OK && n < g->nnode; n++) {
+        const struct jit_node *a = &g->node[n];
+        struct jit_node *b;
+        int k = keel__graph_add_node(c, a->kind, a->op, a->in, a->nin, a->out,
+                                     a->nout);
+
+        if (k < 0) {
+            st = keel_last_status();
+            break;
+        }
+        b = &c->node[k];
+        b->np = a->np;
+        memcpy(b->p, a->p, sizeof(a->p));
+        memcpy(b->pd, a->pd, sizeof(a->pd));
+        for (int j = 0; st == KEEL_STATUS_OK && j < a->nattrs; j++) {
+            st = keel__graph_set_attr(b, j, &a->attrs[j]);
+            b->nattrs = j + 1;
+        }
+    }
+    for (int i = 0; st == KEEL_STATUS_OK && i < g->nin; i++)
+        st = keel__graph_add_input(c, g->in[i]);
+    for (int i = 0; st == KEEL_STATUS_OK && i < g->nout; i++)
+        st = keel__graph_add_output(c, g->out[i], g->out_name[i]);
+    if (st == KEEL_STATUS_OK)
+        st = keel__graph_finish(c);
+    if (st != KEEL_STATUS_OK) {
+        keel_graph_free(c);
+        return st;
+    }
+    *out = c;
+    return KEEL_STATUS_OK;
+}
+
+void keel__graph_ref(keel_graph *g)
+{
+    atomic_fetch_add(&g->refs, 1);
 }
 
 /* ---- questions ------------------------------------------------------------ */
@@ -563,7 +654,7 @@ static keel_status jit_layer_forward(keel_layer *layer,
                                      keel_tensor *const *inputs,
                                      int num_inputs, keel_tensor **out)
 {
-    keel_graph *g = keel_layer_priv(layer);
+    const keel_graph *g = keel_layer_priv(layer);
     keel_tensor *outs[64];
     int n = 0;
     keel_status st;
@@ -598,7 +689,7 @@ keel_status keel_jit_layer(keel_graph *g, keel_layer **out)
     keel_status st;
 
     NEED(g && out, "keel_jit_layer: %s is NULL", g ? "out" : "graph");
-    atomic_fetch_add(&g->refs, 1);
+    keel__graph_ref(g);
     st = keel_layer_create(&jit_layer_ops, g, out);
     if (st != KEEL_STATUS_OK)
         keel_graph_free(g);

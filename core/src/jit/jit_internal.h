@@ -93,4 +93,24 @@ const char *keel__graph_shape_str(const keel_graph *g,
                                   const struct jit_value *v, char *buf,
                                   size_t size);
 
+/* Running, for the layers above (inference/). */
+#define KEEL__RUN_KEEP_ALL 1u  /* no value is freed before the run ends  */
+#define KEEL__RUN_ANY_FLOAT 2u /* a float value may come in another float
+                                * dtype (a run inside auto_cast)        */
+/** keel_graph_run with flags; value_bytes (nval entries, or NULL)
+ *  receives each node output's byte size (0 for inputs and constants,
+ *  UINT64_MAX for a view sharing its input's storage). */
+keel_status keel__graph_run_ex(const keel_graph *g, keel_tensor *const *inputs,
+                               int num_inputs, keel_tensor **outputs,
+                               int max_outputs, int *num_outputs,
+                               unsigned flags, uint64_t *value_bytes);
+/** Run one node on vals (indexed by value id) with symbols bound. */
+keel_status keel__graph_run_node(const keel_graph *g, const struct jit_node *n,
+                                 keel_tensor **vals, const int64_t *sym,
+                                 keel_tensor **outs, int *nout);
+/** A deep copy sharing the constants' tensors. */
+keel_status keel__graph_clone(const keel_graph *g, keel_graph **out);
+/** One more reference (keel_graph_free drops one). */
+void keel__graph_ref(keel_graph *g);
+
 #endif /* KEEL_JIT_INTERNAL_H */
