@@ -13,6 +13,7 @@ struct pass_ctx {
     keel_graph *g;
     bool *dead;    /* per node */
     int changed;   /* nodes this pass changed or removed */
+    keel_dtype precision; /* the predictor's: float32, float16, bfloat16 */
 };
 
 typedef keel_status (*pass_fn)(struct pass_ctx *c);
@@ -366,6 +367,14 @@ static keel_status fuse_activation(struct pass_ctx *c)
                 m = &acts[i];
         if (!m || a->nin != 1)
             continue;
+        /* In reduced precision auto_cast runs linear and conv2d whose bias
+         * is float32 as the op without the bias in the low dtype, then a
+         * float32 add (amp.c, as Paddle composes them), and the
+         * activation in float32; a fused kernel would apply bias and
+         * activation in the low dtype, so the pair stays. */
+        if (c->precision != KEEL_F32 && n->nin == 3 && n->in[2] >= 0 &&
+            g->val[n->in[2]].dtype != c->precision)
+            continue;
         /* Only where the device has the fused kernel. */
         if (!g->val[n->in[1]].data)
             continue;
@@ -594,8 +603,8 @@ static keel_status compact(const keel_graph *g, const bool *dead,
 }
 
 keel_status keel__passes_run(const keel_graph *in, const bool *disabled,
-                             keel_graph **out, int *changed, char *log,
-                             size_t logsize)
+                             keel_dtype precision, keel_graph **out,
+                             int *changed, char *log, size_t logsize)
 {
     keel_graph *g = NULL;
     struct pass_ctx c = {0};
@@ -605,6 +614,7 @@ keel_status keel__passes_run(const keel_graph *in, const bool *disabled,
     if (st != KEEL_STATUS_OK)
         return st;
     c.g = g;
+    c.precision = precision;
     c.dead = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof(bool));
     if (!c.dead) {
         keel_graph_free(g);

@@ -267,8 +267,8 @@ keel_status keel_predictor_create(const keel_inference_config *c,
         goto fail;
     s->nodes_before = loaded->nnode;
     if (c->ir_optim) {
-        st = keel__passes_run(loaded, c->disabled, &s->g, changed, s->passes,
-                              sizeof(s->passes));
+        st = keel__passes_run(loaded, c->disabled, c->precision, &s->g,
+                              changed, s->passes, sizeof(s->passes));
         keel_graph_free(loaded);
         if (st != KEEL_STATUS_OK)
             goto fail;
