@@ -31,6 +31,9 @@ KEEL_DEBIAN_PACKAGES=(
   # CPU plugin: SLEEF, the vectorised float32 math of gelu, log, log1p,
   # sin and cos at the avx2 and avx512 levels.
   libsleef-dev
+  # ONNX export and import: protobuf-c and its code generator, over the
+  # onnx.proto schema libonnx-dev installs.
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   # keel report's pages are checked in a real browser (headless Chromium
   # over the DevTools protocol; tools/check_report.py).
   chromium
@@ -43,7 +46,10 @@ KEEL_PADDLE_VERSION=3.3.1
 # together with paddlepaddle's own requirement on it.
 # html5lib: the HTML5 parser that checks keel report's pages for parse
 # errors (tools/check_report.py).
-KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy html5lib)
+# onnx, onnxruntime: the ONNX tests build models with the one and run
+# keel's exports in the other (tests/onnx/check_onnx.py).
+KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy html5lib
+                      onnx onnxruntime)
 
 keel_install_debian() {
   local missing=() p
@@ -72,7 +78,7 @@ keel_venv_has() {
 keel_venv_paddle_ok() {
   [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" - "$KEEL_PADDLE_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
-import numpy, paddle, html5lib
+import numpy, paddle, html5lib, onnx, onnxruntime
 sys.exit(0 if paddle.__version__ == sys.argv[1] else 1)
 EOF
 }

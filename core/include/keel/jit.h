@@ -137,6 +137,33 @@ KEEL_API keel_status keel_jit_load_buffer(const char *json, size_t size,
  */
 KEEL_API keel_status keel_jit_layer(keel_graph *graph, keel_layer **out);
 
+/* ---- ONNX -------------------------------------------------------------------- */
+
+/** The default-domain opsets keel_onnx_export writes. */
+#define KEEL_ONNX_OPSET_MIN 17
+#define KEEL_ONNX_OPSET_MAX 23
+
+/**
+ * Export graph to an ONNX model file (ModelProto, IR version 8,
+ * default-domain opset `opset`, 17 or newer up to what the build
+ * supports; 0: 17), weights as initializers, dynamic dimensions as named
+ * dim_params (the graph's symbols). An op ONNX cannot express is an error
+ * (NOT_SUPPORTED) naming the op and node; nothing is written then.
+ * Written atomically. The op mapping and what is refused:
+ * docs/inference.md, "ONNX".
+ */
+KEEL_API keel_status keel_onnx_export(const keel_graph *graph,
+                                      const char *path, int opset);
+/**
+ * Import an ONNX model (ops listed in docs/inference.md) into a new graph
+ * on `device` (NULL: current). Everything read is validated (CORRUPT with
+ * a message naming the node/tensor); an ONNX op without a keel mapping is
+ * NOT_SUPPORTED naming it. The graph runs with keel_graph_run and saves
+ * with keel_jit_save like a traced one.
+ */
+KEEL_API keel_status keel_onnx_import(const char *path, const char *device,
+                                      keel_graph **out);
+
 #ifdef __cplusplus
 }
 #endif
