@@ -49,6 +49,9 @@ extern const keel_cli_command keel_cmd_devices;
 extern const keel_cli_command keel_cmd_version;
 extern const keel_cli_command keel_cmd_help;
 extern const keel_cli_command keel_cmd_report;
+extern const keel_cli_command keel_cmd_infer;
+extern const keel_cli_command keel_cmd_export_onnx;
+extern const keel_cli_command keel_cmd_import_onnx;
 
 /* ---- keel_main.c ------------------------------------------------------- */
 

@@ -25,6 +25,7 @@ extern const keel_cli_command keel_cmd_bench __attribute__((weak));
 static const keel_cli_command *const command_table[] = {
     &keel_cmd_devices, &keel_cmd_conform, &keel_cmd_bench,
     &keel_cmd_report,
+    &keel_cmd_infer, &keel_cmd_export_onnx, &keel_cmd_import_onnx,
     &keel_cmd_version, &keel_cmd_help,
 };
 #define NCOMMANDS (sizeof(command_table) / sizeof(command_table[0]))
@@ -48,7 +49,7 @@ void keel_cli_print_usage(FILE *out)
                  "commands:\n");
     for (i = 0; i < NCOMMANDS; i++)
         if (command_table[i])
-            fprintf(out, "  %-10s %s\n", command_table[i]->name,
+            fprintf(out, "  %-12s %s\n", command_table[i]->name,
                     command_table[i]->summary);
     fprintf(out, "\nRun 'keel help <command>' for a command's options.\n");
 }
