@@ -4,7 +4,7 @@
  *   keel-mnist [--device NAME] [--epochs N] [--data DIR] [--seed S]
  *              [--checkpoint PATH] [--resume] [--limit N]
  *              [--amp O0|O1|O2] [--amp-dtype bfloat16|float16]
- *              [--log-every N]
+ *              [--log-every N] [--export PREFIX]
  *
  * Within an epoch it reports the batch, the running mean loss, steps/s
  * and images/s: on a terminal as one line rewritten in place, otherwise
@@ -19,6 +19,12 @@
  * "model.<name>", the optimizer's state under "optim.<name>", and in the
  * metadata the completed epoch count, the seed and keel's RNG state. See
  * docs/examples.md.
+ *
+ * --export PREFIX then deploys the trained model as Paddle's jit.save +
+ * create_predictor would: it traces the model with a dynamic batch,
+ * saves PREFIX.keel.json + PREFIX.safetensors, loads them into a
+ * Predictor (IR passes on) and evaluates the test set through it; the
+ * accuracy must equal the trained model's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +39,9 @@
 #include <keel/amp.h>
 #include <keel/autograd.h>
 #include <keel/data.h>
+#include <keel/inference.h>
 #include <keel/io.h>
+#include <keel/jit.h>
 #include <keel/nn.h>
 #include <keel/ops.h>
 #include <keel/optim.h>
@@ -54,6 +62,7 @@ struct options {
     keel_amp_level amp;   /* O0: off */
     keel_dtype amp_dtype; /* float16 (Paddle's default) or bfloat16 */
     long log_every;       /* steps between progress lines off a terminal */
+    const char *export_prefix; /* --export: jit.save + Predictor, or NULL */
 };
 
 /* The auto_cast settings of a run (NULL when --amp is O0). */
@@ -102,7 +111,10 @@ static void usage(FILE *f)
             "O2\n"
             "  --amp-dtype DTYPE  bfloat16 or float16 (default float16)\n"
             "  --log-every N      when stdout is not a terminal, a progress\n"
-            "                     line every N steps (default 100, 0: none)\n");
+            "                     line every N steps (default 100, 0: none)\n"
+            "  --export PREFIX    save the trained model as a static graph\n"
+            "                     (PREFIX.keel.json, PREFIX.safetensors) and\n"
+            "                     evaluate it again in a Predictor\n");
 }
 
 static int parse_long(const char *opt, const char *s, long min, long *out)
@@ -135,6 +147,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->amp = KEEL_AMP_O0;
     o->amp_dtype = KEEL_F16;
     o->log_every = 100;
+    o->export_prefix = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -151,7 +164,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             strcmp(a, "--data") && strcmp(a, "--seed") &&
             strcmp(a, "--checkpoint") && strcmp(a, "--limit") &&
             strcmp(a, "--amp") && strcmp(a, "--amp-dtype") &&
-            strcmp(a, "--log-every")) {
+            strcmp(a, "--log-every") && strcmp(a, "--export")) {
             fprintf(stderr, "keel-mnist: unknown option '%s'\n", a);
             usage(stderr);
             return -1;
@@ -167,6 +180,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->data = val;
         } else if (!strcmp(a, "--checkpoint")) {
             o->checkpoint = val;
+        } else if (!strcmp(a, "--export")) {
+            o->export_prefix = val;
         } else if (!strcmp(a, "--epochs")) {
             if (parse_long(a, val, 0, &o->epochs))
                 return -1;
@@ -203,6 +218,11 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             o->seed = (uint64_t)v;
         }
+    }
+    if (o->export_prefix && o->amp == KEEL_AMP_O2) {
+        fprintf(stderr, "keel-mnist: --export takes a float32 model; with "
+                        "--amp O2 the model itself is float16/bfloat16\n");
+        return -1;
     }
     return 0;
 }
@@ -395,6 +415,119 @@ out:
     keel_batch_release(&b);
     keel_no_grad_end();
     keel_layer_train(model);
+    return rc;
+}
+
+/* ---- deployment: jit.save, then a Predictor ------------------------------- */
+
+/* Trace the model ([batch, 1, 28, 28], batch dynamic) and save it. */
+static int export_model(keel_layer *model, const char *prefix)
+{
+    keel_input_spec spec = {
+        .name = "image", .dtype = KEEL_F32, .ndim = 4,
+        .shape = {-1, 1, 28, 28},
+        .dim_names = (const char *const[]){"batch", NULL, NULL, NULL},
+    };
+    keel_graph *g = NULL;
+    int rc = -1;
+
+    keel_layer_eval(model);
+    if (keel_jit_trace(model, &spec, 1, &g))
+        failed("keel_jit_trace");
+    else if (keel_jit_save(g, prefix))
+        failed("keel_jit_save");
+    else
+        rc = 0;
+    if (rc == 0)
+        printf("exported %s.keel.json (%d nodes) and %s.safetensors\n",
+               prefix, keel_graph_num_nodes(g), prefix);
+    keel_graph_free(g);
+    keel_layer_train(model);
+    return rc;
+}
+
+/* Accuracy of the saved graph at `prefix` in a Predictor on `device`
+ * (precision: the auto_cast dtype the eager evaluation used, or float32),
+ * over one pass of `dl`. */
+static int evaluate_predictor(const char *prefix, const char *device,
+                              keel_dtype precision, keel_dataloader *dl,
+                              double *acc, double *images_per_s)
+{
+    keel_inference_config *cfg = NULL;
+    keel_predictor *p = NULL;
+    keel_batch b = {0};
+    keel_tensor *pred = NULL;
+    int64_t *ph = NULL, *lh = NULL, correct = 0, total = 0;
+    double seconds = 0;
+    bool end = false;
+    int rc = -1;
+
+    if (keel_inference_config_create(prefix, &cfg) ||
+        keel_inference_config_set_device(cfg, device) ||
+        keel_inference_config_set_precision(cfg, precision) ||
+        keel_predictor_create(cfg, &p)) {
+        failed("creating the predictor");
+        goto out;
+    }
+    if (keel_dataloader_reset(dl)) {
+        failed("keel_dataloader_reset");
+        goto out;
+    }
+    for (;;) {
+        keel_io_handle *out;
+        double t0;
+
+        if (keel_dataloader_next(dl, &b, &end)) {
+            failed("keel_dataloader_next");
+            goto out;
+        }
+        if (end)
+            break;
+        t0 = now_s();
+        if (keel_io_handle_share(keel_predictor_input_handle(p, "image"),
+                                 b.fields[0]) ||
+            keel_predictor_run(p)) {
+            failed("keel_predictor_run");
+            goto out;
+        }
+        out = keel_predictor_output_handle(p, keel_predictor_output_name(p, 0));
+        if (keel_argmax(keel_io_handle_tensor(out), 1, false, &pred)) {
+            failed("keel_argmax");
+            goto out;
+        }
+        ph = malloc((size_t)b.size * sizeof(*ph));
+        lh = malloc((size_t)b.size * sizeof(*lh));
+        if (!ph || !lh) {
+            fprintf(stderr, "keel-mnist: out of memory\n");
+            goto out;
+        }
+        if (keel_tensor_to_host(pred, ph, (size_t)b.size * sizeof(*ph)) ||
+            keel_tensor_to_host(b.fields[1], lh,
+                                (size_t)b.size * sizeof(*lh))) {
+            failed("keel_tensor_to_host");
+            goto out;
+        }
+        seconds += now_s() - t0;
+        for (int64_t i = 0; i < b.size; i++)
+            correct += ph[i] == lh[i];
+        total += b.size;
+        free(ph);
+        free(lh);
+        ph = lh = NULL;
+        keel_tensor_free(pred);
+        pred = NULL;
+        keel_batch_release(&b);
+    }
+    *acc = total ? (double)correct / (double)total : 0.0;
+    *images_per_s = seconds > 0 ? (double)total / seconds : 0.0;
+    rc = 0;
+out:
+    free(ph);
+    free(lh);
+    keel_tensor_free(pred);
+    keel_batch_release(&b);
+    keel_predictor_free(p);
+    keel_inference_config_free(cfg);
     return rc;
 }
 
@@ -853,6 +986,23 @@ int main(int argc, char **argv)
     if (acc != acc2) {
         fprintf(stderr, "keel-mnist: the reloaded model disagrees\n");
         goto out;
+    }
+    if (o.export_prefix) {
+        double acc3 = -1.0, ips = 0;
+
+        if (export_model(model, o.export_prefix) ||
+            evaluate_predictor(o.export_prefix, o.device,
+                               amp ? o.amp_dtype : KEEL_F32, test_dl, &acc3,
+                               &ips))
+            goto out;
+        printf("predictor %s: trained model %.2f%%, predictor %.2f%% (%s), "
+               "%.0f images/s\n",
+               o.export_prefix, 100.0 * acc, 100.0 * acc3,
+               acc == acc3 ? "identical" : "MISMATCH", ips);
+        if (acc != acc3) {
+            fprintf(stderr, "keel-mnist: the predictor disagrees\n");
+            goto out;
+        }
     }
     rc = 0;
 out:
