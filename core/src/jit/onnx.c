@@ -2205,8 +2205,9 @@ static bool known_onnx_type(int64_t t)
 
 /* Check tensor t against its dims and type and copy its data to the host
  * (into c). */
-static keel_status decode_tensor(struct im *im, const Onnx__TensorProto *t,
-                                 const char *what, struct ent *c)
+static keel_status decode_tensor_data(struct im *im,
+                                      const Onnx__TensorProto *t,
+                                      const char *what, struct ent *c)
 {
     const char *nm = t->name && *t->name ? t->name : "(unnamed)";
     int64_t numel;
@@ -2326,6 +2327,22 @@ static keel_status decode_tensor(struct im *im, const Onnx__TensorProto *t,
                        "data field holds another count or is the wrong "
                        "field for the type",
                    what, nm, numel, onnx_type_name(t->data_type));
+}
+
+/* A tensor's dtype, dims and data into c (c->data malloc'd); on an error
+ * nothing stays allocated. */
+static keel_status decode_tensor(struct im *im, const Onnx__TensorProto *t,
+                                 const char *what, struct ent *c)
+{
+    keel_status st;
+
+    c->data = NULL;
+    st = decode_tensor_data(im, t, what, c);
+    if (st != KEEL_STATUS_OK) {
+        free(c->data);
+        c->data = NULL;
+    }
+    return st;
 }
 
 /* The constant's elements as int64 (int32 or int64, 0-d or 1-D). */
