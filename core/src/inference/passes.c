@@ -563,8 +563,7 @@ static keel_status compact(const keel_graph *g, const bool *dead,
     }
     for (int k = 0; st == KEEL_STATUS_OK && k < g->nnode; k++) {
         const struct jit_node *a = &g->node[k];
-        int in[KEEL_MAX_OP_INPUTS], o[KEEL_MAX_OP_OUTPUTS], idx;
-        struct jit_node *b;
+        int in[KEEL_MAX_OP_INPUTS], o[KEEL_MAX_OP_OUTPUTS];
 
         if (dead[k])
             continue;
@@ -572,19 +571,9 @@ static keel_status compact(const keel_graph *g, const bool *dead,
             in[j] = map[a->in[j]];
         for (int j = 0; j < a->nout; j++)
             o[j] = map[a->out[j]];
-        idx = keel__graph_add_node(c, a->kind, a->op, in, a->nin, o, a->nout);
-        if (idx < 0) {
-            st = keel_last_status();
+        st = keel__graph_copy_node(c, a, in, o);
+        if (st != KEEL_STATUS_OK)
             break;
-        }
-        b = &c->node[idx];
-        b->np = a->np;
-        memcpy(b->p, a->p, sizeof(a->p));
-        memcpy(b->pd, a->pd, sizeof(a->pd));
-        for (int j = 0; st == KEEL_STATUS_OK && j < a->nattrs; j++) {
-            st = keel__graph_set_attr(b, j, &a->attrs[j]);
-            b->nattrs = j + 1;
-        }
     }
     for (int i = 0; st == KEEL_STATUS_OK && i < g->nin; i++)
         st = keel__graph_add_input(c, map[g->in[i]]);

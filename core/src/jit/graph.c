@@ -522,6 +522,26 @@ keel_status keel_graph_run(const keel_graph *g, keel_tensor *const *inputs,
                               num_outputs, 0, NULL);
 }
 
+keel_status keel__graph_copy_node(keel_graph *c, const struct jit_node *a,
+                                  const int *in, const int *out)
+{
+    struct jit_node *b;
+    keel_status st = KEEL_STATUS_OK;
+    int k = keel__graph_add_node(c, a->kind, a->op, in, a->nin, out, a->nout);
+
+    if (k < 0)
+        return keel_last_status();
+    b = &c->node[k];
+    b->np = a->np;
+    memcpy(b->p, a->p, sizeof(a->p));
+    memcpy(b->pd, a->pd, sizeof(a->pd));
+    for (int j = 0; st == KEEL_STATUS_OK && j < a->nattrs; j++) {
+        st = keel__graph_set_attr(b, j, &a->attrs[j]);
+        b->nattrs = j + 1;
+    }
+    return st;
+}
+
 keel_status keel__graph_clone(const keel_graph *g, keel_graph **out)
 {
     keel_graph *c = NULL;
@@ -544,25 +564,9 @@ keel_status keel__graph_clone(const keel_graph *g, keel_graph **out)
         if (a->data)
             b->data = keel_tensor_ref(a->data);
     }
-    for (int n = 0; st == KEEL_STATUS_OK && n < g->nnode; n++) {
-        const struct jit_node *a = &g->node[n];
-        struct jit_node *b;
-        int k = keel__graph_add_node(c, a->kind, a->op, a->in, a->nin, a->out,
-                                     a->nout);
-
-        if (k < 0) {
-            st = keel_last_status();
-            break;
-        }
-        b = &c->node[k];
-        b->np = a->np;
-        memcpy(b->p, a->p, sizeof(a->p));
-        memcpy(b->pd, a->pd, sizeof(a->pd));
-        for (int j = 0; st == KEEL_STATUS_OK && j < a->nattrs; j++) {
-            st = keel__graph_set_attr(b, j, &a->attrs[j]);
-            b->nattrs = j + 1;
-        }
-    }
+    for (int n = 0; st == KEEL_STATUS_OK && n < g->nnode; n++)
+        st = keel__graph_copy_node(c, &g->node[n], g->node[n].in,
+                                   g->node[n].out);
     for (int i = 0; st == KEEL_STATUS_OK && i < g->nin; i++)
         st = keel__graph_add_input(c, g->in[i]);
     for (int i = 0; st == KEEL_STATUS_OK && i < g->nout; i++)

@@ -108,6 +108,10 @@ keel_status keel__graph_run_ex(const keel_graph *g, keel_tensor *const *inputs,
 keel_status keel__graph_run_node(const keel_graph *g, const struct jit_node *n,
                                  keel_tensor **vals, const int64_t *sym,
                                  keel_tensor **outs, int *nout);
+/** Append a copy of node a (kind, op, view parameters, attributes) to c,
+ *  reading values `in` and making `out` (a->nin and a->nout of them). */
+keel_status keel__graph_copy_node(keel_graph *c, const struct jit_node *a,
+                                  const int *in, const int *out);
 /** A deep copy sharing the constants' tensors. */
 keel_status keel__graph_clone(const keel_graph *g, keel_graph **out);
 /** One more reference (keel_graph_free drops one). */
