@@ -60,19 +60,6 @@ static int usage(const char *fmt, const char *arg)
     return keel_cli_usage_error(&keel_cmd_bench, fmt, arg ? arg : "");
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -115,7 +102,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         if (!strncmp(a, "--plugin", 8)) {
             o->plugin = v;
         } else if (!strncmp(a, "--device", 8)) {
-            if (!parse_long(v, 0, INT32_MAX, &o->device))
+            if (!keel_cli_parse_long(v, 0, INT32_MAX, &o->device))
                 return usage("--device: '%s' is not a device index", v);
         } else if (!strncmp(a, "--filter", 8)) {
             o->filter = v;
@@ -137,7 +124,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
                              "(0, 3600]", v);
             o->min_time = v;
         } else if (!strncmp(a, "--repetitions", 13)) {
-            if (!parse_long(v, 1, 1000, &o->repetitions))
+            if (!keel_cli_parse_long(v, 1, 1000, &o->repetitions))
                 return usage("--repetitions: '%s' is not in [1, 1000]", v);
         } else if (!strncmp(a, "--peak", 6)) {
             char *end;

@@ -16,6 +16,7 @@
 #ifndef KEEL_CLI_H
 #define KEEL_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +92,9 @@ const char *keel_cli_dtype_name(keel_dtype dtype);
  * bit 0); NULL for a bit this CLI does not know.
  */
 const char *keel_cli_feature_name(unsigned bit);
+
+/** A whole decimal number in [lo, hi], the whole of s; false otherwise. */
+bool keel_cli_parse_long(const char *s, long lo, long hi, long *out);
 
 /** Human-readable byte count: "512 B", "1.5 KiB", "23.4 GiB". */
 void keel_cli_format_bytes(uint64_t bytes, char *buf, size_t size);

@@ -1,8 +1,10 @@
 /*
- * keel CLI — small formatting helpers shared by the subcommands.
+ * keel CLI — small formatting and parsing helpers shared by the subcommands.
  */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *keel_cli_dtype_name(keel_dtype dtype)
@@ -87,4 +89,17 @@ size_t keel_cli_field_len(const char *field, size_t capacity)
     const char *nul = memchr(field, '\0', capacity);
 
     return nul ? (size_t)(nul - field) : capacity;
+}
+
+bool keel_cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
 }

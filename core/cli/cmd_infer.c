@@ -9,7 +9,6 @@
  *   keel export-onnx PREFIX OUT.onnx [--opset N]
  *   keel import-onnx IN.onnx PREFIX
  */
-#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -25,15 +24,12 @@
 #define MAX_INPUTS 64
 #define MAX_DELETED 16
 
-/* A positive int from text; false for anything else. */
+/* An int in [lo, hi] from text; false for anything else. */
 static bool parse_count(const char *s, int lo, int hi, int *out)
 {
-    char *end;
     long v;
 
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    if (!keel_cli_parse_long(s, lo, hi, &v))
         return false;
     *out = (int)v;
     return true;
