@@ -341,13 +341,39 @@ out:
 
 /* ---- evaluation ---------------------------------------------------------- */
 
+/* Add to *correct how many of the n rows of logits have their largest
+ * value at the label's index. */
+static int count_correct(const keel_tensor *logits, const keel_tensor *labels,
+                         int64_t n, int64_t *correct)
+{
+    keel_tensor *pred = NULL;
+    int64_t *ph = malloc((size_t)n * sizeof(*ph));
+    int64_t *lh = malloc((size_t)n * sizeof(*lh));
+    int rc = -1;
+
+    if (!ph || !lh)
+        fprintf(stderr, "keel-mnist: out of memory\n");
+    else if (keel_argmax(logits, 1, false, &pred))
+        failed("keel_argmax");
+    else if (keel_tensor_to_host(pred, ph, (size_t)n * sizeof(*ph)) ||
+             keel_tensor_to_host(labels, lh, (size_t)n * sizeof(*lh)))
+        failed("keel_tensor_to_host");
+    else
+        rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++)
+        *correct += ph[i] == lh[i];
+    keel_tensor_free(pred);
+    free(ph);
+    free(lh);
+    return rc;
+}
+
 /* Accuracy over one pass of `dl` (eval mode, no grad); *acc in [0, 1]. */
 static int evaluate(keel_layer *model, keel_dataloader *dl,
                     const keel_amp_options *amp, double *acc)
 {
     keel_batch b = {0};
-    keel_tensor *logits = NULL, *pred = NULL;
-    int64_t *ph = NULL, *lh = NULL;
+    keel_tensor *logits = NULL;
     int64_t correct = 0, total = 0;
     bool end = false;
     int rc = -1;
@@ -378,39 +404,16 @@ static int evaluate(keel_layer *model, keel_dataloader *dl,
         }
         if (amp)
             keel_amp_end();
-        if (keel_argmax(logits, 1, false, &pred)) {
-            failed("keel_argmax");
+        if (count_correct(logits, b.fields[1], b.size, &correct))
             goto out;
-        }
-        ph = malloc((size_t)b.size * sizeof(*ph));
-        lh = malloc((size_t)b.size * sizeof(*lh));
-        if (!ph || !lh) {
-            fprintf(stderr, "keel-mnist: out of memory\n");
-            goto out;
-        }
-        if (keel_tensor_to_host(pred, ph, (size_t)b.size * sizeof(*ph)) ||
-            keel_tensor_to_host(b.fields[1], lh,
-                                (size_t)b.size * sizeof(*lh))) {
-            failed("keel_tensor_to_host");
-            goto out;
-        }
-        for (int64_t i = 0; i < b.size; i++)
-            correct += ph[i] == lh[i];
         total += b.size;
-        free(ph);
-        free(lh);
-        ph = lh = NULL;
-        keel_tensor_free(pred);
         keel_tensor_free(logits);
-        pred = logits = NULL;
+        logits = NULL;
         keel_batch_release(&b);
     }
     *acc = total ? (double)correct / (double)total : 0.0;
     rc = 0;
 out:
-    free(ph);
-    free(lh);
-    keel_tensor_free(pred);
     keel_tensor_free(logits);
     keel_batch_release(&b);
     keel_no_grad_end();
@@ -456,8 +459,7 @@ static int evaluate_predictor(const char *prefix, const char *device,
     keel_inference_config *cfg = NULL;
     keel_predictor *p = NULL;
     keel_batch b = {0};
-    keel_tensor *pred = NULL;
-    int64_t *ph = NULL, *lh = NULL, correct = 0, total = 0;
+    int64_t correct = 0, total = 0;
     double seconds = 0;
     bool end = false;
     int rc = -1;
@@ -491,40 +493,17 @@ static int evaluate_predictor(const char *prefix, const char *device,
             goto out;
         }
         out = keel_predictor_output_handle(p, keel_predictor_output_name(p, 0));
-        if (keel_argmax(keel_io_handle_tensor(out), 1, false, &pred)) {
-            failed("keel_argmax");
+        if (count_correct(keel_io_handle_tensor(out), b.fields[1], b.size,
+                          &correct))
             goto out;
-        }
-        ph = malloc((size_t)b.size * sizeof(*ph));
-        lh = malloc((size_t)b.size * sizeof(*lh));
-        if (!ph || !lh) {
-            fprintf(stderr, "keel-mnist: out of memory\n");
-            goto out;
-        }
-        if (keel_tensor_to_host(pred, ph, (size_t)b.size * sizeof(*ph)) ||
-            keel_tensor_to_host(b.fields[1], lh,
-                                (size_t)b.size * sizeof(*lh))) {
-            failed("keel_tensor_to_host");
-            goto out;
-        }
         seconds += now_s() - t0;
-        for (int64_t i = 0; i < b.size; i++)
-            correct += ph[i] == lh[i];
         total += b.size;
-        free(ph);
-        free(lh);
-        ph = lh = NULL;
-        keel_tensor_free(pred);
-        pred = NULL;
         keel_batch_release(&b);
     }
     *acc = total ? (double)correct / (double)total : 0.0;
     *images_per_s = seconds > 0 ? (double)total / seconds : 0.0;
     rc = 0;
 out:
-    free(ph);
-    free(lh);
-    keel_tensor_free(pred);
     keel_batch_release(&b);
     keel_predictor_free(p);
     keel_inference_config_free(cfg);
