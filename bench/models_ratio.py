@@ -95,6 +95,22 @@ def run_py(fw, model, mode, threads, secs, smoke):
     return r["ms_median"], rss, r["version"]
 
 
+def compare_cells(theirs, keel):
+    """Two table cells from per-round (ms, rss) lists of one framework and
+    of keel: its median ms, and keel's speed against it (median over
+    rounds of its ms / keel's ms, with the min and max)."""
+    ratios = [o[0] / k[0] for o, k in zip(theirs, keel)]
+    return [f"{statistics.median(x[0] for x in theirs):.3g}",
+            f"{statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f})"]
+
+
+def rss_cell(runs):
+    """The median peak RSS of each framework's runs, "a / b / c"."""
+    return " / ".join(f"{statistics.median(x[1] for x in r):.0f}"
+                      for r in runs)
+
+
 def have(module):
     return subprocess.run([sys.executable, "-c", f"import {module}"],
                           capture_output=True).returncode == 0
@@ -149,14 +165,8 @@ def main():
             row = [f"{model} {mode}", str(t),
                    f"{statistics.median(x[0] for x in k):.3g}"]
             for fw in fws[1:]:
-                o = res[(model, mode, t, fw)]
-                ratios = [oo[0] / kk[0] for oo, kk in zip(o, k)]
-                row += [f"{statistics.median(x[0] for x in o):.3g}",
-                        f"{statistics.median(ratios):.2f}x "
-                        f"({min(ratios):.2f}-{max(ratios):.2f})"]
-            row.append(" / ".join(
-                f"{statistics.median(x[1] for x in res[(model, mode, t, f)]):.0f}"
-                for f in fws))
+                row += compare_cells(res[(model, mode, t, fw)], k)
+            row.append(rss_cell(res[(model, mode, t, f)] for f in fws))
             lines.append("| " + " | ".join(row) + " |")
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)

@@ -1,8 +1,9 @@
 /*
  * Models the jit, inference and ONNX tests trace: an MLP, LeNet, a
  * conv-BatchNorm residual block and a post-LayerNorm transformer encoder
- * block (4 heads of 8 on hidden 32, FFN 64) whose forward reads the batch
- * and sequence from its input. Each returns a new layer in training mode;
+ * block (4 heads of 8 on hidden 32, FFN 64; other sizes from
+ * encoder_sized) whose forward reads the batch, sequence and hidden size
+ * from its input. Each returns a new layer in training mode;
  * CUnit asserts on failure.
  */
 #ifndef KEEL_TEST_JIT_MODELS_H
@@ -99,13 +100,13 @@ static inline keel_layer *resblock(void)
     return m;
 }
 
-/* Post-LayerNorm encoder block, 4 heads of 8 on hidden 32, FFN 64. */
+/* Post-LayerNorm encoder block, 4 heads on the input's hidden size. */
 static inline keel_status encoder_forward(keel_layer *self,
                                           keel_tensor *const *in, int n,
                                           keel_tensor **out)
 {
     const int64_t *sh = keel_tensor_shape(in[0]);
-    int64_t B = sh[0], S = sh[1];
+    int64_t B = sh[0], S = sh[1], H = sh[2], D = H / 4;
     keel_tensor *h[3] = {0}, *t = NULL, *u = NULL, *sc = NULL, *x1 = NULL;
     static const char *const qkv[3] = {"q", "k", "v"};
     keel_status st = KEEL_STATUS_OK;
@@ -122,7 +123,7 @@ static inline keel_status encoder_forward(keel_layer *self,
     } while (0)
     for (int i = 0; i < 3; i++) {
         DO(keel_layer_call(keel_layer_sublayer(self, qkv[i]), in[0], &t));
-        DO(keel_reshape(t, 4, (int64_t[]){B, S, 4, 8}, &u));
+        DO(keel_reshape(t, 4, (int64_t[]){B, S, 4, D}, &u));
         keel_tensor_free(t);
         t = NULL;
         DO(keel_permute(u, (int[]){0, 2, 1, 3}, &h[i]));
@@ -130,7 +131,7 @@ static inline keel_status encoder_forward(keel_layer *self,
         u = NULL;
     }
     DO(keel_matmul(h[0], h[1], false, true, &t));
-    DO(keel_full(0, NULL, KEEL_F32, 1.0 / sqrt(8.0), NULL, &sc));
+    DO(keel_full(0, NULL, KEEL_F32, 1.0 / sqrt((double)D), NULL, &sc));
     DO(keel_multiply(t, sc, &u));
     SWAP(t);
     DO(keel_softmax(t, -1, &u));
@@ -139,7 +140,7 @@ static inline keel_status encoder_forward(keel_layer *self,
     SWAP(t);
     DO(keel_permute(t, (int[]){0, 2, 1, 3}, &u));
     SWAP(t);
-    DO(keel_reshape(t, 3, (int64_t[]){B, S, 32}, &u));
+    DO(keel_reshape(t, 3, (int64_t[]){B, S, H}, &u));
     SWAP(t);
     DO(keel_layer_call(keel_layer_sublayer(self, "o"), t, &u));
     SWAP(t);
@@ -167,25 +168,28 @@ static inline keel_status encoder_forward(keel_layer *self,
 
 static const keel_layer_ops encoder_ops = {"Encoder", encoder_forward, NULL};
 
-static inline keel_layer *encoder(void)
+/* The block on hidden size `hidden` (a multiple of 4), FFN `ffn`. */
+static inline keel_layer *encoder_sized(int64_t hidden, int64_t ffn)
 {
     keel_layer *m, *s;
     static const char *const lin[] = {"q", "k", "v", "o"};
 
     OK(keel_layer_create(&encoder_ops, NULL, &m));
     for (int i = 0; i < 4; i++) {
-        OK(keel_nn_linear(32, 32, NULL, NULL, &s));
+        OK(keel_nn_linear(hidden, hidden, NULL, NULL, &s));
         OK(keel_layer_add_sublayer(m, lin[i], s));
     }
-    OK(keel_nn_linear(32, 64, NULL, NULL, &s));
+    OK(keel_nn_linear(hidden, ffn, NULL, NULL, &s));
     OK(keel_layer_add_sublayer(m, "ff1", s));
-    OK(keel_nn_linear(64, 32, NULL, NULL, &s));
+    OK(keel_nn_linear(ffn, hidden, NULL, NULL, &s));
     OK(keel_layer_add_sublayer(m, "ff2", s));
-    OK(keel_nn_layer_norm(1, (int64_t[]){32}, 1e-5, &s));
+    OK(keel_nn_layer_norm(1, (int64_t[]){hidden}, 1e-5, &s));
     OK(keel_layer_add_sublayer(m, "ln1", s));
-    OK(keel_nn_layer_norm(1, (int64_t[]){32}, 1e-5, &s));
+    OK(keel_nn_layer_norm(1, (int64_t[]){hidden}, 1e-5, &s));
     OK(keel_layer_add_sublayer(m, "ln2", s));
     return m;
 }
+
+static inline keel_layer *encoder(void) { return encoder_sized(32, 64); }
 
 #endif /* KEEL_TEST_JIT_MODELS_H */
