@@ -88,14 +88,18 @@ def main():
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split()]
-    import numpy as np
-
     fws = ["keel", "ort"] + [f for f in ("torch", "paddle") if have(f)]
     missing = [f for f in ("torch", "paddle") if f not in fws]
     if not have("onnxruntime"):
         sys.exit("onnxruntime is missing from this Python: run "
                  "'bash tools/deps.sh' and use .venv/bin/python")
-    work = tempfile.mkdtemp(prefix="keel-infer-bench-")
+    with tempfile.TemporaryDirectory(prefix="keel-infer-bench-") as work:
+        return measure_all(a, threads, fws, missing, work)
+
+
+def measure_all(a, threads, fws, missing, work):
+    import numpy as np
+
     subprocess.run([os.path.join(a.build, "bench", "keel-infer-models"),
                     work], check=True, env=keel_env(a.build, 1),
                    stdout=subprocess.DEVNULL)

@@ -2,7 +2,7 @@
  * keel infer, keel export-onnx, keel import-onnx — the deployment path
  * from the command line (docs/cli.md, docs/inference.md).
  *
- *   keel infer PREFIX --input NAME=FILE.npy ... [--device NAME]
+ *   keel infer PREFIX|MODEL.onnx --input NAME=FILE.npy ... [--device NAME]
  *              [--precision DTYPE] [--threads N] [--no-ir-optim]
  *              [--no-memory-optim] [--delete-pass PASS]... [--runs N]
  *              [--output-dir DIR] [--summary]
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <keel/inference.h>
 #include <keel/io.h>
@@ -263,6 +264,55 @@ static int infer_outputs(const struct infer_args *a, keel_predictor *p)
     return KEEL_EXIT_OK;
 }
 
+/* An ONNX model: imported and saved as a graph in a new temporary folder
+ * (dir), whose prefix replaces a->prefix. */
+static int infer_import(struct infer_args *a, char *dir, size_t dsize,
+                        char *prefix, size_t psize)
+{
+    const keel_cli_command *cmd = &keel_cmd_infer;
+    const char *tmp = getenv("TMPDIR");
+    keel_graph *g = NULL;
+    keel_status st;
+    int n = snprintf(dir, dsize, "%s/keel-infer-XXXXXX",
+                     tmp && *tmp ? tmp : "/tmp");
+
+    if (n < 0 || (size_t)n >= dsize || !mkdtemp(dir)) {
+        dir[0] = '\0';
+        fprintf(stderr, "keel infer: cannot make a temporary folder for "
+                        "the imported model (TMPDIR)\n");
+        return KEEL_EXIT_ERROR;
+    }
+    snprintf(prefix, psize, "%s/model", dir);
+    st = keel_onnx_import(a->prefix, "cpu", &g);
+    if (st == KEEL_STATUS_OK)
+        st = keel_jit_save(g, prefix);
+    keel_graph_free(g);
+    if (st != KEEL_STATUS_OK)
+        return keel_cli_runtime_error(cmd, a->prefix, st);
+    a->prefix = prefix;
+    return KEEL_EXIT_OK;
+}
+
+static void infer_import_clean(const char *dir)
+{
+    char path[4200];
+
+    if (!dir[0])
+        return;
+    snprintf(path, sizeof(path), "%s/model.keel.json", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static bool is_onnx(const char *path)
+{
+    size_t n = strlen(path);
+
+    return n > 5 && !strcmp(path + n - 5, ".onnx");
+}
+
 static int cmd_infer_run(int argc, char **argv)
 {
     const keel_cli_command *cmd = &keel_cmd_infer;
@@ -270,11 +320,15 @@ static int cmd_infer_run(int argc, char **argv)
     keel_inference_config *cfg = NULL;
     keel_predictor *p = NULL;
     double *ms = NULL;
+    char dir[4096] = "", prefix[4200];
     int rc = infer_parse(argc, argv, &a);
 
     if (rc != KEEL_EXIT_OK)
         return rc;
-    rc = infer_config(&a, &cfg);
+    if (is_onnx(a.prefix))
+        rc = infer_import(&a, dir, sizeof(dir), prefix, sizeof(prefix));
+    if (rc == KEEL_EXIT_OK)
+        rc = infer_config(&a, &cfg);
     if (rc == KEEL_EXIT_OK) {
         keel_status st = keel_predictor_create(cfg, &p);
         if (st != KEEL_STATUS_OK)
@@ -317,12 +371,14 @@ static int cmd_infer_run(int argc, char **argv)
     free(ms);
     keel_predictor_free(p);
     keel_inference_config_free(cfg);
+    infer_import_clean(dir);
     return rc;
 }
 
 const keel_cli_command keel_cmd_infer = {
     .name = "infer",
-    .synopsis = "PREFIX --input [NAME=]FILE.npy ... [--device NAME] "
+    .synopsis = "PREFIX|MODEL.onnx --input [NAME=]FILE.npy ... "
+                "[--device NAME] "
                 "[--precision float32|float16|bfloat16] [--threads N] "
                 "[--no-ir-optim] [--no-memory-optim] [--delete-pass PASS] "
                 "[--runs N] [--output-dir DIR] [--summary]",
@@ -341,8 +397,9 @@ const keel_cli_command keel_cmd_infer = {
         "dead_code_elimination), --no-memory-optim keeps every\n"
         "intermediate until the run ends. --runs N runs N times and prints\n"
         "the median, minimum and maximum time of a run; --summary prints\n"
-        "what the passes did and the last run's memory. An ONNX model is\n"
-        "converted first with `keel import-onnx`.\n",
+        "what the passes did and the last run's memory. A MODEL.onnx is\n"
+        "imported first (as keel import-onnx does) into a temporary folder,\n"
+        "removed afterwards.\n",
     .run = cmd_infer_run,
 };
 

@@ -23,9 +23,9 @@ import     builds models with onnx.helper (no keel involved): an MLP of
            and compares.
 cli        the import models again, through the command line: `keel
            import-onnx`, then `keel infer --output-dir` at batch 1 and 64
-           against onnxruntime on the original model, and `keel
-           export-onnx --opset 18` of the imported graph run by
-           onnxruntime against the same.
+           against onnxruntime on the original model, `keel infer` on the
+           .onnx file itself likewise, and `keel export-onnx --opset 18`
+           of the imported graph run by onnxruntime against the same.
 self-test  only the checks below.
 
 Each mode first prove that the comparison fails when it should: keel's
@@ -450,6 +450,19 @@ def check_cli(args):
             row(f"{name}.back.onnx", b, ok, a, r, why)
             failures += not ok
             count += 2
+            # keel infer on the .onnx file itself (imported on the fly)
+            outdir = os.path.join(args.workdir, f"{name}.b{b}.direct")
+            os.makedirs(outdir)
+            if keel("infer", path, "--input", xin, "--output-dir",
+                    outdir) != 0:
+                print(f"FAIL: keel infer {name}.onnx at batch {b}")
+                failures += 1
+                continue
+            got = np.load(os.path.join(outdir, sorted(os.listdir(outdir))[0]))
+            ok, a, r, why = compare(got, ref)
+            row(f"keel infer {name}.onnx", b, ok, a, r, why)
+            failures += not ok
+            count += 1
     print(f"cli: {count} comparisons, {failures} failures")
     return 1 if failures else 0
 
