@@ -274,6 +274,89 @@ static void test_passes_odd(void)
     keel_layer_free(m);
 }
 
+/* relu(x @ w + b), and with `twice` (x @ w + b) + x @ w: what ONNX
+ * models from other frameworks hold as MatMul + Add. */
+static keel_status mm_add_forward(keel_layer *self, keel_tensor *const *in,
+                                  int n, keel_tensor **out)
+{
+    keel_tensor *z = NULL, *y = NULL;
+    keel_status st;
+    bool twice = keel_layer_parameter(self, "twice") != NULL;
+
+    (void)n;
+    st = keel_matmul(in[0], keel_layer_parameter(self, "w"), false, false,
+                     &z);
+    if (st == KEEL_STATUS_OK)
+        st = keel_add(z, keel_layer_parameter(self, "b"), &y);
+    if (st == KEEL_STATUS_OK)
+        st = twice ? keel_add(y, z, out) : keel_relu(y, out);
+    keel_tensor_free(z);
+    keel_tensor_free(y);
+    return st;
+}
+
+static const keel_layer_ops mm_add_ops = {"MatMulAdd", mm_add_forward, NULL};
+
+static keel_layer *mm_add_layer(bool twice)
+{
+    keel_layer *m;
+    keel_tensor *t;
+
+    OK(keel_layer_create(&mm_add_ops, NULL, &m));
+    OK(keel_randn(2, (int64_t[]){6, 4}, KEEL_F32, NULL, &t));
+    OK(keel_layer_add_parameter(m, "w", t));
+    keel_tensor_free(t);
+    OK(keel_randn(1, (int64_t[]){4}, KEEL_F32, NULL, &t));
+    OK(keel_layer_add_parameter(m, "b", t));
+    keel_tensor_free(t);
+    if (twice) {
+        OK(keel_zeros(1, (int64_t[]){1}, KEEL_F32, NULL, &t));
+        OK(keel_layer_add_parameter(m, "twice", t));
+        keel_tensor_free(t);
+    }
+    return m;
+}
+
+static void test_linear_folding(void)
+{
+    keel_layer *m = mm_add_layer(false), *m2 = mm_add_layer(true);
+    const char *prefix = save_model("mmadd", m, 3, (int64_t[]){-1, 5, 6});
+    keel_predictor *off = make(prefix, false, NULL);
+    keel_predictor *lf = make(prefix, true, "linear_folding");
+    keel_predictor *all = make(prefix, true, NULL), *lf2;
+    keel_tensor *x;
+    bool bitwise;
+    double d;
+
+    /* matmul, add, relu -> linear, relu -> fused_linear */
+    CU_ASSERT_EQUAL(keel_graph_num_nodes(keel_predictor_graph(off)), 3);
+    CU_ASSERT_EQUAL(keel_graph_num_nodes(keel_predictor_graph(lf)), 2);
+    CU_ASSERT_EQUAL(count_op(keel_predictor_graph(lf), "linear"), 1);
+    CU_ASSERT_EQUAL(count_op(keel_predictor_graph(lf), "add"), 0);
+    CU_ASSERT_EQUAL(keel_graph_num_nodes(keel_predictor_graph(all)), 1);
+    CU_ASSERT_EQUAL(count_op(keel_predictor_graph(all), "fused_linear"), 1);
+    OK(keel_randn(3, (int64_t[]){7, 5, 6}, KEEL_F32, NULL, &x));
+    d = versus_eager(lf, m, x, &bitwise);
+    CU_ASSERT_TRUE(d <= 1e-6);
+    d = versus_eager(all, m, x, &bitwise);
+    CU_ASSERT_TRUE(d <= 1e-6);
+    printf("\n  matmul + add -> linear: max rel diff %.3g from eager%s", d,
+           bitwise ? " (bitwise)" : "");
+    keel_tensor_free(x);
+    /* The matmul's result is read again: nothing to fold. */
+    keel_layer_eval(m2);
+    prefix = save_model("mmadd2", m2, 3, (int64_t[]){-1, 5, 6});
+    lf2 = make(prefix, true, "linear_folding");
+    CU_ASSERT_EQUAL(count_op(keel_predictor_graph(lf2), "matmul"), 1);
+    CU_ASSERT_EQUAL(count_op(keel_predictor_graph(lf2), "linear"), 0);
+    keel_predictor_free(off);
+    keel_predictor_free(lf);
+    keel_predictor_free(all);
+    keel_predictor_free(lf2);
+    keel_layer_free(m);
+    keel_layer_free(m2);
+}
+
 static void test_clone_handles(void)
 {
     keel_layer *m = lenet_model();
@@ -403,6 +486,7 @@ int main(void)
          test_passes_alone},
         {"constant folding, dead code, transposes, alone and together",
          test_passes_odd},
+        {"matmul + bias add folded into linear", test_linear_folding},
         {"clones and handles", test_clone_handles},
         {"memory optimisation", test_memory},
         {"bfloat16 precision", test_precision},

@@ -219,6 +219,75 @@ static keel_status fold_bn(const keel_tensor *w, const keel_tensor *b,
     return st;
 }
 
+/* ---- linear folding ----------------------------------------------------------- */
+
+/*
+ * matmul(x, W) whose only reader adds a bias b: W a constant [in, out]
+ * and b a constant [out] of the same dtype, no transposes, becomes
+ * linear(x, W, b) (what ONNX models from other frameworks carry as
+ * MatMul + Add). The bias then enters the GEMM's sums before the last
+ * block of the inner dimension is added rather than after it, so results
+ * may differ from the pair by rounding.
+ */
+static const keel_attr *attr_of(const struct jit_node *n, const char *name);
+
+static bool is_bias_for(const struct jit_value *b, const struct jit_value *w,
+                        keel_dtype dt)
+{
+    return b->kind == JIT_CONST && b->data && b->dtype == dt &&
+           b->ndim == 1 && keel_tensor_ndim(b->data) == 1 &&
+           keel_tensor_shape(b->data)[0] == keel_tensor_shape(w->data)[1];
+}
+
+static keel_status linear_folding(struct pass_ctx *c)
+{
+    keel_graph *g = c->g;
+
+    for (int k = 0; k < g->nnode; k++) {
+        struct jit_node *n = &g->node[k], *a;
+        const struct jit_value *w;
+        const keel_attr *tx, *ty;
+        keel_dtype dt;
+        int r, b;
+
+        if (c->dead[k] || n->kind != JIT_OP || n->op != KEEL_OP_MATMUL ||
+            n->nin != 2)
+            continue;
+        tx = attr_of(n, "transpose_x");
+        ty = attr_of(n, "transpose_y");
+        w = &g->val[n->in[1]];
+        dt = g->val[n->out[0]].dtype;
+        if ((tx && tx->v.i) || (ty && ty->v.i) || w->kind != JIT_CONST ||
+            !w->data || keel_tensor_ndim(w->data) != 2 || w->dtype != dt ||
+            g->val[n->in[0]].dtype != dt || g->val[n->in[0]].ndim < 2)
+            continue;
+        r = sole_reader(c, n->out[0]);
+        if (r < 0)
+            continue;
+        a = &g->node[r];
+        if (a->kind != JIT_OP || a->op != KEEL_OP_ADD || a->nin != 2 ||
+            g->val[a->out[0]].dtype != dt)
+            continue;
+        b = a->in[0] == n->out[0] ? a->in[1] : a->in[0];
+        if (a->in[0] == a->in[1] || !is_bias_for(&g->val[b], w, dt))
+            continue;
+        {
+            int *in = realloc(n->in, 3 * sizeof(int));
+            if (!in)
+                return oom();
+            n->in = in;
+        }
+        n->op = KEEL_OP_LINEAR;
+        n->nin = 3;
+        n->in[2] = b;
+        n->nattrs = 0; /* matmul's two bools; linear has none */
+        n->out[0] = a->out[0];
+        c->dead[r] = true;
+        c->changed += 2;
+    }
+    return KEEL_STATUS_OK;
+}
+
 static keel_status batch_norm_folding(struct pass_ctx *c)
 {
     keel_graph *g = c->g;
@@ -488,6 +557,9 @@ static const struct {
     {"constant_folding",
      "run nodes whose inputs are all constants once, at creation",
      constant_folding},
+    {"linear_folding",
+     "matmul by a constant weight + a constant bias add -> one linear",
+     linear_folding},
     {"batch_norm_folding",
      "fold an inference BatchNorm into the conv2d or linear before it",
      batch_norm_folding},
