@@ -38,19 +38,24 @@ static int readers(const struct pass_ctx *c, int v, bool *is_output)
     return n;
 }
 
-/* The live node reading v, when exactly one does and v is no output. */
+/* The live node reading v, when exactly one read of v exists and v is no
+ * output; else -1. */
 static int sole_reader(const struct pass_ctx *c, int v)
 {
-    bool out;
+    int found = -1;
 
-    if (readers(c, v, &out) != 1 || out)
-        return -1;
+    for (int i = 0; i < c->g->nout; i++)
+        if (c->g->out[i] == v)
+            return -1;
     for (int k = 0; k < c->g->nnode; k++)
         if (!c->dead[k])
             for (int j = 0; j < c->g->node[k].nin; j++)
-                if (c->g->node[k].in[j] == v)
-                    return k;
-    return -1;
+                if (c->g->node[k].in[j] == v) {
+                    if (found >= 0)
+                        return -1;
+                    found = k;
+                }
+    return found;
 }
 
 /* Every read of `from` (live nodes, graph outputs) reads `to` instead. */
@@ -280,7 +285,7 @@ static keel_status linear_folding(struct pass_ctx *c)
         n->op = KEEL_OP_LINEAR;
         n->nin = 3;
         n->in[2] = b;
-        n->nattrs = 0; /* matmul's two bools; linear has none */
+        keel__graph_clear_attrs(n); /* matmul's; linear has none */
         n->out[0] = a->out[0];
         c->dead[r] = true;
         c->changed += 2;
@@ -482,21 +487,11 @@ static keel_status fuse_activation(struct pass_ctx *c)
             fused.nattrs = j + 1;
         }
         if (st != KEEL_STATUS_OK) {
-            for (int j = 0; j < fused.nattrs; j++)
-                if (fused.attrs[j].type == KEEL_ATTR_STRING)
-                    free((char *)fused.attrs[j].v.s);
-                else if (fused.attrs[j].type == KEEL_ATTR_INTS)
-                    free((int64_t *)fused.attrs[j].v.ints.data);
+            keel__graph_clear_attrs(&fused);
             return st;
         }
         /* Swap the attributes in: free the old payloads. */
-        for (int j = 0; j < n->nattrs; j++)
-            if (n->attrs[j].type == KEEL_ATTR_STRING)
-                free((char *)n->attrs[j].v.s);
-            else if (n->attrs[j].type == KEEL_ATTR_INTS)
-                free((int64_t *)n->attrs[j].v.ints.data);
-            else if (n->attrs[j].type == KEEL_ATTR_FLOATS)
-                free((double *)n->attrs[j].v.floats.data);
+        keel__graph_clear_attrs(n);
         memcpy(n->attrs, fused.attrs, sizeof(fused.attrs));
         n->nattrs = fused.nattrs;
         n->op = f;

@@ -266,7 +266,7 @@ const char *keel__graph_shape_str(const keel_graph *g,
     return buf;
 }
 
-static void node_free(struct jit_node *n)
+void keel__graph_clear_attrs(struct jit_node *n)
 {
     for (int k = 0; k < n->nattrs; k++) {
         keel_attr *a = &n->attrs[k];
@@ -277,6 +277,12 @@ static void node_free(struct jit_node *n)
         else if (a->type == KEEL_ATTR_FLOATS)
             free((double *)a->v.floats.data);
     }
+    n->nattrs = 0;
+}
+
+static void node_free(struct jit_node *n)
+{
+    keel__graph_clear_attrs(n);
     free(n->in);
     free(n->out);
 }
@@ -360,11 +366,6 @@ static keel_status bind_inputs(const keel_graph *g, keel_tensor *const *in,
     return KEEL_STATUS_OK;
 }
 
-static bool is_float(keel_dtype d)
-{
-    return d == KEEL_F32 || d == KEEL_F16 || d == KEEL_BF16 || d == KEEL_F64;
-}
-
 static keel_status check_output(const keel_graph *g, int n, int value,
                                 const keel_tensor *t, const int64_t *sym,
                                 bool any_float)
@@ -372,7 +373,8 @@ static keel_status check_output(const keel_graph *g, int n, int value,
     const struct jit_value *v = &g->val[value];
     char a[160], b[128];
     bool ok = (t->dtype == v->dtype ||
-               (any_float && is_float(t->dtype) && is_float(v->dtype))) &&
+               (any_float && keel__dtype_is_float(t->dtype) &&
+                keel__dtype_is_float(v->dtype))) &&
               t->ndim == v->ndim;
 
     for (int d = 0; ok && d < v->ndim; d++) {

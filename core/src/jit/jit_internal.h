@@ -77,6 +77,8 @@ int keel__graph_add_value(keel_graph *g, enum jit_value_kind kind,
 int keel__graph_add_node(keel_graph *g, enum jit_node_kind kind,
                          keel_op_id op, const int *in, int nin,
                          const int *out, int nout);
+/** Free node n's attribute payloads and leave it with none. */
+void keel__graph_clear_attrs(struct jit_node *n);
 /** Copy attribute a into node n (payload copied); OK or OUT_OF_MEMORY. */
 keel_status keel__graph_set_attr(struct jit_node *n, int k, const keel_attr *a);
 /** Add a graph input or output (value id; output name copied). */

@@ -135,12 +135,6 @@ static const char *onnx_type_name(int64_t t)
     return "an unknown type";
 }
 
-static bool is_float(keel_dtype dt)
-{
-    return dt == KEEL_F32 || dt == KEEL_F64 || dt == KEEL_F16 ||
-           dt == KEEL_BF16;
-}
-
 static bool little_endian(void)
 {
     const uint16_t one = 1;
@@ -1249,7 +1243,7 @@ static keel_status write_op(struct ex *e, const struct jit_node *nd)
     case KEEL_OP_REMAINDER:
         in[0] = as_dtype(e, in[0], x->dtype, ydt);
         in[1] = as_dtype(e, in[1], g->val[nd->in[1]].dtype, ydt);
-        if (!is_float(ydt)) {
+        if (!keel__dtype_is_float(ydt)) {
             if (nd->op == KEEL_OP_FLOOR_DIVIDE)
                 return refuse(e, "integer floor division (ONNX's Div "
                                  "truncates)");
@@ -1322,8 +1316,9 @@ static keel_status write_op(struct ex *e, const struct jit_node *nd)
         double lo = kattr_f(nd, "min"), hi = kattr_f(nd, "max");
         const char *ins[3] = {in[0], "", ""};
 
-        if (!is_float(ydt) && ((isfinite(lo) && lo != floor(lo)) ||
-                               (isfinite(hi) && hi != floor(hi))))
+        if (!keel__dtype_is_float(ydt) &&
+            ((isfinite(lo) && lo != floor(lo)) ||
+             (isfinite(hi) && hi != floor(hi))))
             return refuse(e, "fractional bounds on integers");
         if (isfinite(lo))
             ins[1] = init_scalar(e, ydt, lo);
@@ -2915,7 +2910,7 @@ static keel_status bcast(struct im *im, const struct vinfo *a,
 static keel_status need_float(struct im *im, const struct vinfo *v,
                               const char *what)
 {
-    if (!is_float(v->dt))
+    if (!keel__dtype_is_float(v->dt))
         return unsupported(im, "%s is %s; keel's op takes floating types",
                            what, keel_dtype_name(v->dt));
     return KEEL_STATUS_OK;
@@ -2957,7 +2952,7 @@ static keel_status imp_elementwise(struct im *im, keel_op_id op)
     if (op == KEEL_OP_WHERE && a[0].dt != KEEL_BOOL)
         return corrupt(im, "the condition is %s, not bool",
                        keel_dtype_name(a[0].dt));
-    if (op == KEEL_OP_DIVIDE && !is_float(a[0].dt))
+    if (op == KEEL_OP_DIVIDE && !keel__dtype_is_float(a[0].dt))
         return unsupported(im, "integer Div truncates; keel's divide is "
                                "true division");
     TRY(bcast(im, &a[0], &a[1], &o));
@@ -3560,7 +3555,7 @@ static keel_status reduce_value(struct im *im, keel_op_id op, int v,
         else if (keep)
             o.d[o.ndim++] = dS(1);
     }
-    if (op == KEEL_OP_SUM && !is_float(a.dt))
+    if (op == KEEL_OP_SUM && !keel__dtype_is_float(a.dt))
         o.dt = KEEL_I64;
     if (op == KEEL_OP_ARGMAX || op == KEEL_OP_ARGMIN)
         o.dt = KEEL_I64;
@@ -3672,7 +3667,7 @@ static keel_status imp_batch_norm(struct im *im)
     for (int i = 1; i < 5; i++) {
         int64_t c, pc;
         TRY(in_val(im, (size_t)i, &in[i], &p));
-        if (p.ndim != 1 || !is_float(p.dt) ||
+        if (p.ndim != 1 || !keel__dtype_is_float(p.dt) ||
             (dstatic(x.d[1], &c) && dstatic(p.d[0], &pc) && c != pc))
             return corrupt(im, "input %d must be 1-D with X's %s channels",
                            i, "C");
@@ -3973,7 +3968,7 @@ static keel_status imp_gather(struct im *im)
     if (idx.ndim <= 1) {
         at.v.i = ax;
         TRY(op1v(im, KEEL_OP_GATHER, in, 2, &at, 1, &o, &y));
-    } else if (ax == 0 && x.ndim == 2 && is_float(x.dt)) {
+    } else if (ax == 0 && x.ndim == 2 && keel__dtype_is_float(x.dt)) {
         /* Rows of a table for a batch of ids: an embedding. */
         TRY(op1v(im, KEEL_OP_EMBEDDING, (int[]){in[1], in[0]}, 2, NULL, 0,
                  &o, &y));

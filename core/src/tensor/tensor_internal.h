@@ -84,6 +84,13 @@ keel_status keel__tensor_copy_values(keel_tensor *dst, const keel_tensor *src);
  *  the limits below, i.e. those of live tensors). */
 int64_t keel__numel(int ndim, const int64_t *shape);
 
+/** Whether dt is one of the floating dtypes (float32, float64, float16,
+ *  bfloat16): the catalog's KEEL_DT_FLOAT mask. */
+static inline bool keel__dtype_is_float(keel_dtype dt)
+{
+    return (KEEL_DTYPE_BIT(dt) & KEEL_DT_FLOAT) != 0;
+}
+
 /*
  * Size limits, checked once where a shape enters: tensor creation, every
  * new storage (keel__tensor_new), reshape and expand, and file headers.
