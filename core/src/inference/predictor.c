@@ -47,8 +47,9 @@ struct keel_io_handle {
 struct keel_predictor {
     struct shared *sh;
     keel_io_handle *in, *out;
-    uint64_t *value_bytes;
-    keel_predictor_memory_info mem;
+    uint64_t *value_bytes;  /* the last completed run's, per value */
+    uint64_t *run_bytes;    /* the run in progress writes here */
+    uint64_t run_peak_bytes; /* the last run's */
     bool ran;
 };
 
@@ -181,7 +182,8 @@ static keel_status make_handles(keel_predictor *p)
     p->out = calloc((size_t)(g->nout ? g->nout : 1), sizeof(*p->out));
     p->value_bytes = calloc((size_t)(g->nval ? g->nval : 1),
                             sizeof(uint64_t));
-    if (!p->in || !p->out || !p->value_bytes)
+    p->run_bytes = calloc((size_t)(g->nval ? g->nval : 1), sizeof(uint64_t));
+    if (!p->in || !p->out || !p->value_bytes || !p->run_bytes)
         return oom();
     for (int i = 0; i < g->nin; i++) {
         p->in[i].index = i;
@@ -216,6 +218,7 @@ void keel_predictor_free(keel_predictor *p)
     free(p->in);
     free(p->out);
     free(p->value_bytes);
+    free(p->run_bytes);
     shared_free(p->sh);
     free(p);
 }
@@ -492,7 +495,7 @@ keel_status keel_predictor_run(keel_predictor *p)
         flags |= KEEL__RUN_ANY_FLOAT;
     }
     st = keel__graph_run_ex(g, ins, g->nin, outs, 64, &got, flags,
-                            p->value_bytes);
+                            p->run_bytes);
     if (amp)
         (void)keel_amp_end();
     if (st != KEEL_STATUS_OK)
@@ -513,17 +516,33 @@ keel_status keel_predictor_run(keel_predictor *p)
     if (st != KEEL_STATUS_OK)
         return st;
     if (keel_memory_stats_get(p->sh->device, &after) == KEEL_STATUS_OK)
-        p->mem.run_peak_bytes = after.peak_allocated > before.allocated
-                                    ? after.peak_allocated - before.allocated
-                                    : 0;
-    p->mem.planned_peak_bytes = plan_peak(g, p->value_bytes);
-    p->mem.unplanned_bytes = 0;
-    for (int v = 0; v < g->nval; v++)
-        if (p->value_bytes[v] != UINT64_MAX)
-            p->mem.unplanned_bytes +=
-                (p->value_bytes[v] + 63) & ~(uint64_t)63;
+        p->run_peak_bytes = after.peak_allocated > before.allocated
+                                ? after.peak_allocated - before.allocated
+                                : 0;
+    {
+        uint64_t *t = p->value_bytes;
+        p->value_bytes = p->run_bytes;
+        p->run_bytes = t;
+    }
     p->ran = true;
     return KEEL_STATUS_OK;
+}
+
+/* The last run's figures; the plan is worked out from its value sizes
+ * when asked for, not on every run. All zero before a run. */
+static keel_predictor_memory_info memory_info(const keel_predictor *p)
+{
+    const keel_graph *g = p->sh->g;
+    keel_predictor_memory_info m = {0};
+
+    if (!p->ran)
+        return m;
+    m.run_peak_bytes = p->run_peak_bytes;
+    m.planned_peak_bytes = plan_peak(g, p->value_bytes);
+    for (int v = 0; v < g->nval; v++)
+        if (p->value_bytes[v] != UINT64_MAX)
+            m.unplanned_bytes += (p->value_bytes[v] + 63) & ~(uint64_t)63;
+    return m;
 }
 
 keel_status keel_predictor_memory(const keel_predictor *p,
@@ -531,17 +550,19 @@ keel_status keel_predictor_memory(const keel_predictor *p,
 {
     NEED(p && out, "keel_predictor_memory: NULL argument");
     NEED(p->ran, "keel_predictor_memory: the predictor has not run yet");
-    *out = p->mem;
+    *out = memory_info(p);
     return KEEL_STATUS_OK;
 }
 
 int keel_predictor_summary(const keel_predictor *p, char *buf, size_t size)
 {
     const struct shared *s;
+    keel_predictor_memory_info m;
 
     if (!p)
         return snprintf(buf, size, "(no predictor)");
     s = p->sh;
+    m = memory_info(p);
     return snprintf(
         buf, size,
         "device %s, precision %s, %d nodes -> %d after passes (%s), memory "
@@ -554,8 +575,7 @@ int keel_predictor_summary(const keel_predictor *p, char *buf, size_t size)
         s->threads && !s->threads_applied
             ? " (KEEL_CPU_THREADS was set by the user)"
             : "",
-        p->mem.run_peak_bytes, p->mem.planned_peak_bytes,
-        p->mem.unplanned_bytes);
+        m.run_peak_bytes, m.planned_peak_bytes, m.unplanned_bytes);
 }
 
 /* ---- handles ------------------------------------------------------------------- */
