@@ -71,6 +71,27 @@ static void replace_uses(struct pass_ctx *c, int from, int to)
             c->g->out[i] = to;
 }
 
+/* Give node n a third input (a bias), its first two kept. */
+static keel_status with_bias_slot(struct jit_node *n)
+{
+    if (n->nin < 3) {
+        int *in = realloc(n->in, 3 * sizeof(int));
+        if (!in)
+            return oom();
+        n->in = in;
+        n->nin = 3;
+    }
+    return KEEL_STATUS_OK;
+}
+
+/* Node n now makes what node r, its sole reader, made; r is dropped. */
+static void absorb(struct pass_ctx *c, struct jit_node *n, int r)
+{
+    n->out[0] = c->g->node[r].out[0];
+    c->dead[r] = true;
+    c->changed += 2;
+}
+
 static bool all_static(const struct jit_value *v)
 {
     for (int d = 0; d < v->ndim; d++)
@@ -276,19 +297,12 @@ static keel_status linear_folding(struct pass_ctx *c)
         b = a->in[0] == n->out[0] ? a->in[1] : a->in[0];
         if (a->in[0] == a->in[1] || !is_bias_for(&g->val[b], w, dt))
             continue;
-        {
-            int *in = realloc(n->in, 3 * sizeof(int));
-            if (!in)
-                return oom();
-            n->in = in;
-        }
+        if (with_bias_slot(n) != KEEL_STATUS_OK)
+            return keel_last_status();
         n->op = KEEL_OP_LINEAR;
-        n->nin = 3;
         n->in[2] = b;
         keel__graph_clear_attrs(n); /* matmul's; linear has none */
-        n->out[0] = a->out[0];
-        c->dead[r] = true;
-        c->changed += 2;
+        absorb(c, n, r);
     }
     return KEEL_STATUS_OK;
 }
@@ -362,19 +376,12 @@ static keel_status batch_norm_folding(struct pass_ctx *c)
         keel_tensor_free(b2);
         if (st != KEEL_STATUS_OK)
             return st;
-        if (n->nin < 3) {
-            int *in = realloc(n->in, 3 * sizeof(int));
-            if (!in)
-                return oom();
-            n->in = in;
-            n->nin = 3;
-        }
+        if (with_bias_slot(n) != KEEL_STATUS_OK)
+            return keel_last_status();
         n->in[1] = nw;
         n->in[2] = nb;
         /* The conv now makes what the BatchNorm made. */
-        n->out[0] = bn->out[0];
-        c->dead[r] = true;
-        c->changed += 2;
+        absorb(c, n, r);
     }
     return KEEL_STATUS_OK;
 }
@@ -495,9 +502,7 @@ static keel_status fuse_activation(struct pass_ctx *c)
         memcpy(n->attrs, fused.attrs, sizeof(fused.attrs));
         n->nattrs = fused.nattrs;
         n->op = f;
-        n->out[0] = a->out[0];
-        c->dead[r] = true;
-        c->changed += 2;
+        absorb(c, n, r);
     }
     return KEEL_STATUS_OK;
 }
