@@ -4,7 +4,10 @@
  * stored-block encoder of our own so zlib's writer is not the only
  * witness), corrupt IDX files, the MNIST convenience, and the loader:
  * coverage, shuffle determinism, drop_last, epochs, prefetch, teardown
- * mid-epoch, collation shapes and device placement, error propagation.
+ * mid-epoch, collation shapes and device placement, error propagation,
+ * and sharding an epoch across data-parallel ranks as Paddle's
+ * DistributedBatchSampler does (against orders worked out here, by hand
+ * and from Philox, not by the library).
  *
  * When /usr/share/datasets/fashion-mnist exists (Debian's
  * dataset-fashion-mnist), one more test checks the real training set;
@@ -26,6 +29,7 @@
 
 #include <keel/data.h>
 #include <keel/ops.h>
+#include <keel/philox.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -1190,6 +1194,451 @@ static void test_loader_errors(void)
     keel_dataset_free(ds);
 }
 
+/* ---- sharding across ranks ---------------------------------------------- */
+
+/* A loader for rank `rank` of `replicas`. */
+static keel_dataloader *shard_loader(keel_dataset *ds, int64_t bs,
+                                     bool shuffle, uint64_t seed,
+                                     bool drop_last, int32_t replicas,
+                                     int32_t rank, int prefetch)
+{
+    keel_dataloader_config cfg;
+    keel_dataloader *dl = NULL;
+
+    keel_dataloader_config_init(&cfg);
+    cfg.batch_size = bs;
+    cfg.shuffle = shuffle;
+    cfg.seed = seed;
+    cfg.drop_last = drop_last;
+    cfg.prefetch = prefetch;
+    cfg.num_replicas = replicas;
+    cfg.rank = rank;
+    if (keel_dataloader_create(ds, &cfg, &dl))
+        fprintf(stderr, "\n  shard_loader: %s\n", keel_last_error());
+    return dl;
+}
+
+/* The single-replica order as docs/data.md writes it, computed here again
+ * from Philox so that the library is not its own witness: 0 .. n-1, then
+ * (with shuffle) Fisher-Yates from the top, j = 64 Philox bits of
+ * counter (i, epoch) under key seed, mod i + 1. */
+static void documented_order(bool shuffle, uint64_t seed, uint64_t epoch,
+                             int64_t *order, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    for (int64_t i = n - 1; shuffle && i > 0; i--) {
+        uint32_t c[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32),
+                         (uint32_t)epoch, (uint32_t)(epoch >> 32)};
+        uint64_t r;
+        int64_t j, t;
+
+        keel_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+        r = (uint64_t)c[1] << 32 | c[0];
+        j = (int64_t)(r % (uint64_t)(i + 1));
+        t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* Paddle's padded epoch: 0 .. n-1 followed by 0, 1, ... up to `total`
+ * entries, shuffled by the permutation of length `total`. */
+static void padded_order(bool shuffle, uint64_t seed, uint64_t epoch,
+                         int64_t n, int64_t total, int64_t *out)
+{
+    documented_order(shuffle, seed, epoch, out, total);
+    for (int64_t j = 0; j < total; j++)
+        out[j] %= n;
+}
+
+/* (a) One replica — by default, explicitly, as 0, or through a config of
+ * the size older callers pass — serves what loaders always served. */
+static void test_shard_one_replica(void)
+{
+    enum { N = 67 };
+    keel_dataset *ds = index_dataset(N);
+    int64_t want[N], got[N], ran[N];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        for (int how = 0; how < 5; how++) {
+            keel_dataloader_config cfg;
+            keel_dataloader *dl = NULL;
+
+            keel_dataloader_config_init(&cfg);
+            CU_ASSERT_EQUAL(cfg.num_replicas, 1);
+            CU_ASSERT_EQUAL(cfg.rank, 0);
+            cfg.batch_size = 4;
+            cfg.shuffle = shuffle;
+            cfg.seed = 21;
+            cfg.prefetch = how % 2 ? 0 : 2;
+            if (how == 1) {
+                cfg.num_replicas = 0; /* a zeroed field means 1 */
+            } else if (how == 2) {
+                cfg.num_replicas = 1;
+            } else {
+                /* The config as it was before num_replicas and rank: what
+                 * lies past its end is not read. Its sizeof (how 4) took
+                 * in the tail padding where num_replicas now lives. */
+                cfg.struct_size = how == 3 ?
+                    (uint32_t)offsetof(keel_dataloader_config,
+                                       num_replicas) :
+                    (uint32_t)offsetof(keel_dataloader_config, rank);
+                cfg.num_replicas = 5;
+                cfg.rank = 4;
+            }
+            OK(keel_dataloader_create(ds, &cfg, &dl));
+            CU_ASSERT_EQUAL(keel_dataloader_num_batches(dl), 17);
+            for (uint64_t e = 0; e < 3; e++) {
+                documented_order(shuffle, 21, e, want, N);
+                OK(keel_dataloader_rank_order(dl, e, got, N));
+                CU_ASSERT(!memcmp(got, want, sizeof(want)));
+                OK(keel_dataloader_epoch_order(dl, e, got, N));
+                CU_ASSERT(!memcmp(got, want, sizeof(want)));
+                CU_ASSERT_EQUAL(run_epoch(dl, ran, NULL, NULL), N);
+                CU_ASSERT(!memcmp(ran, want, sizeof(want)));
+            }
+            keel_dataloader_free(dl);
+        }
+    }
+    keel_dataset_free(ds);
+}
+
+/* Every rank's order for one configuration: orders[r][0 .. per_rank). */
+static bool rank_orders(keel_dataset *ds, int64_t bs, bool shuffle,
+                        int32_t replicas, uint64_t epoch, int64_t per_rank,
+                        int64_t **orders)
+{
+    bool good = true;
+
+    for (int32_t r = 0; r < replicas; r++) {
+        keel_dataloader *dl = shard_loader(ds, bs, shuffle, 99, false,
+                                           replicas, r, 0);
+
+        orders[r] = malloc((size_t)per_rank * sizeof(int64_t));
+        if (!dl || !orders[r]) {
+            keel_dataloader_free(dl);
+            return false;
+        }
+        good = good && ok_(keel_dataloader_rank_order(dl, epoch, orders[r],
+                                                      per_rank),
+                           "rank_order");
+        /* Exactly per_rank samples: one less does not fit. */
+        good = good && keel_dataloader_rank_order(dl, epoch, orders[r],
+                                                  per_rank - 1) ==
+                           KEEL_STATUS_INVALID_ARGUMENT;
+        good = good && keel_dataloader_num_batches(dl) ==
+                           (per_rank + bs - 1) / bs;
+        keel_dataloader_free(dl);
+    }
+    return good;
+}
+
+/* Calls check(...) for every configuration of (b) and (d). */
+typedef void (*shard_check)(int64_t n, int64_t bs, int32_t replicas,
+                            int64_t per_rank, const int64_t *padded,
+                            int64_t *const *orders);
+
+static void shard_grid(shard_check check)
+{
+    static const int64_t ns[] = {10, 11, 64, 67}, bss[] = {1, 3, 4};
+    static const int32_t reps[] = {2, 3};
+
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        int64_t n = ns[a];
+        keel_dataset *ds = index_dataset(n);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+        for (size_t b = 0; b < sizeof(bss) / sizeof(bss[0]); b++)
+            for (size_t c = 0; c < sizeof(reps) / sizeof(reps[0]); c++)
+                for (int shuffle = 0; shuffle < 2; shuffle++)
+                    for (uint64_t epoch = 0; epoch < 4; epoch += 3) {
+                        int32_t rp = reps[c];
+                        int64_t per_rank = (n + rp - 1) / rp;
+                        int64_t total = per_rank * rp;
+                        int64_t *padded = malloc((size_t)total * 8);
+                        int64_t *orders[3] = {NULL, NULL, NULL};
+
+                        CU_ASSERT_FATAL(padded != NULL);
+                        padded_order(shuffle, 99, epoch, n, total, padded);
+                        CU_ASSERT(rank_orders(ds, bss[b], shuffle, rp, epoch,
+                                              per_rank, orders));
+                        if (orders[rp - 1])
+                            check(n, bss[b], rp, per_rank, padded, orders);
+                        for (int r = 0; r < 3; r++)
+                            free(orders[r]);
+                        free(padded);
+                    }
+        keel_dataset_free(ds);
+    }
+}
+
+/* (b): the ranks together hold the padded list as a multiset — each
+ * sample once, the first total - n twice — and nothing else. */
+static void check_cover(int64_t n, int64_t bs, int32_t replicas,
+                        int64_t per_rank, const int64_t *padded,
+                        int64_t *const *orders)
+{
+    int64_t total = per_rank * replicas, *count = calloc((size_t)n, 8);
+    bool good = true;
+
+    (void)bs;
+    (void)padded;
+    CU_ASSERT_FATAL(count != NULL);
+    for (int32_t r = 0; r < replicas; r++)
+        for (int64_t i = 0; i < per_rank; i++) {
+            int64_t s = orders[r][i];
+
+            if (s < 0 || s >= n)
+                good = false;
+            else
+                count[s]++;
+        }
+    for (int64_t s = 0; s < n; s++)
+        good = good && count[s] == (s < total - n ? 2 : 1);
+    if (!good)
+        fprintf(stderr, "\n  cover: n %lld bs %lld replicas %d\n",
+                (long long)n, (long long)bs, (int)replicas);
+    CU_ASSERT(good);
+    free(count);
+}
+
+static void test_shard_covers_padded_list(void)
+{
+    shard_grid(check_cover);
+}
+
+/* (d): step k of data-parallel training — rank 0's batch k, rank 1's
+ * batch k, ... side by side — is the slice [k*B*R, (k+1)*B*R) of the
+ * padded epoch; the short last batches together are its tail. */
+static void check_steps(int64_t n, int64_t bs, int32_t replicas,
+                        int64_t per_rank, const int64_t *padded,
+                        int64_t *const *orders)
+{
+    int64_t full = per_rank / bs, last = per_rank % bs, at = 0;
+    bool good = true;
+
+    for (int64_t k = 0; k < full; k++)
+        for (int32_t r = 0; r < replicas; r++) {
+            CU_ASSERT_EQUAL(at, k * bs * replicas + r * bs);
+            good = good && !memcmp(orders[r] + k * bs, padded + at,
+                                   (size_t)bs * 8);
+            at += bs;
+        }
+    for (int32_t r = 0; r < replicas; r++) {
+        good = good && !memcmp(orders[r] + full * bs, padded + at,
+                               (size_t)last * 8);
+        at += last;
+    }
+    CU_ASSERT_EQUAL(at, per_rank * replicas);
+    if (!good)
+        fprintf(stderr, "\n  steps: n %lld bs %lld replicas %d\n",
+                (long long)n, (long long)bs, (int)replicas);
+    CU_ASSERT(good);
+}
+
+static void test_shard_steps_interleave(void)
+{
+    shard_grid(check_steps);
+}
+
+/* (c) Worked by hand from Paddle's algorithm, without the library.
+ *
+ * n = 10, num_replicas = 3, batch_size = 2, no shuffle:
+ *   num_samples = ceil(10 / 3) = 4, total_size = 4 * 3 = 12;
+ *   padded = 0 1 2 3 4 5 6 7 8 9 | 0 1 (the first 12 - 10 = 2 again);
+ *   last_batch_size = 12 % (2 * 3) = 0, last_local = 0;
+ *   rank r reads [i, i+2) for i = 2r, 2r + 6 (while i < 12):
+ *     rank 0: i = 0, 6  -> 0 1 6 7
+ *     rank 1: i = 2, 8  -> 2 3 8 9
+ *     rank 2: i = 4, 10 -> 4 5 0 1
+ *   and each rank has 2 batches of 2.
+ *
+ * n = 7, num_replicas = 2, batch_size = 3, no shuffle:
+ *   num_samples = ceil(7 / 2) = 4, total_size = 8;
+ *   padded = 0 1 2 3 4 5 6 | 0;
+ *   last_batch_size = 8 % (3 * 2) = 2, last_local = 2 / 2 = 1;
+ *   rank r reads [i, i+3) for i = 3r while i < 8 - 2 = 6 (step 6):
+ *     rank 0: i = 0 -> 0 1 2;  rank 1: i = 3 -> 3 4 5;
+ *   then the tail padded[6 .. 8) = 6 0, one each:
+ *     rank 0: + [0, 1) of it -> 6;  rank 1: + [1, 2) of it -> 0;
+ *   so rank 0 = 0 1 2 6 and rank 1 = 3 4 5 0: batches [0 1 2] [6] and
+ *   [3 4 5] [0]; with drop_last only [0 1 2] and [3 4 5].
+ *
+ * num_replicas = 1 << 20, batch_size 1, n = 10: num_samples = 1 and the
+ * last rank, 1048575, reads padded[1048575] = 1048575 mod 10 = 5. */
+static void test_shard_by_hand(void)
+{
+    static const int64_t ten[3][4] = {{0, 1, 6, 7}, {2, 3, 8, 9},
+                                      {4, 5, 0, 1}};
+    static const int64_t seven[2][4] = {{0, 1, 2, 6}, {3, 4, 5, 0}};
+    keel_dataset *ds = index_dataset(10);
+    int64_t got[4], ran[4], sizes[4], nb;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    for (int32_t r = 0; r < 3; r++) {
+        keel_dataloader *dl = shard_loader(ds, 2, false, 0, false, 3, r, 2);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dl);
+        OK(keel_dataloader_rank_order(dl, 0, got, 4));
+        CU_ASSERT(!memcmp(got, ten[r], sizeof(got)));
+        CU_ASSERT_EQUAL(keel_dataloader_num_batches(dl), 2);
+        CU_ASSERT_EQUAL(run_epoch(dl, ran, &nb, sizes), 4);
+        CU_ASSERT(nb == 2 && sizes[0] == 2 && sizes[1] == 2);
+        CU_ASSERT(!memcmp(ran, ten[r], sizeof(ran)));
+        keel_dataloader_free(dl);
+    }
+    keel_dataset_free(ds);
+
+    ds = index_dataset(7);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    for (int32_t r = 0; r < 2; r++)
+        for (int drop = 0; drop < 2; drop++) {
+            keel_dataloader *dl = shard_loader(ds, 3, false, 0, drop, 2, r,
+                                               drop ? 0 : 1);
+
+            CU_ASSERT_PTR_NOT_NULL_FATAL(dl);
+            OK(keel_dataloader_rank_order(dl, 0, got, 4));
+            CU_ASSERT(!memcmp(got, seven[r], sizeof(got)));
+            CU_ASSERT_EQUAL(keel_dataloader_num_batches(dl), drop ? 1 : 2);
+            CU_ASSERT_EQUAL(run_epoch(dl, ran, &nb, sizes), drop ? 3 : 4);
+            CU_ASSERT_EQUAL(nb, drop ? 1 : 2);
+            CU_ASSERT_EQUAL(sizes[0], 3);
+            if (!drop)
+                CU_ASSERT_EQUAL(sizes[1], 1);
+            CU_ASSERT(!memcmp(ran, seven[r], (size_t)(drop ? 3 : 4) * 8));
+            keel_dataloader_free(dl);
+        }
+    keel_dataset_free(ds);
+
+    ds = index_dataset(10);
+    {
+        keel_dataloader *dl = shard_loader(ds, 1, false, 0, false, 1 << 20,
+                                           (1 << 20) - 1, 0);
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dl);
+        OK(keel_dataloader_rank_order(dl, 0, got, 1));
+        CU_ASSERT_EQUAL(got[0], 5);
+        CU_ASSERT_EQUAL(keel_dataloader_num_batches(dl), 1);
+        keel_dataloader_free(dl);
+    }
+    keel_dataset_free(ds);
+}
+
+/* (e) Bad values are refused with messages that name them. */
+static void test_shard_errors(void)
+{
+    keel_dataset *ds = index_dataset(10);
+    keel_dataset *huge = toy_dataset(INT64_MAX - 5, NULL, NULL);
+    keel_dataloader_config cfg;
+    keel_dataloader *dl = NULL;
+    int64_t order[4];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
+    keel_dataloader_config_init(&cfg);
+    cfg.prefetch = 0;
+    cfg.num_replicas = -1;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "num_replicas -1 is outside [1, 1048576]");
+    CU_ASSERT_PTR_NULL(dl);
+    cfg.num_replicas = (1 << 20) + 1;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "num_replicas 1048577 is outside [1, 1048576]");
+    cfg.num_replicas = INT32_MIN;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "num_replicas -2147483648 is outside");
+    cfg.num_replicas = 3;
+    cfg.rank = 3;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "rank 3 is outside [0, 3) for num_replicas 3");
+    cfg.rank = -1;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "rank -1 is outside [0, 3)");
+    cfg.num_replicas = 0; /* means 1, so only rank 0 exists */
+    cfg.rank = 1;
+    ERR(keel_dataloader_create(ds, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "rank 1 is outside [0, 1) for num_replicas 1");
+    CU_ASSERT_PTR_NULL(dl);
+
+    /* Padding a near-2^63 dataset to a multiple of 16 overflows; a 2^62
+     * one on one rank cannot be indexed in memory. */
+    cfg.num_replicas = 16;
+    cfg.rank = 0;
+    ERR(keel_dataloader_create(huge, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "for 16 replicas need more indices than this machine can address");
+    CU_ASSERT_PTR_NULL(dl);
+    keel_dataset_free(huge);
+    huge = toy_dataset((int64_t)1 << 62, NULL, NULL);
+    cfg.num_replicas = 1;
+    ERR(keel_dataloader_create(huge, &cfg, &dl), KEEL_STATUS_INVALID_ARGUMENT,
+        "more indices than this machine can address");
+    keel_dataset_free(huge);
+
+    /* rank_order's arguments. */
+    cfg.num_replicas = 3;
+    cfg.rank = 2;
+    OK(keel_dataloader_create(ds, &cfg, &dl));
+    ERR(keel_dataloader_rank_order(dl, 0, order, 3),
+        KEEL_STATUS_INVALID_ARGUMENT,
+        "room for 3 indices, rank 2 of 3 has 4 samples");
+    ERR(keel_dataloader_rank_order(dl, 0, NULL, 4),
+        KEEL_STATUS_INVALID_ARGUMENT, "order is NULL");
+    ERR(keel_dataloader_rank_order(NULL, 0, order, 4),
+        KEEL_STATUS_INVALID_ARGUMENT, "loader is NULL");
+    OK(keel_dataloader_rank_order(dl, 0, order, 4));
+    keel_dataloader_free(dl);
+    keel_dataset_free(ds);
+}
+
+/* (f) The batches carry the samples rank_order names, epoch after epoch,
+ * through reset and set_epoch, with and without the prefetch thread. */
+static void test_shard_batches_follow_rank_order(void)
+{
+    enum { N = 67, S = 23 }; /* S = ceil(67 / 3) */
+    keel_dataset *ds = index_dataset(N);
+    int64_t want[S], got[S], sizes[8], nb;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    for (int32_t r = 0; r < 3; r++)
+        for (int drop = 0; drop < 2; drop++) {
+            keel_dataloader *dl = shard_loader(ds, 4, true, 5, drop, 3, r,
+                                               drop ? 3 : 0);
+            int64_t len = drop ? 20 : S;
+
+            CU_ASSERT_PTR_NOT_NULL_FATAL(dl);
+            CU_ASSERT_EQUAL(keel_dataloader_num_batches(dl), drop ? 5 : 6);
+            for (uint64_t e = 0; e < 2; e++) {
+                OK(keel_dataloader_rank_order(dl, e, want, S));
+                CU_ASSERT_EQUAL(run_epoch(dl, got, &nb, sizes), len);
+                CU_ASSERT_EQUAL(nb, drop ? 5 : 6);
+                for (int64_t i = 0; i < nb; i++)
+                    CU_ASSERT_EQUAL(sizes[i], i < 5 ? 4 : 3);
+                CU_ASSERT(!memcmp(got, want, (size_t)len * 8));
+            }
+            /* The next call begins epoch 2; reset abandons it for 3. */
+            {
+                keel_batch b;
+                bool end;
+
+                OK(keel_dataloader_next(dl, &b, &end));
+                CU_ASSERT(!end && b.epoch == 2);
+                keel_batch_release(&b);
+            }
+            OK(keel_dataloader_reset(dl));
+            OK(keel_dataloader_rank_order(dl, 3, want, S));
+            CU_ASSERT_EQUAL(run_epoch(dl, got, NULL, NULL), len);
+            CU_ASSERT(!memcmp(got, want, (size_t)len * 8));
+            OK(keel_dataloader_set_epoch(dl, 11));
+            OK(keel_dataloader_rank_order(dl, 11, want, S));
+            CU_ASSERT_EQUAL(run_epoch(dl, got, NULL, NULL), len);
+            CU_ASSERT(!memcmp(got, want, (size_t)len * 8));
+            keel_dataloader_free(dl);
+        }
+    keel_dataset_free(ds);
+}
+
 /* An MNIST-style pipeline end to end: files -> tensors -> loader. */
 static void test_mnist_pipeline(void)
 {
@@ -1253,6 +1702,15 @@ int main(void)
          test_loader_prefetch_variants},
         {"loader: collation shapes and devices", test_loader_collation},
         {"loader: errors", test_loader_errors},
+        {"shard: one replica serves the old order",
+         test_shard_one_replica},
+        {"shard: ranks cover the padded epoch", test_shard_covers_padded_list},
+        {"shard: ranks' batches interleave into the epoch",
+         test_shard_steps_interleave},
+        {"shard: worked examples", test_shard_by_hand},
+        {"shard: bad values", test_shard_errors},
+        {"shard: batches follow rank_order",
+         test_shard_batches_follow_rank_order},
         {"mnist files through a loader", test_mnist_pipeline},
     };
     CU_pSuite suite;

@@ -20,7 +20,8 @@
  * tensor per field on a chosen device, and prepares the next batches on a
  * background thread while the caller trains. The order of epoch e is a pure
  * function of (seed, e), so a run is reproducible and can resume at any
- * epoch. See docs/data.md.
+ * epoch. For data-parallel training, num_replicas and rank give each rank
+ * its own share of every epoch. See docs/data.md.
  */
 #ifndef KEEL_DATA_H
 #define KEEL_DATA_H
@@ -207,6 +208,14 @@ typedef struct keel_dataloader_config {
     /** Batches prepared ahead by a background thread (0: none, batches
      *  are made inside keel_dataloader_next); default 2, at most 64. */
     int prefetch;
+    /** Data-parallel ranks sharing the dataset (1 to 1 << 20); default 1,
+     *  and 0 also means 1. With more than one, each epoch is padded to a
+     *  multiple of num_replicas and dealt out batch by batch, as Paddle's
+     *  DistributedBatchSampler does (see keel_dataloader_rank_order). A
+     *  config whose struct_size ends before `rank` reads as 1 and 0. */
+    int32_t num_replicas;
+    /** This rank (0 <= rank < num_replicas); default 0. */
+    int32_t rank;
 } keel_dataloader_config;
 
 /** Fill *cfg with the defaults above. */
@@ -271,18 +280,40 @@ KEEL_API keel_status keel_dataloader_set_epoch(keel_dataloader *dl,
 /** The epoch being iterated (or about to begin). */
 KEEL_API uint64_t keel_dataloader_epoch(const keel_dataloader *dl);
 
-/** Batches per epoch: ceil(N / batch_size), or floor with drop_last. */
+/** Batches per epoch of this rank: ceil(S / batch_size), or floor with
+ *  drop_last, where S = ceil(N / num_replicas) (S = N on one rank). */
 KEEL_API int64_t keel_dataloader_num_batches(const keel_dataloader *dl);
 
 /**
- * The sample order of an epoch: the n = dataset length indices into
- * order[0 .. n). Without shuffle it is 0, 1, ..., n-1; with shuffle a
- * Fisher-Yates permutation driven by Philox-4x32-10 keyed by the seed (see
- * docs/data.md). Returns OK, INVALID_ARGUMENT (size too small).
+ * The sample order of an epoch on a single replica: the N = dataset length
+ * indices into order[0 .. N). Without shuffle it is 0, 1, ..., N-1; with
+ * shuffle a Fisher-Yates permutation driven by Philox-4x32-10 keyed by the
+ * seed (see docs/data.md). It ignores num_replicas and rank: it is the
+ * whole, unsharded order, which is what a loader with num_replicas = 1
+ * serves (keel_dataloader_rank_order gives what this rank serves). `n` is
+ * the room in `order`. Returns OK, INVALID_ARGUMENT (room too small).
  */
 KEEL_API keel_status keel_dataloader_epoch_order(const keel_dataloader *dl,
                                                  uint64_t epoch,
                                                  int64_t *order, int64_t n);
+
+/**
+ * The samples this rank serves in epoch `epoch`, in order, into
+ * order[0 .. S) with S = ceil(N / num_replicas); the loader's batches are
+ * exactly these, cut into batch_size pieces. As Paddle's
+ * DistributedBatchSampler: the list 0, 1, ..., N-1 is padded to
+ * T = S * num_replicas entries by appending 0, 1, ..., T-N-1 (cyclically
+ * when T-N > N), shuffled (when shuffling) by the Fisher-Yates permutation
+ * of length T for (seed, epoch), then dealt out: rank r takes entries
+ * [r*B + k*B*R, +B) for each k while they lie before the last
+ * L = T mod (B*R) entries, then its share [r*L/R, (r+1)*L/R) of those
+ * (B = batch_size, R = num_replicas). With num_replicas = 1 this equals
+ * keel_dataloader_epoch_order. `n` is the room in `order` (at least S).
+ * Returns OK, INVALID_ARGUMENT (room too small), OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_dataloader_rank_order(const keel_dataloader *dl,
+                                                uint64_t epoch,
+                                                int64_t *order, int64_t n);
 
 #ifdef __cplusplus
 }

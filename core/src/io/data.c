@@ -14,8 +14,16 @@
  * of epoch e is 64 bits of Philox-4x32-10 with key = seed and counter =
  * (i, e), reduced modulo i + 1 (bias below 2^-30 for any dataset under
  * 2^34 samples).
+ *
+ * Sharding (num_replicas R > 1): paddle.io.DistributedBatchSampler's
+ * __iter__ with the shuffle above in place of numpy's. The N indices are
+ * padded to T = ceil(N / R) * R, the padded list is shuffled with the
+ * permutation of length T, and the rank takes its batch_size slices from
+ * each group of R batches, then its share of the short tail. With R = 1
+ * that is the plain epoch order, computed without the detour.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,7 @@
 #include "tensor/tensor_internal.h"
 
 #define PREFETCH_MAX 64
+#define REPLICAS_MAX (1 << 20)
 
 /* ==== datasets =========================================================== */
 
@@ -367,11 +376,13 @@ struct keel_dataloader {
     uint64_t seed;
     keel_place place;
     int prefetch;
+    int32_t num_replicas; /* >= 1 */
+    int32_t rank;         /* in [0, num_replicas) */
 
     /* The epoch being served; both sides read these, only a restart
      * (with the producer idle) writes them. */
     uint64_t epoch;
-    int64_t length;   /* samples in this epoch */
+    int64_t length;   /* samples of this rank in this epoch */
     int64_t nbatches; /* batches in this epoch */
     int64_t *order;   /* sample order of this epoch */
 
@@ -400,6 +411,8 @@ void keel_dataloader_config_init(keel_dataloader_config *cfg)
     cfg->struct_size = sizeof(*cfg);
     cfg->batch_size = 1;
     cfg->prefetch = 2;
+    cfg->num_replicas = 1;
+    cfg->rank = 0;
 }
 
 void keel_batch_release(keel_batch *batch)
@@ -463,6 +476,96 @@ keel_status keel_dataloader_epoch_order(const keel_dataloader *dl,
                            (long long)n, (long long)len);
     fill_order(dl->shuffle, dl->seed, epoch, order, len);
     return KEEL_STATUS_OK;
+}
+
+/* Samples per rank (num_samples) and the padded epoch length
+ * (total_size) for a dataset of n samples. */
+static keel_status shard_sizes(const keel_dataloader *dl, int64_t n,
+                               int64_t *per_rank, int64_t *total)
+{
+    int64_t r = dl->num_replicas, s = n / r + (n % r != 0);
+
+    if (s > INT64_MAX / r ||
+        (uint64_t)(s * r) > SIZE_MAX / sizeof(int64_t))
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_dataloader: %lld samples padded for %lld "
+                           "replicas need more indices than this machine "
+                           "can address", (long long)n, (long long)r);
+    *per_rank = s;
+    *total = s * r;
+    return KEEL_STATUS_OK;
+}
+
+/* This rank's samples of `epoch` into out[0 .. per_rank) (see
+ * shard_sizes), `what` naming the caller in errors. */
+static keel_status fill_rank_order(const keel_dataloader *dl, uint64_t epoch,
+                                   int64_t n, int64_t *out, const char *what)
+{
+    int64_t per_rank = 0, total = 0, bs = dl->batch_size;
+    int64_t r = dl->num_replicas;
+    int64_t tail, local_tail, got = 0, *padded;
+    keel_status st = shard_sizes(dl, n, &per_rank, &total);
+
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (r == 1) {
+        fill_order(dl->shuffle, dl->seed, epoch, out, n);
+        return KEEL_STATUS_OK;
+    }
+    padded = malloc((size_t)(total ? total : 1) * sizeof(*padded));
+    if (!padded)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "%s: out of host memory for the padded order of "
+                           "%lld samples", what, (long long)total);
+    /* Shuffling the padded list p (p[k] = k mod n: 0 .. n-1, then 0, 1,
+     * ... again) with Fisher-Yates leaves p[perm[j]] at position j, perm
+     * being the same swaps made on 0 .. total-1. */
+    fill_order(dl->shuffle, dl->seed, epoch, padded, total);
+    for (int64_t j = 0; j < total; j++)
+        padded[j] %= n; /* total > 0 implies n > 0 */
+    /* Paddle's _get_indices_by_batch_size. bs * r may overflow only when
+     * it exceeds total, and then the whole list is the tail. */
+    tail = bs > total / r ? total : total % (bs * r);
+    local_tail = tail / r; /* tail = r * (per_rank mod bs): exact */
+    if (tail < total)
+        for (int64_t i = dl->rank * bs; i < total - tail; i += bs * r) {
+            memcpy(out + got, padded + i, (size_t)bs * sizeof(*out));
+            got += bs;
+        }
+    memcpy(out + got, padded + (total - tail) + dl->rank * local_tail,
+           (size_t)local_tail * sizeof(*out));
+    got += local_tail;
+    free(padded);
+    if (got != per_rank)
+        return keel__error(KEEL_STATUS_INTERNAL,
+                           "%s: rank %d of %d got %lld samples, not %lld",
+                           what, (int)dl->rank, (int)r, (long long)got,
+                           (long long)per_rank);
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel_dataloader_rank_order(const keel_dataloader *dl,
+                                       uint64_t epoch, int64_t *order,
+                                       int64_t n)
+{
+    static const char what[] = "keel_dataloader_rank_order";
+    int64_t len, per_rank = 0, total = 0;
+    keel_status st;
+
+    if (!dl || !order)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: %s is NULL",
+                           what, dl ? "order" : "loader");
+    len = keel_dataset_length(dl->ds);
+    st = shard_sizes(dl, len, &per_rank, &total);
+    if (st != KEEL_STATUS_OK)
+        return st;
+    if (n < per_rank)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: room for %lld indices, rank %d of %d has "
+                           "%lld samples", what, (long long)n,
+                           (int)dl->rank, (int)dl->num_replicas,
+                           (long long)per_rank);
+    return fill_rank_order(dl, epoch, len, order, what);
 }
 
 static int64_t batches_of(int64_t length, int64_t bs, bool drop_last)
@@ -572,14 +675,21 @@ static void *producer_main(void *arg)
 /* Make `epoch` current and restart production. Caller holds no lock. */
 static keel_status restart(keel_dataloader *dl, uint64_t epoch)
 {
-    int64_t len = keel_dataset_length(dl->ds), *order;
+    int64_t n = keel_dataset_length(dl->ds), len = 0, total = 0, *order;
+    keel_status st = shard_sizes(dl, n, &len, &total);
 
+    if (st != KEEL_STATUS_OK)
+        return st;
     order = malloc((size_t)(len ? len : 1) * sizeof(*order));
     if (!order)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_dataloader: out of host memory for the "
                            "order of %lld samples", (long long)len);
-    fill_order(dl->shuffle, dl->seed, epoch, order, len);
+    st = fill_rank_order(dl, epoch, n, order, "keel_dataloader");
+    if (st != KEEL_STATUS_OK) {
+        free(order);
+        return st;
+    }
 
     pthread_mutex_lock(&dl->lock);
     dl->produce_index = dl->nbatches; /* no new work */
@@ -638,6 +748,26 @@ keel_status keel_dataloader_create(keel_dataset *ds,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: prefetch %d is outside [0, %d]", what,
                            c.prefetch, PREFETCH_MAX);
+    /* num_replicas and rank came together; a struct_size that ends before
+     * rank's end is an older config (whose num_replicas bytes, if any,
+     * were padding), so both keep their defaults. */
+    if (cfg->struct_size < offsetof(keel_dataloader_config, rank) +
+                           sizeof(c.rank)) {
+        c.num_replicas = 1;
+        c.rank = 0;
+    }
+    if (c.num_replicas == 0)
+        c.num_replicas = 1;
+    if (c.num_replicas < 0 || c.num_replicas > REPLICAS_MAX)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: num_replicas %d is outside [1, %d] (0 also "
+                           "means 1)", what, (int)c.num_replicas,
+                           REPLICAS_MAX);
+    if (c.rank < 0 || c.rank >= c.num_replicas)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: rank %d is outside [0, %d) for num_replicas "
+                           "%d", what, (int)c.rank, (int)c.num_replicas,
+                           (int)c.num_replicas);
     dl = calloc(1, sizeof(*dl));
     if (!dl)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
@@ -652,6 +782,8 @@ keel_status keel_dataloader_create(keel_dataset *ds,
     dl->drop_last = c.drop_last;
     dl->seed = c.seed;
     dl->prefetch = c.prefetch;
+    dl->num_replicas = c.num_replicas;
+    dl->rank = c.rank;
     dl->ring = calloc((size_t)(c.prefetch ? c.prefetch : 1),
                       sizeof(*dl->ring));
     if (!dl->ring) {
