@@ -34,6 +34,10 @@ KEEL_DEBIAN_PACKAGES=(
   # ONNX export and import: protobuf-c and its code generator, over the
   # onnx.proto schema libonnx-dev installs.
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+  # Data-parallel training across processes: Open MPI launches the ranks
+  # (mpirun), exchanges the communicator ids, and carries the cpu
+  # plugin's collectives between processes.
+  openmpi-bin libopenmpi-dev
   # keel report's pages are checked in a real browser (headless Chromium
   # over the DevTools protocol; tools/check_report.py).
   chromium

@@ -48,6 +48,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "cpu_coll_mpi.h"
 #include "cpu_internal.h"
 
 enum cpu_coll_kind {
@@ -81,6 +82,7 @@ struct cpu_comm {
 	int pending;        /* ops issued and not finished            */
 	bool attached;      /* holds its rank slot in the clique      */
 	bool broken;        /* its join failed in group_end           */
+	struct cpu_mpi_comm *mpi; /* ranks in other processes (MPI)  */
 };
 
 struct cpu_clique {
@@ -280,6 +282,7 @@ static void cpu_comm_detach(struct cpu_comm *c)
 
 static void cpu_comm_free(struct cpu_comm *c)
 {
+	cpu_mpi_comm_free(c->mpi);
 	free(c->send_seq);
 	free(c->recv_seq);
 	free(c);
@@ -771,6 +774,39 @@ void cpu_coll_batch_free(struct cpu_coll_batch *b)
 	free(b);
 }
 
+/* A batch on a cross-process communicator (never grouped, so one op):
+ * MPI runs it, outside the collective lock. */
+static keel_status cpu_coll_batch_run_mpi(struct cpu_coll_batch *b, char *msg,
+					  size_t msg_size)
+{
+	static const enum cpu_mpi_kind kinds[] = {
+		[CPU_COLL_ALL_REDUCE] = CPU_MPI_ALL_REDUCE,
+		[CPU_COLL_BROADCAST] = CPU_MPI_BROADCAST,
+		[CPU_COLL_REDUCE] = CPU_MPI_REDUCE,
+		[CPU_COLL_ALL_GATHER] = CPU_MPI_ALL_GATHER,
+		[CPU_COLL_REDUCE_SCATTER] = CPU_MPI_REDUCE_SCATTER,
+		[CPU_COLL_ALL_TO_ALL] = CPU_MPI_ALL_TO_ALL,
+		[CPU_COLL_SEND] = CPU_MPI_SEND,
+		[CPU_COLL_RECV] = CPU_MPI_RECV,
+		[CPU_COLL_ALL_TO_ALLV] = CPU_MPI_OTHER,
+	};
+
+	for (size_t i = 0; i < b->n; i++) {
+		const struct cpu_coll_op *op = &b->ops[i];
+		struct cpu_mpi_call a = {
+			.kind = kinds[op->kind], .name = cpu_coll_names[op->kind],
+			.send = op->send, .recv = op->recv, .count = op->count,
+			.dtype = op->dtype, .op = op->op, .root = op->root,
+			.peer = op->peer,
+		};
+		keel_status st = cpu_mpi_run(op->comm->mpi, &a, msg, msg_size);
+
+		if (st)
+			return st;
+	}
+	return KEEL_STATUS_OK;
+}
+
 keel_status cpu_coll_batch_run(struct cpu_coll_batch *b, char *msg,
 			       size_t msg_size)
 {
@@ -779,6 +815,8 @@ keel_status cpu_coll_batch_run(struct cpu_coll_batch *b, char *msg,
 	char m[CPU_MSG_MAX];
 	size_t i;
 
+	if (b->n && b->ops[0].comm->mpi)
+		return cpu_coll_batch_run_mpi(b, msg, msg_size);
 	cpu_coll_lock_acquire();
 	for (i = 0; i < b->n; i++) {
 		st = cpu_round_arrive(&b->ops[i], m, sizeof(m));
@@ -1050,6 +1088,14 @@ static keel_status cpu_coll_issue(keel_comm handle, keel_stream stream,
 		return cpu_err(KEEL_STATUS_INVALID_STATE,
 			       "%s: rank %d never finished comm_init_rank (its group_end failed); destroy the communicator",
 			       call, (int)c->rank);
+	if (c->mpi && cpu_tls_group.depth > 0)
+		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+			       "%s: rank %d's communicator spans processes (MPI); group_start/group_end is not provided for such communicators",
+			       call, (int)c->rank);
+	if (c->mpi && a->kind == CPU_COLL_ALL_TO_ALLV)
+		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+			       "%s: not provided on communicators that span processes (MPI)",
+			       call);
 	st = cpu_dev_get(c->device, call, &dev);
 	if (st)
 		return st;
@@ -1295,6 +1341,10 @@ static keel_status cpu_get_unique_id(keel_comm_id *id)
 	pid = (uint32_t)getpid();
 	memcpy(id->bytes, &counter, sizeof(counter));
 	memcpy(id->bytes + sizeof(counter), &pid, sizeof(pid));
+	/* Inside an MPI job of several processes, ids are for communicators
+	 * across those processes (cpu_coll_mpi.c). */
+	if (cpu_mpi_job(NULL, NULL))
+		(void)cpu_mpi_unique_id(id);
 	return KEEL_STATUS_OK;
 }
 
@@ -1332,6 +1382,8 @@ static keel_status cpu_get_unique_id_bytes(uint8_t *id, uint32_t size)
 	pid = (uint32_t)getpid();
 	memcpy(head.bytes, &counter, sizeof(counter));
 	memcpy(head.bytes + sizeof(counter), &pid, sizeof(pid));
+	if (cpu_mpi_job(NULL, NULL))
+		(void)cpu_mpi_unique_id(&head);
 	memcpy(id, head.bytes, sizeof(head.bytes));
 	for (uint32_t k = KEEL_COMM_ID_BYTES; k < size; k++)
 		id[k] = head.bytes[k % KEEL_COMM_ID_BYTES] ^
@@ -1454,6 +1506,36 @@ static keel_status cpu_group_defer_init(struct cpu_comm *c)
 	return KEEL_STATUS_OK;
 }
 
+/* A rank of a communicator across processes (an id from
+ * cpu_mpi_unique_id). */
+static keel_status cpu_comm_init_mpi(int32_t device, int32_t nranks,
+				     const keel_comm_id *id, int32_t rank,
+				     keel_comm *comm)
+{
+	struct cpu_comm *c;
+	keel_status st;
+
+	if (cpu_tls_group.depth > 0)
+		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
+			       "comm_init_rank: the id is for a communicator across processes (MPI); joining one inside group_start/group_end is not provided");
+	st = cpu_comm_new(device, nranks, rank, &c);
+	if (st)
+		return st;
+	st = cpu_mpi_comm_init(id, nranks, rank, &c->mpi);
+	if (st) {
+		cpu_comm_free(c);
+		return st;
+	}
+	if (cpu_handle_add(c, CPU_HANDLE_COMM, device)) {
+		cpu_comm_free(c);
+		return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+			       "comm_init_rank: out of host memory for rank %d of %d",
+			       (int)rank, (int)nranks);
+	}
+	*comm = (keel_comm)c;
+	return KEEL_STATUS_OK;
+}
+
 static keel_status cpu_comm_init_rank_checked(int32_t device, int32_t nranks,
 					      const keel_comm_id *id,
 					      int32_t rank, keel_comm *comm)
@@ -1474,6 +1556,8 @@ static keel_status cpu_comm_init_rank_checked(int32_t device, int32_t nranks,
 		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
 			       "comm_init_rank: rank %d of nranks %d is invalid (need nranks >= 1 and 0 <= rank < nranks)",
 			       (int)rank, (int)nranks);
+	if (cpu_mpi_id_is(id))
+		return cpu_comm_init_mpi(device, nranks, id, rank, comm);
 	st = cpu_comm_new(device, nranks, rank, &c);
 	if (st)
 		return st;
