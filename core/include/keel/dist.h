@@ -1,0 +1,186 @@
+/*
+ * keel — data-parallel training across processes (Paddle's
+ * paddle.distributed: init_parallel_env, new_group, the collectives on
+ * tensors, DataParallel).
+ *
+ * A job is started by a launcher that runs one process per rank: Open
+ * MPI's `mpirun -np N prog` (on one host, or on several with a hostfile).
+ * keel_dist_init reads the rank, world size and local rank it sets, and
+ * exchanges the communicator ids of the current device's plugin through
+ * it. The collectives then run on the plugin's own engine (the cpu plugin:
+ * Open MPI; cuda: NCCL; hip: RCCL; npu: HCCL; mlu: CNCL). Single-process
+ * programs need no launcher: the world is one rank.
+ *
+ * Every call that creates or uses a group is collective over that group's
+ * ranks, and new_group over ALL ranks, as in Paddle: each rank calls them
+ * in the same order. Ranks in this API are global ranks (Paddle's `src`,
+ * `dst`, and the `ranks` of new_group), except where a name says
+ * otherwise.
+ *
+ * Tensors passed to the collectives must be contiguous and live on the
+ * group's device; the collectives work in place where Paddle's do
+ * (all_reduce, broadcast, reduce, recv) and return new tensors otherwise.
+ * Failures (a peer that never arrives within the plugin's timeout, a dead
+ * rank, a bad argument) come back as a status and keel_last_error(),
+ * naming the collective and the rank.
+ */
+#ifndef KEEL_DIST_H
+#define KEEL_DIST_H
+
+#include <keel/nn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What the launcher said about this process. */
+typedef struct keel_dist_env {
+    int32_t rank;       /**< global rank, 0 .. world_size-1           */
+    int32_t world_size; /**< processes in the job                     */
+    int32_t local_rank; /**< rank among the processes of this host    */
+    int32_t local_size; /**< processes on this host                   */
+    /** "mpirun" (Open MPI's environment), or "none" (one process). */
+    const char *launcher;
+} keel_dist_env;
+
+/** A set of ranks with a communicator on the current device. */
+typedef struct keel_dist_group keel_dist_group;
+
+/**
+ * paddle.distributed.init_parallel_env(): read the launcher's environment,
+ * start the bootstrap (MPI) when the job has more than one process, and
+ * create the world group on the current device (keel_set_device before
+ * this call picks it). Calling it again is a no-op. Returns OK,
+ * NOT_SUPPORTED (a multi-process job but keel built without Open MPI; the
+ * message says what to install), INVALID_STATE (the launcher's variables
+ * contradict each other), or the plugin's error creating the
+ * communicator.
+ */
+KEEL_API keel_status keel_dist_init(void);
+/** Whether keel_dist_init has succeeded (and keel_dist_finalize not run). */
+KEEL_API bool keel_dist_is_initialized(void);
+/** The launcher's view of this process (valid after keel_dist_init;
+ *  before it, rank 0 of 1). */
+KEEL_API keel_status keel_dist_get_env(keel_dist_env *env);
+/** paddle.distributed.get_rank() / get_world_size(): 0 / 1 before init. */
+KEEL_API int32_t keel_dist_get_rank(void);
+KEEL_API int32_t keel_dist_get_world_size(void);
+/**
+ * Destroy every group and, when keel_dist_init started MPI, finalize it.
+ * Collective over all ranks (each must call it). After this, a new
+ * keel_dist_init is refused when MPI was finalized (MPI cannot restart).
+ */
+KEEL_API keel_status keel_dist_finalize(void);
+
+/** The group of all ranks (NULL before keel_dist_init). Functions taking
+ *  a group accept NULL for it. */
+KEEL_API keel_dist_group *keel_dist_world_group(void);
+/**
+ * paddle.distributed.new_group(ranks): a group of the given global ranks
+ * (distinct, each in [0, world_size); its rank i is ranks[i]). Called by
+ * every rank of the job, members or not, with the same list; *out is a
+ * group on every rank, and for a non-member keel_dist_group_rank is -1
+ * and collectives on it are INVALID_ARGUMENT. The group lives until
+ * keel_dist_finalize.
+ */
+KEEL_API keel_status keel_dist_new_group(const int32_t *ranks, int nranks,
+                                         keel_dist_group **out);
+/** This process's rank in the group, or -1 when it is not a member. */
+KEEL_API int32_t keel_dist_group_rank(const keel_dist_group *group);
+/** Ranks in the group. */
+KEEL_API int32_t keel_dist_group_size(const keel_dist_group *group);
+/** The global rank of group rank `group_rank` (-1 when out of range). */
+KEEL_API int32_t keel_dist_group_global_rank(const keel_dist_group *group,
+                                             int32_t group_rank);
+
+/** Wait until every rank of the group has arrived (a collective). */
+KEEL_API keel_status keel_dist_barrier(keel_dist_group *group);
+/** t = op over the group of every rank's t (in place). */
+KEEL_API keel_status keel_dist_all_reduce(keel_tensor *t, keel_reduce_op op,
+                                          keel_dist_group *group);
+/** Every rank's t = global rank src's t. */
+KEEL_API keel_status keel_dist_broadcast(keel_tensor *t, int32_t src,
+                                         keel_dist_group *group);
+/** Global rank dst's t = op over the group of every rank's t; the other
+ *  ranks' t are left as they were. */
+KEEL_API keel_status keel_dist_reduce(keel_tensor *t, int32_t dst,
+                                      keel_reduce_op op,
+                                      keel_dist_group *group);
+/** *out = [group size, t's shape...]: every rank's t, in group-rank
+ *  order. */
+KEEL_API keel_status keel_dist_all_gather(const keel_tensor *t,
+                                          keel_dist_group *group,
+                                          keel_tensor **out);
+/** t's first dimension is group size x k: *out = [k, ...] holding op over
+ *  the ranks of this rank's block. */
+KEEL_API keel_status keel_dist_reduce_scatter(const keel_tensor *t,
+                                              keel_reduce_op op,
+                                              keel_dist_group *group,
+                                              keel_tensor **out);
+/** t's first dimension is group size x k: block j goes to group rank j,
+ *  and *out (t's shape) holds block i from group rank i. */
+KEEL_API keel_status keel_dist_all_to_all(const keel_tensor *t,
+                                          keel_dist_group *group,
+                                          keel_tensor **out);
+/** Send t to global rank dst / receive into t from global rank src. */
+KEEL_API keel_status keel_dist_send(const keel_tensor *t, int32_t dst,
+                                    keel_dist_group *group);
+KEEL_API keel_status keel_dist_recv(keel_tensor *t, int32_t src,
+                                    keel_dist_group *group);
+
+/* ---- DataParallel -------------------------------------------------------- */
+
+typedef struct keel_data_parallel_config {
+    /** Set by keel_data_parallel_config_init. */
+    uint32_t struct_size;
+    /** Gradients are all-reduced in buckets of about this many MiB
+     *  (Paddle's comm_buffer_size; default 25). */
+    double comm_buffer_size_mb;
+    /** The first bucket (the model's last parameters, whose gradients
+     *  backward finishes first) holds about this many MiB (Paddle's
+     *  last_comm_buffer_size; default 1). */
+    double last_comm_buffer_size_mb;
+    /** A parameter without a gradient after backward counts as a zero
+     *  gradient (default false: that is an error naming it). */
+    bool find_unused_parameters;
+    /** Group the model is replicated over (NULL: the world). */
+    keel_dist_group *group;
+} keel_data_parallel_config;
+
+KEEL_API void keel_data_parallel_config_init(keel_data_parallel_config *cfg);
+
+typedef struct keel_data_parallel keel_data_parallel;
+
+/**
+ * paddle.DataParallel(layer): broadcast every parameter and buffer of
+ * `layer` from the group's rank 0, and plan the gradient buckets
+ * (parameters in reverse registration order, split by size and dtype).
+ * The layer stays the caller's; run its forward as usual. A collective.
+ */
+KEEL_API keel_status keel_data_parallel_create(
+    keel_layer *layer, const keel_data_parallel_config *cfg,
+    keel_data_parallel **out);
+KEEL_API void keel_data_parallel_free(keel_data_parallel *dp);
+/**
+ * loss.backward() under DataParallel: keel_backward(loss, NULL, false),
+ * then, unless gradient synchronisation is off (no_sync), every
+ * parameter's gradient becomes the mean of the ranks' gradients, bucket
+ * by bucket. A collective.
+ */
+KEEL_API keel_status keel_data_parallel_backward(keel_data_parallel *dp,
+                                                 keel_tensor *loss);
+/** Average the gradients now (what backward does after its pass). */
+KEEL_API keel_status keel_data_parallel_sync_gradients(keel_data_parallel *dp);
+/** Paddle's `with model.no_sync():` — false stops backward from
+ *  averaging (gradients accumulate locally); true restores it. */
+KEEL_API void keel_data_parallel_set_sync(keel_data_parallel *dp, bool sync);
+/** Buckets planned, and all-reduce calls made so far. */
+KEEL_API int keel_data_parallel_num_buckets(const keel_data_parallel *dp);
+KEEL_API int64_t keel_data_parallel_num_reductions(
+    const keel_data_parallel *dp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEEL_DIST_H */
