@@ -140,6 +140,47 @@ KEEL_API void keel_no_grad_end(void);
 /** true when this thread records graphs (no no-grad scope is open). */
 KEEL_API bool keel_is_grad_enabled(void);
 
+/**
+ * Paddle's paddle.enable_grad(): record gradients again inside a no_grad
+ * region (or inside a backward pass, for a custom backward that has to
+ * run a forward, as recompute does), until the matching
+ * keel_enable_grad_end restores the previous mode. Nests up to 32 deep
+ * per thread; deeper is INVALID_STATE.
+ */
+KEEL_API keel_status keel_enable_grad_begin(void);
+KEEL_API void keel_enable_grad_end(void);
+
+/**
+ * The backward of a node made by keel_autograd_attach: grad_outputs[j] is
+ * the gradient of output j (zeros when nothing flowed into it); set
+ * grad_inputs[i] to a new tensor with input i's shape and dtype, or leave
+ * it NULL (no gradient). It runs inside the backward pass (no_grad on;
+ * keel_enable_grad_begin turns recording back on).
+ */
+typedef keel_status (*keel_custom_backward)(void *ctx,
+                                            keel_tensor *const *grad_outputs,
+                                            int num_outputs,
+                                            keel_tensor **grad_inputs,
+                                            int num_inputs);
+
+/**
+ * Paddle's PyLayer in C: make `outputs`, computed from `inputs` without
+ * recording (under no_grad), differentiable through `backward`. The
+ * outputs get one node, named `name` in errors, whose backward calls
+ * backward(ctx, ...); ctx is freed with ctx_free (may be NULL) when the
+ * node dies. On OK the node owns ctx (when no input requires a gradient
+ * there is no node, and ctx_free runs at once); on an error the caller
+ * keeps it. Returns OK or INVALID_ARGUMENT (an output already in a graph,
+ * or none floating point), OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_autograd_attach(keel_tensor *const *inputs,
+                                          int num_inputs,
+                                          keel_tensor *const *outputs,
+                                          int num_outputs, const char *name,
+                                          keel_custom_backward backward,
+                                          void *ctx,
+                                          void (*ctx_free)(void *ctx));
+
 /*
  * Scoped no-grad, the C form of Python's `with paddle.no_grad():`.
  *

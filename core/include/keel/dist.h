@@ -179,6 +179,22 @@ KEEL_API int keel_data_parallel_num_buckets(const keel_data_parallel *dp);
 KEEL_API int64_t keel_data_parallel_num_reductions(
     const keel_data_parallel *dp);
 
+/* ---- recompute ----------------------------------------------------------- */
+
+/**
+ * Paddle's recompute(layer, x): y = layer(x), keeping none of the layer's
+ * intermediate tensors for backward; backward runs the layer's forward
+ * again from x (with the random generator as the first forward found it,
+ * so dropout masks repeat) and differentiates that. Gradients equal the
+ * plain call's; peak memory drops by the activations inside the layer.
+ * The layer must stay alive until backward. Not provided inside auto_cast
+ * (NOT_SUPPORTED). Layers whose forward updates buffers (BatchNorm's
+ * running statistics in training mode) update them again in backward, as
+ * in Paddle. Under no_grad this is a plain call.
+ */
+KEEL_API keel_status keel_recompute(keel_layer *layer, keel_tensor *x,
+                                    keel_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

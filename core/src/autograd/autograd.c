@@ -29,6 +29,7 @@
  * Rules run as ordinary ops with grad mode off. A leaf adds what reaches
  * it into its .grad; keel_grad captures instead.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,10 @@ static void install_hooks(void)
 /* ---- grad mode ----------------------------------------------------------- */
 
 static _Thread_local int no_grad_depth;
+/* keel_enable_grad_begin's saved depths. */
+#define ENABLE_GRAD_MAX 32
+static _Thread_local int enable_saved[ENABLE_GRAD_MAX];
+static _Thread_local int enable_depth;
 
 bool keel__grad_enabled(void)
 {
@@ -75,6 +80,23 @@ void keel_no_grad_end(void)
 bool keel_is_grad_enabled(void)
 {
     return no_grad_depth == 0;
+}
+
+keel_status keel_enable_grad_begin(void)
+{
+    if (enable_depth == ENABLE_GRAD_MAX)
+        return keel__error(KEEL_STATUS_INVALID_STATE,
+                           "keel_enable_grad_begin: nested more than %d "
+                           "deep", ENABLE_GRAD_MAX);
+    enable_saved[enable_depth++] = no_grad_depth;
+    no_grad_depth = 0;
+    return KEEL_STATUS_OK;
+}
+
+void keel_enable_grad_end(void)
+{
+    if (enable_depth > 0)
+        no_grad_depth = enable_saved[--enable_depth];
 }
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -171,6 +193,11 @@ static void node_destroy(struct keel_grad_node *n)
             free(n->grads);
         }
         free(n->attr_mem);
+        if (n->custom) {
+            if (n->custom->ctx_free)
+                n->custom->ctx_free(n->custom->ctx);
+            free(n->custom);
+        }
         free(n);
         n = next;
     }
@@ -582,7 +609,7 @@ static keel_status accumulate(keel_tensor **slot, keel_tensor *g)
 
 static const char *node_name(const struct keel_grad_node *n)
 {
-    return n->rule->name;
+    return n->custom ? n->custom->name : n->rule->name;
 }
 
 /* The checks made before anything is written. */
@@ -1032,4 +1059,93 @@ out:
     free(E.caps);
     engine_free(&E);
     return st;
+}
+
+/* ---- nodes with the caller's backward (Paddle's PyLayer) ----------------- */
+
+static keel_status custom_rule_fn(struct ag_ctx *c)
+{
+    struct keel_grad_node *n = c->n;
+
+    return n->custom->fn(n->custom->ctx, c->gout, n->nout, c->gin, n->nin);
+}
+
+static const struct ag_rule custom_rule = {"custom", custom_rule_fn, 0, 0};
+
+keel_status keel_autograd_attach(keel_tensor *const *inputs, int num_inputs,
+                                 keel_tensor *const *outputs, int num_outputs,
+                                 const char *name,
+                                 keel_custom_backward backward, void *ctx,
+                                 void (*ctx_free)(void *ctx))
+{
+    struct keel_grad_node *n;
+    bool any = false;
+
+    if (!outputs || num_outputs < 1 || num_outputs > 64 || num_inputs < 0 ||
+        (num_inputs && !inputs) || !backward || num_inputs > 4096)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_autograd_attach: %s",
+                           !backward ? "backward is NULL"
+                           : !outputs || num_outputs < 1 || num_outputs > 64
+                               ? "need 1 to 64 outputs"
+                               : "inputs are NULL or more than 4096");
+    for (int j = 0; j < num_outputs; j++) {
+        if (!outputs[j])
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "keel_autograd_attach: outputs[%d] is NULL",
+                               j);
+        if (outputs[j]->grad_fn || outputs[j]->requires_grad)
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "keel_autograd_attach: outputs[%d] is already "
+                               "part of a graph (compute the outputs under "
+                               "no_grad)", j);
+    }
+    for (int i = 0; i < num_inputs; i++) {
+        if (!inputs[i])
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "keel_autograd_attach: inputs[%d] is NULL",
+                               i);
+        any = any || (inputs[i]->requires_grad &&
+                      is_float(inputs[i]->dtype));
+    }
+    if (!any) { /* nothing to differentiate: the outputs stay constants */
+        if (ctx_free)
+            ctx_free(ctx);
+        return KEEL_STATUS_OK;
+    }
+    n = node_new(num_inputs, num_outputs);
+    if (n)
+        n->custom = calloc(1, sizeof(*n->custom));
+    if (!n || !n->custom) {
+        free(n);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "keel_autograd_attach: out of host memory");
+    }
+    install_hooks();
+    n->rule = &custom_rule;
+    n->place = outputs[0]->storage->place;
+    n->custom->fn = backward;
+    n->custom->ctx = ctx;
+    n->custom->ctx_free = ctx_free;
+    snprintf(n->custom->name, sizeof(n->custom->name), "%s",
+             name && *name ? name : "custom");
+    for (int i = 0; i < num_inputs; i++) {
+        meta_of(inputs[i], &n->in_meta[i]);
+        if (inputs[i]->requires_grad && is_float(inputs[i]->dtype))
+            edge_to(&n->next[i], inputs[i]);
+    }
+    for (int j = 0; j < num_outputs; j++) {
+        meta_of(outputs[j], &n->out_meta[j]);
+        if (is_float(outputs[j]->dtype))
+            n->out_diff |= 1ull << j;
+    }
+    if (!n->out_diff) {
+        n->custom->ctx_free = NULL; /* the caller keeps ctx on failure */
+        node_unref(n);
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_autograd_attach: no output is floating "
+                           "point");
+    }
+    attach_outputs(n, (keel_tensor **)outputs);
+    return KEEL_STATUS_OK;
 }

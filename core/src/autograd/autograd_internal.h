@@ -97,6 +97,16 @@ struct keel_grad_node {
     int deps;
     keel_tensor **grads; /* [nout] */
     struct keel_grad_node *dead_next;
+    /* A node made by keel_autograd_attach: its backward is the caller's
+     * function (rule is keel__ag_custom_rule). */
+    struct ag_custom *custom;
+};
+
+struct ag_custom {
+    keel_custom_backward fn;
+    void *ctx;
+    void (*ctx_free)(void *ctx);
+    char name[48];
 };
 
 /* What a rule sees: the node, the gradients of its outputs (NULL for

@@ -6,6 +6,7 @@
 #ifndef KEEL_DIST_INTERNAL_H
 #define KEEL_DIST_INTERNAL_H
 
+#include <keel/amp.h>
 #include <keel/autograd.h>
 #include <keel/dist.h>
 #include <keel/io.h>
