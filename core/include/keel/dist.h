@@ -178,6 +178,9 @@ KEEL_API void keel_data_parallel_set_sync(keel_data_parallel *dp, bool sync);
 KEEL_API int keel_data_parallel_num_buckets(const keel_data_parallel *dp);
 KEEL_API int64_t keel_data_parallel_num_reductions(
     const keel_data_parallel *dp);
+/** Wall seconds spent averaging gradients so far (packing, the
+ *  all-reduce, which includes waiting for the slowest rank, unpacking). */
+KEEL_API double keel_data_parallel_sync_seconds(const keel_data_parallel *dp);
 
 /* ---- recompute ----------------------------------------------------------- */
 

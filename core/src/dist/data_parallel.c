@@ -17,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/dist_internal.h"
 
@@ -44,6 +45,7 @@ struct keel_data_parallel {
     struct dp_bucket *buckets;
     int nbuckets;
     int64_t reductions;
+    double sync_seconds;
 };
 
 void keel_data_parallel_config_init(keel_data_parallel_config *cfg)
@@ -298,12 +300,17 @@ static keel_status sync_bucket(keel_data_parallel *dp, struct dp_bucket *bk)
 keel_status keel_data_parallel_sync_gradients(keel_data_parallel *dp)
 {
     keel_status st = KEEL_STATUS_OK;
+    struct timespec t0, t1;
 
     if (!dp)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "keel_data_parallel_sync_gradients: dp is NULL");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int b = 0; b < dp->nbuckets && !st; b++)
         st = sync_bucket(dp, &dp->buckets[b]);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dp->sync_seconds += (double)(t1.tv_sec - t0.tv_sec) +
+                        (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     return st;
 }
 
@@ -336,4 +343,9 @@ int keel_data_parallel_num_buckets(const keel_data_parallel *dp)
 int64_t keel_data_parallel_num_reductions(const keel_data_parallel *dp)
 {
     return dp ? dp->reductions : 0;
+}
+
+double keel_data_parallel_sync_seconds(const keel_data_parallel *dp)
+{
+    return dp ? dp->sync_seconds : 0.0;
 }
