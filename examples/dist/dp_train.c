@@ -2,7 +2,7 @@
  * keel-dp-train: data-parallel training across processes, Paddle's
  * init_parallel_env + DataParallel + DistributedBatchSampler loop in C.
  *
- *   mpirun -np 2 keel-dp-train [--model lenet|block] [--steps N]
+ *   mpirun -np 2 keel-dp-train [--model lenet|block] [--layers N] [--steps N]
  *          [--batch B] [--lr LR] [--recompute] [--bucket-mb MB]
  *          [--checkpoint PATH [--every K]] [--resume]
  *          [--data DIR] [--threads T]
@@ -11,13 +11,15 @@
  *        fashion-mnist; random images when it is missing), cross entropy,
  *        Momentum. B is the batch of each rank: the global batch is
  *        B x ranks, each rank reading its share of every epoch.
- * block  a pre-LayerNorm transformer block (hidden 256, 4 heads, FFN 1024,
- *        sequence 64) on random inputs against a random target, MSE,
- *        AdamW. --recompute checkpoints the block (its activations are
- *        recomputed in backward).
+ * block  --layers N (default 1) pre-LayerNorm transformer blocks (hidden
+ *        256, 4 heads, FFN 1024, sequence 64) on random inputs against a
+ *        random target, MSE, AdamW. --recompute checkpoints each block
+ *        (its activations are recomputed in backward).
  *
  * Every rank prints nothing but rank 0, which reports samples/s, the
- * share of step time spent averaging gradients, and a checksum of the
+ * share of step time spent averaging gradients, the peak of allocated
+ * memory during the loop above what was allocated before it (model, data,
+ * optimizer state), and a checksum of the
  * parameters that must be the same on every rank (the program checks it
  * with an all_gather and fails otherwise). --checkpoint: rank 0 writes the
  * model and optimizer state every K steps (atomically: a crash leaves the
@@ -45,7 +47,7 @@
 
 struct options {
     const char *model, *checkpoint, *data;
-    long steps, batch, every, threads;
+    long steps, batch, every, threads, layers;
     double lr, bucket_mb;
     bool recompute, resume;
 };
@@ -70,7 +72,7 @@ static double now(void)
 static int parse(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"lenet", NULL, "/usr/share/datasets/fashion-mnist",
-                          200, 32, 50, 0, 0.01, 25.0, false, false};
+                          200, 32, 50, 0, 1, 0.01, 25.0, false, false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -104,6 +106,8 @@ static int parse(int argc, char **argv, struct options *o)
             o->every = strtol(v, &end, 10);
         else if (!strcmp(a, "--threads"))
             o->threads = strtol(v, &end, 10);
+        else if (!strcmp(a, "--layers"))
+            o->layers = strtol(v, &end, 10);
         else if (!strcmp(a, "--lr"))
             o->lr = strtod(v, &end);
         else if (!strcmp(a, "--bucket-mb"))
@@ -122,9 +126,10 @@ static int parse(int argc, char **argv, struct options *o)
         return -1;
     }
     if (o->steps < 1 || o->batch < 1 || o->every < 1 || o->lr <= 0 ||
-        o->bucket_mb <= 0 || o->threads < 0) {
-        fprintf(stderr, "keel-dp-train: --steps, --batch, --every, --lr and "
-                "--bucket-mb must be positive\n");
+        o->bucket_mb <= 0 || o->threads < 0 || o->layers < 1 ||
+        o->layers > 64) {
+        fprintf(stderr, "keel-dp-train: --steps, --batch, --every, --lr, "
+                "--bucket-mb and --layers (at most 64) must be positive\n");
         return -1;
     }
     return 0;
@@ -219,7 +224,7 @@ static keel_status block_forward(keel_layer *self, keel_tensor *const *in,
 static const keel_layer_ops block_ops = {"TransformerBlock", block_forward,
                                          NULL};
 
-static keel_status block(keel_layer **out)
+static keel_status one_block(keel_layer **out)
 {
     int64_t ln[1] = {HID};
     keel_layer *b = NULL, *sub = NULL, *f[3] = {0};
@@ -248,6 +253,50 @@ static keel_status block(keel_layer **out)
         return st;
     }
     *out = b;
+    return KEEL_STATUS_OK;
+}
+
+/* `n` blocks in a Sequential. */
+static keel_status blocks(long n, keel_layer **out)
+{
+    keel_layer *l[64] = {0};
+    keel_status st = KEEL_STATUS_OK;
+    long k = 0;
+
+    for (; k < n && !st; k++)
+        st = one_block(&l[k]);
+    if (!st)
+        return keel_sequential_create(l, (int)n, out);
+    for (long i = 0; i < k; i++)
+        keel_layer_free(l[i]);
+    return st;
+}
+
+/* The model's forward; with recompute each block is checkpointed on its
+ * own (the stack keeps only the blocks' inputs). */
+static keel_status forward(const struct options *o, keel_layer *model,
+                           keel_tensor *x, keel_tensor **out)
+{
+    keel_tensor *h;
+    keel_status st = KEEL_STATUS_OK;
+
+    if (!o->recompute)
+        return keel_layer_call(model, x, out);
+    if (!strcmp(o->model, "lenet"))
+        return keel_recompute(model, x, out);
+    h = keel_tensor_ref(x);
+    for (int i = 0; i < keel_layer_num_sublayers(model) && !st; i++) {
+        keel_tensor *next = NULL;
+
+        st = keel_recompute(keel_layer_sublayer_at(model, i), h, &next);
+        keel_tensor_free(h);
+        h = next;
+    }
+    if (st) {
+        keel_tensor_free(h);
+        return st;
+    }
+    *out = h;
     return KEEL_STATUS_OK;
 }
 
@@ -449,6 +498,7 @@ int main(int argc, char **argv)
     keel_data_parallel *dp = NULL;
     keel_memory_stats ms;
     long start = 0;
+    uint64_t before = 0;
     double t0, t1, sum = 0, last = NAN;
     bool same = false;
     int rc = 1;
@@ -482,7 +532,8 @@ int main(int argc, char **argv)
         goto out;
     }
     keel_seed(100 + (uint64_t)R); /* DataParallel makes them equal */
-    if ((strcmp(o.model, "lenet") ? block(&model) : lenet(&model)) ||
+    if ((strcmp(o.model, "lenet") ? blocks(o.layers, &model)
+                                  : lenet(&model)) ||
         (strcmp(o.model, "lenet")
              ? keel_nn_mse_loss("mean", &loss_fn)
              : keel_nn_cross_entropy_loss(NULL, &loss_fn))) {
@@ -527,6 +578,8 @@ int main(int argc, char **argv)
             keel_batch_release(&b);
         }
     }
+    keel_memory_stats_get("cpu", &ms);
+    before = ms.allocated;
     keel_memory_reset_peak("cpu");
     t0 = now();
     for (long step = start; step < o.steps; step++) {
@@ -541,8 +594,7 @@ int main(int argc, char **argv)
             }
             keel_dataloader_next(dl, &b, &end);
         }
-        if ((o.recompute ? keel_recompute(model, b.fields[0], &y)
-                         : keel_layer_call(model, b.fields[0], &y)) ||
+        if (forward(&o, model, b.fields[0], &y) ||
             keel_layer_call2(loss_fn, y, b.fields[1], &loss) ||
             keel_data_parallel_backward(dp, loss) ||
             keel_optimizer_step(opt) || keel_optimizer_clear_grad(opt)) {
@@ -566,10 +618,10 @@ int main(int argc, char **argv)
         long done = o.steps - start;
 
         printf("steps %ld  last loss %.4f  %.1f samples/s  gradient "
-               "averaging %.1f%% of step time  peak %.1f MiB\n", done, last,
-               (double)(done * o.batch * W) / (t1 - t0),
+               "averaging %.1f%% of step time  training peak %.1f MiB\n",
+               done, last, (double)(done * o.batch * W) / (t1 - t0),
                100.0 * keel_data_parallel_sync_seconds(dp) / (t1 - t0),
-               (double)ms.peak_allocated / 1048576.0);
+               (double)(ms.peak_allocated - before) / 1048576.0);
         printf("parameter checksum %.9g  %s\n", sum,
                same ? "(identical on every rank)" : "(RANKS DIFFER)");
     }
