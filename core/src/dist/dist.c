@@ -552,64 +552,58 @@ keel_status keel_dist_barrier(keel_dist_group *group)
     return st;
 }
 
-keel_status keel_dist_all_reduce(keel_tensor *t, keel_reduce_op op,
-                                 keel_dist_group *group)
+/* The three collectives that work in place on t. */
+enum inplace_kind { INPLACE_ALL_REDUCE, INPLACE_BROADCAST, INPLACE_REDUCE };
+
+static keel_status in_place(enum inplace_kind kind, keel_tensor *t,
+                            int32_t peer, keel_reduce_op op,
+                            keel_dist_group *group)
 {
-    static const char call[] = "keel_dist_all_reduce";
+    static const char *const calls[] = {"keel_dist_all_reduce",
+                                        "keel_dist_broadcast",
+                                        "keel_dist_reduce"};
+    const char *call = calls[kind];
     keel_dist_group *g = NULL;
+    int32_t root = 0;
+    keel_dptr p;
+    uint64_t n;
     keel_status st;
 
     st = member_of(group, call, &g);
     if (!st)
         st = usable(t, g, call, "tensor");
+    if (!st && kind != INPLACE_ALL_REDUCE)
+        st = group_rank_of(g, peer, call,
+                           kind == INPLACE_BROADCAST ? "src" : "dst", &root);
     if (st)
         return st;
-    return finish(keel_all_reduce(g->comm, NULL, keel__dist_dptr(t),
-                                  keel__dist_dptr(t),
-                                  (uint64_t)keel_tensor_numel(t), t->dtype,
-                                  op), g, call);
+    p = keel__dist_dptr(t);
+    n = (uint64_t)keel_tensor_numel(t);
+    return finish(kind == INPLACE_ALL_REDUCE
+                      ? keel_all_reduce(g->comm, NULL, p, p, n, t->dtype, op)
+                  : kind == INPLACE_BROADCAST
+                      ? keel_broadcast(g->comm, NULL, p, p, n, t->dtype, root)
+                      : keel_reduce(g->comm, NULL, p, p, n, t->dtype, op,
+                                    root),
+                  g, call);
+}
+
+keel_status keel_dist_all_reduce(keel_tensor *t, keel_reduce_op op,
+                                 keel_dist_group *group)
+{
+    return in_place(INPLACE_ALL_REDUCE, t, 0, op, group);
 }
 
 keel_status keel_dist_broadcast(keel_tensor *t, int32_t src,
                                 keel_dist_group *group)
 {
-    static const char call[] = "keel_dist_broadcast";
-    keel_dist_group *g = NULL;
-    int32_t root = 0;
-    keel_status st;
-
-    st = member_of(group, call, &g);
-    if (!st)
-        st = usable(t, g, call, "tensor");
-    if (!st)
-        st = group_rank_of(g, src, call, "src", &root);
-    if (st)
-        return st;
-    return finish(keel_broadcast(g->comm, NULL, keel__dist_dptr(t),
-                                 keel__dist_dptr(t),
-                                 (uint64_t)keel_tensor_numel(t), t->dtype,
-                                 root), g, call);
+    return in_place(INPLACE_BROADCAST, t, src, KEEL_REDUCE_SUM, group);
 }
 
 keel_status keel_dist_reduce(keel_tensor *t, int32_t dst, keel_reduce_op op,
                              keel_dist_group *group)
 {
-    static const char call[] = "keel_dist_reduce";
-    keel_dist_group *g = NULL;
-    int32_t root = 0;
-    keel_status st;
-
-    st = member_of(group, call, &g);
-    if (!st)
-        st = usable(t, g, call, "tensor");
-    if (!st)
-        st = group_rank_of(g, dst, call, "dst", &root);
-    if (st)
-        return st;
-    return finish(keel_reduce(g->comm, NULL, keel__dist_dptr(t),
-                              keel__dist_dptr(t),
-                              (uint64_t)keel_tensor_numel(t), t->dtype, op,
-                              root), g, call);
+    return in_place(INPLACE_REDUCE, t, dst, op, group);
 }
 
 /* A new contiguous tensor like t with its first dimension replaced (or a
@@ -649,12 +643,20 @@ static keel_status split_first(const keel_tensor *t, const keel_dist_group *g,
     return KEEL_STATUS_OK;
 }
 
-keel_status keel_dist_all_gather(const keel_tensor *t, keel_dist_group *group,
-                                 keel_tensor **out)
+/* The three collectives that return a new tensor. */
+enum fresh_kind { FRESH_ALL_GATHER, FRESH_REDUCE_SCATTER, FRESH_ALL_TO_ALL };
+
+static keel_status fresh(enum fresh_kind kind, const keel_tensor *t,
+                         keel_reduce_op op, keel_dist_group *group,
+                         keel_tensor **out)
 {
-    static const char call[] = "keel_dist_all_gather";
+    static const char *const calls[] = {"keel_dist_all_gather",
+                                        "keel_dist_reduce_scatter",
+                                        "keel_dist_all_to_all"};
+    const char *call = calls[kind];
     keel_dist_group *g = NULL;
     keel_tensor *r = NULL;
+    int64_t k = 0;
     keel_status st;
 
     if (!out)
@@ -664,87 +666,53 @@ keel_status keel_dist_all_gather(const keel_tensor *t, keel_dist_group *group,
     st = member_of(group, call, &g);
     if (!st)
         st = usable(t, g, call, "tensor");
-    if (!st)
-        st = like(t, true, g->nranks, call, &r);
-    if (!st)
-        st = finish(keel_all_gather(g->comm, NULL, keel__dist_dptr(t),
-                                    keel__dist_dptr(r),
-                                    (uint64_t)keel_tensor_numel(t), t->dtype),
+    if (!st && kind != FRESH_ALL_GATHER)
+        st = split_first(t, g, call, &k);
+    if (!st) /* [n, t...], [k, ...] or t's shape */
+        st = kind == FRESH_ALL_GATHER ? like(t, true, g->nranks, call, &r)
+             : kind == FRESH_REDUCE_SCATTER ? like(t, false, k, call, &r)
+                                            : like(t, false, t->shape[0],
+                                                   call, &r);
+    if (!st) {
+        keel_dptr src = keel__dist_dptr(t), dst = keel__dist_dptr(r);
+        uint64_t n = (uint64_t)keel_tensor_numel(t);
+
+        st = finish(kind == FRESH_ALL_GATHER
+                        ? keel_all_gather(g->comm, NULL, src, dst, n,
+                                          t->dtype)
+                    : kind == FRESH_REDUCE_SCATTER
+                        ? keel_reduce_scatter(g->comm, NULL, src, dst,
+                                              n / (uint64_t)g->nranks,
+                                              t->dtype, op)
+                        : keel_all_to_all(g->comm, NULL, src, dst,
+                                          n / (uint64_t)g->nranks, t->dtype),
                     g, call);
+    }
     if (st) {
         keel_tensor_free(r);
         return st;
     }
     *out = r;
     return KEEL_STATUS_OK;
+}
+
+keel_status keel_dist_all_gather(const keel_tensor *t, keel_dist_group *group,
+                                 keel_tensor **out)
+{
+    return fresh(FRESH_ALL_GATHER, t, KEEL_REDUCE_SUM, group, out);
 }
 
 keel_status keel_dist_reduce_scatter(const keel_tensor *t, keel_reduce_op op,
                                      keel_dist_group *group,
                                      keel_tensor **out)
 {
-    static const char call[] = "keel_dist_reduce_scatter";
-    keel_dist_group *g = NULL;
-    keel_tensor *r = NULL;
-    int64_t k = 0;
-    keel_status st;
-
-    if (!out)
-        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: out is NULL",
-                           call);
-    *out = NULL;
-    st = member_of(group, call, &g);
-    if (!st)
-        st = usable(t, g, call, "tensor");
-    if (!st)
-        st = split_first(t, g, call, &k);
-    if (!st)
-        st = like(t, false, k, call, &r);
-    if (!st)
-        st = finish(keel_reduce_scatter(g->comm, NULL, keel__dist_dptr(t),
-                                        keel__dist_dptr(r),
-                                        (uint64_t)keel_tensor_numel(r),
-                                        t->dtype, op), g, call);
-    if (st) {
-        keel_tensor_free(r);
-        return st;
-    }
-    *out = r;
-    return KEEL_STATUS_OK;
+    return fresh(FRESH_REDUCE_SCATTER, t, op, group, out);
 }
 
 keel_status keel_dist_all_to_all(const keel_tensor *t, keel_dist_group *group,
                                  keel_tensor **out)
 {
-    static const char call[] = "keel_dist_all_to_all";
-    keel_dist_group *g = NULL;
-    keel_tensor *r = NULL;
-    int64_t k = 0;
-    keel_status st;
-
-    if (!out)
-        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: out is NULL",
-                           call);
-    *out = NULL;
-    st = member_of(group, call, &g);
-    if (!st)
-        st = usable(t, g, call, "tensor");
-    if (!st)
-        st = split_first(t, g, call, &k);
-    if (!st)
-        st = like(t, false, t->shape[0], call, &r);
-    if (!st)
-        st = finish(keel_all_to_all(g->comm, NULL, keel__dist_dptr(t),
-                                    keel__dist_dptr(r),
-                                    (uint64_t)(keel_tensor_numel(t) /
-                                               g->nranks),
-                                    t->dtype), g, call);
-    if (st) {
-        keel_tensor_free(r);
-        return st;
-    }
-    *out = r;
-    return KEEL_STATUS_OK;
+    return fresh(FRESH_ALL_TO_ALL, t, KEEL_REDUCE_SUM, group, out);
 }
 
 static keel_status p2p(keel_tensor *t, int32_t peer, keel_dist_group *group,
