@@ -116,10 +116,15 @@ int keel__axis(int64_t axis, int ndim)
     return (int)(axis < 0 ? axis + ndim : axis);
 }
 
+keel_dptr keel__tensor_dptr(const keel_tensor *t)
+{
+    return t->storage->data +
+           (keel_dptr)(t->offset * (int64_t)keel_dtype_size(t->dtype));
+}
+
 void keel__desc(const keel_tensor *t, keel_tensor_desc *d)
 {
-    d->data = t->storage->data +
-              (keel_dptr)(t->offset * (int64_t)keel_dtype_size(t->dtype));
+    d->data = keel__tensor_dptr(t);
     d->dtype = t->dtype;
     d->ndim = t->ndim;
     for (int i = 0; i < t->ndim; i++) {

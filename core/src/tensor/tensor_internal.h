@@ -140,6 +140,8 @@ static inline bool keel__shape_size(int ndim, const int64_t *shape,
  *  a NULL shape and the dtype). */
 keel_status keel__shape_check(const char *what, int ndim,
                               const int64_t *shape, keel_dtype dtype);
+/** Device address of a tensor's first element (storage + offset). */
+keel_dptr keel__tensor_dptr(const keel_tensor *t);
 /** Fill a kernel descriptor from a tensor. */
 void keel__desc(const keel_tensor *t, keel_tensor_desc *d);
 /** "float32[2, 3]" into buf. */
