@@ -90,13 +90,12 @@ static keel_status broadcast_state(keel_data_parallel *dp)
     return st;
 }
 
-static keel_status bucket_add(keel_data_parallel *dp, struct dp_bucket *bk,
-                              keel_tensor *p, const char *name)
+static keel_status bucket_add(struct dp_bucket *bk, keel_tensor *p,
+                              const char *name)
 {
     struct dp_slot *v = realloc(bk->slots,
                                 (size_t)(bk->nslots + 1) * sizeof(*v));
 
-    (void)dp;
     if (!v)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_data_parallel_create: out of host memory");
@@ -149,7 +148,7 @@ static keel_status plan_buckets(keel_data_parallel *dp, double first_mb,
             dp->nbuckets++;
             bytes = 0;
         }
-        st = bucket_add(dp, cur, p, name);
+        st = bucket_add(cur, p, name);
         bytes += pb;
     }
     for (int b = 0; b < dp->nbuckets && !st; b++) {
@@ -229,7 +228,7 @@ keel_status keel_data_parallel_create(keel_layer *layer,
 /* Element k of a bucket's buffer, as a device address. */
 static keel_dptr slot_addr(const struct dp_bucket *bk, uint64_t k)
 {
-    return keel__dist_dptr(bk->buffer) + k * keel_dtype_size(bk->dtype);
+    return keel__tensor_dptr(bk->buffer) + k * keel_dtype_size(bk->dtype);
 }
 
 static keel_status sync_bucket(keel_data_parallel *dp, struct dp_bucket *bk)
@@ -258,7 +257,7 @@ static keel_status sync_bucket(keel_data_parallel *dp, struct dp_bucket *bk)
         if (!st)
             st = keel_mem_copy_d2d_async(place, NULL,
                                          slot_addr(bk, sl->offset),
-                                         keel__dist_dptr(gc),
+                                         keel__tensor_dptr(gc),
                                          sl->numel * es);
         keel_tensor_free(gc);
         keel_tensor_free(g);
@@ -287,14 +286,12 @@ static keel_status sync_bucket(keel_data_parallel *dp, struct dp_bucket *bk)
             if (!g)
                 break;
         }
-        st = keel_mem_copy_d2d_async(place, NULL, keel__dist_dptr(g),
+        st = keel_mem_copy_d2d_async(place, NULL, keel__tensor_dptr(g),
                                      slot_addr(bk, sl->offset),
                                      sl->numel * es);
         keel_tensor_free(g);
     }
-    if (!st)
-        st = keel_stream_synchronize(place, NULL);
-    return st;
+    return st; /* the copies back finish in stream order (caller waits) */
 }
 
 keel_status keel_data_parallel_sync_gradients(keel_data_parallel *dp)
@@ -308,6 +305,10 @@ keel_status keel_data_parallel_sync_gradients(keel_data_parallel *dp)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int b = 0; b < dp->nbuckets && !st; b++)
         st = sync_bucket(dp, &dp->buckets[b]);
+    /* One wait for every bucket's copies back into the gradients. */
+    if (!st && dp->nbuckets)
+        st = keel_stream_synchronize(keel_tensor_place(dp->buckets[0].buffer),
+                                     NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     dp->sync_seconds += (double)(t1.tv_sec - t0.tv_sec) +
                         (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

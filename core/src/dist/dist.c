@@ -37,10 +37,12 @@ struct keel_dist_group {
     struct keel_dist_group *next;
 };
 
+/* What a process started without a launcher is. */
+static const keel_dist_env single_process = {0, 1, 0, 1, "none"};
+
 static struct {
     bool initialized;
     bool mpi_started; /* MPI_Init came from here */
-    bool mpi_ended;   /* MPI_Finalize came from here */
     /* A collective failed with TIMEOUT: a peer is gone or hung, and MPI
      * may still own that collective's buffers; finalize must not wait. */
     bool peer_lost;
@@ -48,7 +50,7 @@ static struct {
     keel_dist_env env;
     keel_dist_group *world;
     keel_dist_group *groups; /* every group, world included */
-} dist_g = {.env = {0, 1, 0, 1, "none"}};
+} dist_g = {.env = {0, 1, 0, 1, "none"}}; /* single_process */
 
 static pthread_mutex_t dist_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -79,7 +81,7 @@ static keel_status read_env(keel_dist_env *env)
     bool fr, fs, flr, fls;
     keel_status st;
 
-    *env = (keel_dist_env){0, 1, 0, 1, "none"};
+    *env = single_process;
     st = env_int("OMPI_COMM_WORLD_SIZE", 1, 1 << 24, &fs, &env->world_size);
     if (!st)
         st = env_int("OMPI_COMM_WORLD_RANK", 0, 1 << 24, &fr, &env->rank);
@@ -234,7 +236,8 @@ static keel_status group_create(const int32_t *ranks, int n,
     if (g->rank == 0)
         st = keel_comm_get_unique_id_bytes(g->place, id, id_bytes);
     /* A failure on the maker must not leave the others waiting in the
-     * broadcast: the id goes out anyway, with a flag in front. */
+     * broadcast: a flag saying whether the id was made goes out first,
+     * and the id only when it was. */
     {
         int32_t ok = st == KEEL_STATUS_OK;
         keel_status bs = boot_bcast(&ok, sizeof(ok), ranks[0]);
@@ -277,12 +280,8 @@ keel_status keel_dist_init(void)
     st = keel_init();
     if (!st)
         st = read_env(&env);
-    if (!st && env.world_size > 1 && !dist_g.mpi_ended)
+    if (!st && env.world_size > 1) /* refuses an MPI already finalized */
         st = mpi_start(&env);
-    else if (!st && env.world_size > 1)
-        st = keel__error(KEEL_STATUS_INVALID_STATE,
-                         "keel_dist_init: MPI was finalized by "
-                         "keel_dist_finalize and cannot start again");
     if (st)
         goto out;
     dist_g.env = env;
@@ -304,7 +303,7 @@ keel_status keel_dist_init(void)
     dist_g.initialized = true;
 out:
     if (st)
-        dist_g.env = (keel_dist_env){0, 1, 0, 1, "none"};
+        dist_g.env = single_process;
     pthread_mutex_unlock(&dist_lock);
     return st;
 }
@@ -360,11 +359,10 @@ keel_status keel_dist_finalize(void)
             st = keel__error(KEEL_STATUS_DEVICE_ERROR,
                              "keel_dist_finalize: MPI_Finalize failed");
         dist_g.mpi_started = false;
-        dist_g.mpi_ended = true;
     }
 #endif
     dist_g.initialized = false;
-    dist_g.env = (keel_dist_env){0, 1, 0, 1, "none"};
+    dist_g.env = single_process;
     pthread_mutex_unlock(&dist_lock);
     return st;
 }
@@ -503,12 +501,6 @@ static keel_status group_rank_of(const keel_dist_group *g, int32_t global,
                        (int)global);
 }
 
-keel_dptr keel__dist_dptr(const keel_tensor *t)
-{
-    return t->storage->data +
-           (keel_dptr)t->offset * keel_dtype_size(t->dtype);
-}
-
 /* Wait for the collective's stream, and name the call in a failure. */
 static keel_status finish(keel_status st, const keel_dist_group *g,
                           const char *call)
@@ -543,10 +535,10 @@ keel_status keel_dist_barrier(keel_dist_group *group)
     if (!st)
         st = keel__tensor_new(g->place, KEEL_I32, 1, shape, &one);
     if (!st)
-        st = keel_mem_set(g->place, keel__dist_dptr(one), 0, 4);
+        st = keel_mem_set(g->place, keel__tensor_dptr(one), 0, 4);
     if (!st)
-        st = finish(keel_all_reduce(g->comm, NULL, keel__dist_dptr(one),
-                                    keel__dist_dptr(one), 1, KEEL_I32,
+        st = finish(keel_all_reduce(g->comm, NULL, keel__tensor_dptr(one),
+                                    keel__tensor_dptr(one), 1, KEEL_I32,
                                     KEEL_REDUCE_SUM), g, call);
     keel_tensor_free(one);
     return st;
@@ -577,7 +569,7 @@ static keel_status in_place(enum inplace_kind kind, keel_tensor *t,
                            kind == INPLACE_BROADCAST ? "src" : "dst", &root);
     if (st)
         return st;
-    p = keel__dist_dptr(t);
+    p = keel__tensor_dptr(t);
     n = (uint64_t)keel_tensor_numel(t);
     return finish(kind == INPLACE_ALL_REDUCE
                       ? keel_all_reduce(g->comm, NULL, p, p, n, t->dtype, op)
@@ -674,7 +666,7 @@ static keel_status fresh(enum fresh_kind kind, const keel_tensor *t,
                                             : like(t, false, t->shape[0],
                                                    call, &r);
     if (!st) {
-        keel_dptr src = keel__dist_dptr(t), dst = keel__dist_dptr(r);
+        keel_dptr src = keel__tensor_dptr(t), dst = keel__tensor_dptr(r);
         uint64_t n = (uint64_t)keel_tensor_numel(t);
 
         st = finish(kind == FRESH_ALL_GATHER
@@ -735,10 +727,10 @@ static keel_status p2p(keel_tensor *t, int32_t peer, keel_dist_group *group,
                          "receive from");
     if (st)
         return st;
-    return finish(send ? keel_send(g->comm, NULL, keel__dist_dptr(t),
+    return finish(send ? keel_send(g->comm, NULL, keel__tensor_dptr(t),
                                    (uint64_t)keel_tensor_numel(t), t->dtype,
                                    r)
-                       : keel_recv(g->comm, NULL, keel__dist_dptr(t),
+                       : keel_recv(g->comm, NULL, keel__tensor_dptr(t),
                                    (uint64_t)keel_tensor_numel(t), t->dtype,
                                    r),
                   g, call);

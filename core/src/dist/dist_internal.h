@@ -1,7 +1,8 @@
 /*
  * keel dist layer, private: what dist.c and data_parallel.c share. The
  * layer sits above inference (src/README.md); it uses the tensor
- * internals for device addresses and the nn/autograd public API.
+ * internals for device addresses (keel__tensor_dptr) and the nn/autograd
+ * public API.
  */
 #ifndef KEEL_DIST_INTERNAL_H
 #define KEEL_DIST_INTERNAL_H
@@ -13,8 +14,5 @@
 #include <keel/ops.h>
 
 #include "inference/inference_internal.h"
-
-/* Device address of a tensor's first element. */
-keel_dptr keel__dist_dptr(const keel_tensor *t);
 
 #endif /* KEEL_DIST_INTERNAL_H */
