@@ -496,18 +496,16 @@ static keel_status shard_sizes(const keel_dataloader *dl, int64_t n,
     return KEEL_STATUS_OK;
 }
 
-/* This rank's samples of `epoch` into out[0 .. per_rank) (see
- * shard_sizes), `what` naming the caller in errors. */
+/* This rank's samples of `epoch` into out[0 .. per_rank), for a dataset
+ * of n samples with the sizes shard_sizes gave; `what` names the caller
+ * in errors. */
 static keel_status fill_rank_order(const keel_dataloader *dl, uint64_t epoch,
-                                   int64_t n, int64_t *out, const char *what)
+                                   int64_t n, int64_t per_rank, int64_t total,
+                                   int64_t *out, const char *what)
 {
-    int64_t per_rank = 0, total = 0, bs = dl->batch_size;
-    int64_t r = dl->num_replicas;
+    int64_t bs = dl->batch_size, r = dl->num_replicas;
     int64_t tail, local_tail, got = 0, *padded;
-    keel_status st = shard_sizes(dl, n, &per_rank, &total);
 
-    if (st != KEEL_STATUS_OK)
-        return st;
     if (r == 1) {
         fill_order(dl->shuffle, dl->seed, epoch, out, n);
         return KEEL_STATUS_OK;
@@ -565,7 +563,7 @@ keel_status keel_dataloader_rank_order(const keel_dataloader *dl,
                            "%lld samples", what, (long long)n,
                            (int)dl->rank, (int)dl->num_replicas,
                            (long long)per_rank);
-    return fill_rank_order(dl, epoch, len, order, what);
+    return fill_rank_order(dl, epoch, len, per_rank, total, order, what);
 }
 
 static int64_t batches_of(int64_t length, int64_t bs, bool drop_last)
@@ -685,7 +683,7 @@ static keel_status restart(keel_dataloader *dl, uint64_t epoch)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_dataloader: out of host memory for the "
                            "order of %lld samples", (long long)len);
-    st = fill_rank_order(dl, epoch, n, order, "keel_dataloader");
+    st = fill_rank_order(dl, epoch, n, len, total, order, "keel_dataloader");
     if (st != KEEL_STATUS_OK) {
         free(order);
         return st;
