@@ -66,7 +66,6 @@ static bool cpu_mpi_types_ok;
 static MPI_Datatype cpu_mpi_type[KEEL_DTYPE_COUNT_];
 static MPI_Op cpu_mpi_op[KEEL_REDUCE_OP_COUNT_];
 static atomic_uint cpu_mpi_tag_counter;
-static atomic_int cpu_mpi_members; /* live cross-process comms here */
 
 bool cpu_mpi_job(int *world_rank, int *world_size)
 {
@@ -163,14 +162,17 @@ keel_status cpu_mpi_unique_id(keel_comm_id *id)
 	return KEEL_STATUS_OK;
 }
 
-/* Poll `req` until it completes or the deadline passes. */
-static bool cpu_mpi_wait(MPI_Request *req, const struct timespec *deadline)
+/* Poll `req` until it completes (its status into *status when not NULL)
+ * or the deadline passes. */
+static bool cpu_mpi_wait(MPI_Request *req, const struct timespec *deadline,
+			 MPI_Status *status)
 {
 	int done = 0;
 	unsigned spins = 0;
 
 	for (;;) {
-		if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+		if (MPI_Test(req, &done,
+			     status ? status : MPI_STATUS_IGNORE) != MPI_SUCCESS)
 			return false;
 		if (done)
 			return true;
@@ -190,9 +192,97 @@ static bool cpu_mpi_wait_all(MPI_Request *req, int n,
 			     const struct timespec *deadline)
 {
 	for (int i = 0; i < n; i++)
-		if (!cpu_mpi_wait(&req[i], deadline))
+		if (!cpu_mpi_wait(&req[i], deadline, NULL))
 			return false;
 	return true;
+}
+
+/* The id's maker: collect every other member's (rank, nranks), tagged
+ * `tag`, into world[] (world rank of each communicator rank), then send
+ * the list back to each. */
+static keel_status cpu_mpi_gather_members(int32_t nranks, int32_t rank,
+					  int wr, uint32_t tag, int *world,
+					  const struct timespec *deadline)
+{
+	MPI_Request *reqs;
+	int nreq = 0;
+	bool ok;
+
+	world[rank] = wr;
+	for (int got = 1; got < nranks; got++) {
+		int32_t msg[2];
+		MPI_Status status;
+		MPI_Request req;
+
+		if (MPI_Irecv(msg, 2, MPI_INT32_T, MPI_ANY_SOURCE, (int)tag,
+			      MPI_COMM_WORLD, &req) != MPI_SUCCESS)
+			return cpu_err(KEEL_STATUS_DEVICE_ERROR,
+				       "comm_init_rank: MPI_Irecv failed on rank %d of %d (MPI rank %d)",
+				       (int)rank, (int)nranks, wr);
+		if (!cpu_mpi_wait(&req, deadline, &status)) {
+			MPI_Cancel(&req);
+			MPI_Request_free(&req);
+			return cpu_err(KEEL_STATUS_TIMEOUT,
+				       "comm_init_rank: rank %d of %d (MPI rank %d, the id's maker) timed out after %u ms with %d of %d ranks joined (KEEL_CPU_COLL_TIMEOUT_MS)",
+				       (int)rank, (int)nranks, wr,
+				       cpu_g.cfg.coll_timeout_ms, got,
+				       (int)nranks);
+		}
+		if (msg[1] != nranks || msg[0] < 0 || msg[0] >= nranks ||
+		    world[msg[0]] >= 0)
+			return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+				       "comm_init_rank: MPI rank %d joined as rank %d of %d, but this communicator has %d ranks%s",
+				       status.MPI_SOURCE, (int)msg[0],
+				       (int)msg[1], (int)nranks,
+				       msg[0] >= 0 && msg[0] < nranks &&
+						       world[msg[0]] >= 0
+					       ? " and that rank has already joined"
+					       : "");
+		world[msg[0]] = status.MPI_SOURCE;
+	}
+	reqs = calloc((size_t)nranks, sizeof(*reqs));
+	if (!reqs)
+		return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+			       "comm_init_rank: out of host memory");
+	for (int i = 0; i < nranks; i++)
+		if (i != rank)
+			MPI_Isend(world, nranks, MPI_INT, world[i], (int)tag,
+				  MPI_COMM_WORLD, &reqs[nreq++]);
+	ok = cpu_mpi_wait_all(reqs, nreq, deadline);
+	free(reqs);
+	if (!ok)
+		return cpu_err(KEEL_STATUS_TIMEOUT,
+			       "comm_init_rank: rank %d of %d (MPI rank %d) could not hand the member list to every rank within %u ms",
+			       (int)rank, (int)nranks, wr,
+			       cpu_g.cfg.coll_timeout_ms);
+	return KEEL_STATUS_OK;
+}
+
+/* Any other member: send (rank, nranks) to the maker and receive world[]. */
+static keel_status cpu_mpi_join_maker(int32_t nranks, int32_t rank, int wr,
+				      int32_t maker, uint32_t tag, int *world,
+				      const struct timespec *deadline)
+{
+	int32_t msg[2] = { rank, nranks };
+	MPI_Request req[2];
+
+	if (MPI_Isend(msg, 2, MPI_INT32_T, maker, (int)tag, MPI_COMM_WORLD,
+		      &req[0]) != MPI_SUCCESS ||
+	    MPI_Irecv(world, nranks, MPI_INT, maker, (int)tag, MPI_COMM_WORLD,
+		      &req[1]) != MPI_SUCCESS)
+		return cpu_err(KEEL_STATUS_DEVICE_ERROR,
+			       "comm_init_rank: MPI_Isend/MPI_Irecv failed on rank %d of %d (MPI rank %d)",
+			       (int)rank, (int)nranks, wr);
+	if (!cpu_mpi_wait_all(req, 2, deadline))
+		return cpu_err(KEEL_STATUS_TIMEOUT,
+			       "comm_init_rank: rank %d of %d (MPI rank %d) got no answer from MPI rank %d, the id's maker, within %u ms (KEEL_CPU_COLL_TIMEOUT_MS)",
+			       (int)rank, (int)nranks, wr, (int)maker,
+			       cpu_g.cfg.coll_timeout_ms);
+	if (world[rank] != wr)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "comm_init_rank: the id's maker placed rank %d on MPI rank %d, not on this process (MPI rank %d)",
+			       (int)rank, world[rank], wr);
+	return KEEL_STATUS_OK;
 }
 
 keel_status cpu_mpi_comm_init(const keel_comm_id *id, int32_t nranks,
@@ -235,120 +325,26 @@ keel_status cpu_mpi_comm_init(const keel_comm_id *id, int32_t nranks,
 	}
 	for (int i = 0; i < nranks; i++)
 		world[i] = -1;
-	if (wr == maker) {
-		int32_t msg[2];
-		MPI_Status status;
-		MPI_Request req;
-
-		world[rank] = wr;
-		for (int got = 1; got < nranks; got++) {
-			if (MPI_Irecv(msg, 2, MPI_INT32_T, MPI_ANY_SOURCE,
-				      (int)tag, MPI_COMM_WORLD, &req) !=
-			    MPI_SUCCESS) {
-				st = KEEL_STATUS_DEVICE_ERROR;
-				goto mpi_fail;
-			}
-			int done = 0;
-
-			while (!done) {
-				MPI_Test(&req, &done, &status);
-				if (!done &&
-				    cpu_ts_ms(cpu_now(), deadline) <= 0) {
-					MPI_Cancel(&req);
-					MPI_Request_free(&req);
-					st = cpu_err(KEEL_STATUS_TIMEOUT,
-						     "comm_init_rank: rank %d of %d (MPI rank %d, the id's maker) timed out after %u ms with %d of %d ranks joined (KEEL_CPU_COLL_TIMEOUT_MS)",
-						     (int)rank, (int)nranks, wr,
-						     cpu_g.cfg.coll_timeout_ms,
-						     got, (int)nranks);
-					goto out;
-				}
-				if (!done) {
-					struct timespec nap = { 0, 50000 };
-
-					nanosleep(&nap, NULL);
-				}
-			}
-			if (msg[1] != nranks || msg[0] < 0 ||
-			    msg[0] >= nranks || world[msg[0]] >= 0) {
-				st = cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-					     "comm_init_rank: MPI rank %d joined as rank %d of %d, but this communicator has %d ranks%s",
-					     status.MPI_SOURCE, (int)msg[0],
-					     (int)msg[1], (int)nranks,
-					     msg[0] >= 0 && msg[0] < nranks &&
-							     world[msg[0]] >= 0
-						     ? " and that rank has already joined"
-						     : "");
-				goto out;
-			}
-			world[msg[0]] = status.MPI_SOURCE;
-		}
-		MPI_Request *reqs = calloc((size_t)nranks, sizeof(*reqs));
-
-		if (!reqs) {
-			st = cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
-				     "comm_init_rank: out of host memory");
-			goto out;
-		}
-		int nreq = 0;
-
-		for (int i = 0; i < nranks; i++)
-			if (i != rank)
-				MPI_Isend(world, nranks, MPI_INT, world[i],
-					  (int)tag, MPI_COMM_WORLD,
-					  &reqs[nreq++]);
-		bool ok = cpu_mpi_wait_all(reqs, nreq, &deadline);
-
-		free(reqs);
-		if (!ok) {
-			st = cpu_err(KEEL_STATUS_TIMEOUT,
-				     "comm_init_rank: rank %d of %d (MPI rank %d) could not hand the member list to every rank within %u ms",
-				     (int)rank, (int)nranks, wr,
-				     cpu_g.cfg.coll_timeout_ms);
-			goto out;
-		}
-	} else {
-		int32_t msg[2] = { rank, nranks };
-		MPI_Request req[2];
-
-		if (MPI_Isend(msg, 2, MPI_INT32_T, maker, (int)tag,
-			      MPI_COMM_WORLD, &req[0]) != MPI_SUCCESS ||
-		    MPI_Irecv(world, nranks, MPI_INT, maker, (int)tag,
-			      MPI_COMM_WORLD, &req[1]) != MPI_SUCCESS) {
-			st = KEEL_STATUS_DEVICE_ERROR;
-			goto mpi_fail;
-		}
-		if (!cpu_mpi_wait_all(req, 2, &deadline)) {
-			st = cpu_err(KEEL_STATUS_TIMEOUT,
-				     "comm_init_rank: rank %d of %d (MPI rank %d) got no answer from MPI rank %d, the id's maker, within %u ms (KEEL_CPU_COLL_TIMEOUT_MS)",
-				     (int)rank, (int)nranks, wr, (int)maker,
-				     cpu_g.cfg.coll_timeout_ms);
-			goto out;
-		}
-		if (world[rank] != wr) {
-			st = cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
-				     "comm_init_rank: the id's maker placed rank %d on MPI rank %d, not on this process (MPI rank %d)",
-				     (int)rank, world[rank], wr);
-			goto out;
-		}
-	}
+	st = wr == maker ? cpu_mpi_gather_members(nranks, rank, wr, tag, world,
+						  &deadline)
+			 : cpu_mpi_join_maker(nranks, rank, wr, maker, tag,
+					      world, &deadline);
+	if (st)
+		goto out;
 	if (MPI_Comm_group(MPI_COMM_WORLD, &wgroup) != MPI_SUCCESS ||
 	    MPI_Group_incl(wgroup, nranks, world, &group) != MPI_SUCCESS ||
 	    MPI_Comm_create_group(MPI_COMM_WORLD, group, (int)tag,
 				  &c->comm) != MPI_SUCCESS) {
-		st = KEEL_STATUS_DEVICE_ERROR;
-		goto mpi_fail;
+		st = cpu_err(KEEL_STATUS_DEVICE_ERROR,
+			     "comm_init_rank: MPI could not create the communicator of rank %d of %d (MPI rank %d)",
+			     (int)rank, (int)nranks, wr);
+		goto out;
 	}
 	MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
 	c->rank = rank;
 	c->nranks = nranks;
-	atomic_fetch_add(&cpu_mpi_members, 1);
 	*out = c;
 	c = NULL;
-	goto out;
-mpi_fail:
-	st = cpu_err(st, "comm_init_rank: an MPI call failed while rank %d of %d (MPI rank %d) joined",
-		     (int)rank, (int)nranks, wr);
 out:
 	if (group != MPI_GROUP_NULL)
 		MPI_Group_free(&group);
@@ -368,50 +364,36 @@ void cpu_mpi_comm_free(struct cpu_mpi_comm *c)
 	MPI_Finalized(&fin);
 	if (!fin && !c->failed && c->comm != MPI_COMM_NULL)
 		MPI_Comm_free(&c->comm);
-	atomic_fetch_sub(&cpu_mpi_members, 1);
 	free(c);
 }
 
-/* recv[i] /= nranks after a sum (avg). */
+/* buf[i] /= n for i < count, after a sum (avg): floats in their own
+ * arithmetic (float16/bfloat16 through float32), integers truncated
+ * toward zero as the in-process engine does. */
+#define CPU_MPI_DIV(T, D)                                                    \
+	for (uint64_t i = 0; i < count; i++)                                 \
+		((T *)buf)[i] = (T)(((T *)buf)[i] / (D))
+#define CPU_MPI_DIV_HALF(TO_F32, FROM_F32)                                   \
+	for (uint64_t i = 0; i < count; i++)                                 \
+		((uint16_t *)buf)[i] =                                       \
+			FROM_F32(TO_F32(((uint16_t *)buf)[i]) / (float)n)
+
 static void cpu_mpi_divide(void *buf, uint64_t count, keel_dtype dt, int n)
 {
-	for (uint64_t i = 0; i < count; i++) {
-		switch (dt) {
-		case KEEL_F32:
-			((float *)buf)[i] /= (float)n;
-			break;
-		case KEEL_F64:
-			((double *)buf)[i] /= (double)n;
-			break;
-		case KEEL_F16: {
-			uint16_t *p = (uint16_t *)buf + i;
-
-			*p = cpu_f32_to_f16(cpu_f16_to_f32(*p) / (float)n);
-			break;
-		}
-		case KEEL_BF16: {
-			uint16_t *p = (uint16_t *)buf + i;
-
-			*p = cpu_f32_to_bf16(cpu_bf16_to_f32(*p) / (float)n);
-			break;
-		}
-		case KEEL_I8:
-			((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / n);
-			break;
-		case KEEL_U8:
-			((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / n);
-			break;
-		case KEEL_I32:
-			((int32_t *)buf)[i] /= n;
-			break;
-		case KEEL_I64:
-			((int64_t *)buf)[i] /= n;
-			break;
-		default:
-			return;
-		}
+	switch (dt) {
+	case KEEL_F32: CPU_MPI_DIV(float, (float)n); break;
+	case KEEL_F64: CPU_MPI_DIV(double, (double)n); break;
+	case KEEL_F16: CPU_MPI_DIV_HALF(cpu_f16_to_f32, cpu_f32_to_f16); break;
+	case KEEL_BF16: CPU_MPI_DIV_HALF(cpu_bf16_to_f32, cpu_f32_to_bf16); break;
+	case KEEL_I8: CPU_MPI_DIV(int8_t, n); break;
+	case KEEL_U8: CPU_MPI_DIV(uint8_t, n); break;
+	case KEEL_I32: CPU_MPI_DIV(int32_t, n); break;
+	case KEEL_I64: CPU_MPI_DIV(int64_t, n); break;
+	default: break; /* bool: avg refused before */
 	}
 }
+#undef CPU_MPI_DIV
+#undef CPU_MPI_DIV_HALF
 
 /* Largest element count one MPI call takes for this op. */
 static bool cpu_mpi_fits(uint64_t count, int n)
@@ -445,22 +427,22 @@ keel_status cpu_mpi_run(struct cpu_mpi_comm *c, const struct cpu_mpi_call *a,
 		return KEEL_STATUS_NOT_SUPPORTED;
 	}
 	switch (a->kind) {
-	case CPU_MPI_ALL_REDUCE:
+	case CPU_COLL_ALL_REDUCE:
 		rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : a->send, a->recv,
 				    count, t, op, c->comm, &req[0]);
 		break;
-	case CPU_MPI_BROADCAST:
+	case CPU_COLL_BROADCAST:
 		if (c->rank == a->root && !in_place)
 			memmove(a->recv, a->send, a->count * es);
 		rc = MPI_Ibcast(a->recv, count, t, a->root, c->comm, &req[0]);
 		break;
-	case CPU_MPI_REDUCE:
+	case CPU_COLL_REDUCE:
 		rc = MPI_Ireduce(in_place && c->rank == a->root ? MPI_IN_PLACE
 								 : a->send,
 				 c->rank == a->root ? a->recv : NULL, count, t,
 				 op, a->root, c->comm, &req[0]);
 		break;
-	case CPU_MPI_ALL_GATHER:
+	case CPU_COLL_ALL_GATHER:
 		rc = MPI_Iallgather(a->send == (char *)a->recv + (size_t)c->rank *
 							       a->count * es
 					    ? MPI_IN_PLACE
@@ -468,19 +450,19 @@ keel_status cpu_mpi_run(struct cpu_mpi_comm *c, const struct cpu_mpi_call *a,
 				    count, t, a->recv, count, t, c->comm,
 				    &req[0]);
 		break;
-	case CPU_MPI_REDUCE_SCATTER:
+	case CPU_COLL_REDUCE_SCATTER:
 		rc = MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : a->send,
 					       a->recv, count, t, op, c->comm,
 					       &req[0]);
 		break;
-	case CPU_MPI_ALL_TO_ALL:
+	case CPU_COLL_ALL_TO_ALL:
 		rc = MPI_Ialltoall(in_place ? MPI_IN_PLACE : a->send, count, t,
 				   a->recv, count, t, c->comm, &req[0]);
 		break;
-	case CPU_MPI_SEND:
+	case CPU_COLL_SEND:
 		rc = MPI_Isend(a->send, count, t, a->peer, 0, c->comm, &req[0]);
 		break;
-	case CPU_MPI_RECV:
+	case CPU_COLL_RECV:
 		rc = MPI_Irecv(a->recv, count, t, a->peer, 0, c->comm, &req[0]);
 		break;
 	default:
@@ -510,8 +492,8 @@ keel_status cpu_mpi_run(struct cpu_mpi_comm *c, const struct cpu_mpi_call *a,
 		return KEEL_STATUS_TIMEOUT;
 	}
 	if (a->op == KEEL_REDUCE_AVG &&
-	    (a->kind == CPU_MPI_ALL_REDUCE || a->kind == CPU_MPI_REDUCE_SCATTER ||
-	     (a->kind == CPU_MPI_REDUCE && c->rank == a->root)))
+	    (a->kind == CPU_COLL_ALL_REDUCE || a->kind == CPU_COLL_REDUCE_SCATTER ||
+	     (a->kind == CPU_COLL_REDUCE && c->rank == a->root)))
 		cpu_mpi_divide(a->recv, a->count, a->dtype, c->nranks);
 	return KEEL_STATUS_OK;
 }

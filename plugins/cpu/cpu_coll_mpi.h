@@ -12,21 +12,9 @@
 
 #include "cpu_internal.h"
 
-enum cpu_mpi_kind {
-	CPU_MPI_ALL_REDUCE,
-	CPU_MPI_BROADCAST,
-	CPU_MPI_REDUCE,
-	CPU_MPI_ALL_GATHER,
-	CPU_MPI_REDUCE_SCATTER,
-	CPU_MPI_ALL_TO_ALL,
-	CPU_MPI_SEND,
-	CPU_MPI_RECV,
-	CPU_MPI_OTHER,
-};
-
 /* One collective on host addresses, already validated. */
 struct cpu_mpi_call {
-	enum cpu_mpi_kind kind;
+	enum cpu_coll_kind kind; /* CPU_COLL_ALL_TO_ALLV: not provided */
 	const char *name;
 	void *send;
 	void *recv;

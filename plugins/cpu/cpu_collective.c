@@ -51,18 +51,6 @@
 #include "cpu_coll_mpi.h"
 #include "cpu_internal.h"
 
-enum cpu_coll_kind {
-	CPU_COLL_ALL_REDUCE,
-	CPU_COLL_BROADCAST,
-	CPU_COLL_REDUCE,
-	CPU_COLL_ALL_GATHER,
-	CPU_COLL_REDUCE_SCATTER,
-	CPU_COLL_ALL_TO_ALL,
-	CPU_COLL_SEND,
-	CPU_COLL_RECV,
-	CPU_COLL_ALL_TO_ALLV,
-};
-
 static const char *const cpu_coll_names[] = {
 	"all_reduce", "broadcast", "reduce", "all_gather",
 	"reduce_scatter", "all_to_all", "send", "recv", "all_to_allv",
@@ -779,22 +767,10 @@ void cpu_coll_batch_free(struct cpu_coll_batch *b)
 static keel_status cpu_coll_batch_run_mpi(struct cpu_coll_batch *b, char *msg,
 					  size_t msg_size)
 {
-	static const enum cpu_mpi_kind kinds[] = {
-		[CPU_COLL_ALL_REDUCE] = CPU_MPI_ALL_REDUCE,
-		[CPU_COLL_BROADCAST] = CPU_MPI_BROADCAST,
-		[CPU_COLL_REDUCE] = CPU_MPI_REDUCE,
-		[CPU_COLL_ALL_GATHER] = CPU_MPI_ALL_GATHER,
-		[CPU_COLL_REDUCE_SCATTER] = CPU_MPI_REDUCE_SCATTER,
-		[CPU_COLL_ALL_TO_ALL] = CPU_MPI_ALL_TO_ALL,
-		[CPU_COLL_SEND] = CPU_MPI_SEND,
-		[CPU_COLL_RECV] = CPU_MPI_RECV,
-		[CPU_COLL_ALL_TO_ALLV] = CPU_MPI_OTHER,
-	};
-
 	for (size_t i = 0; i < b->n; i++) {
 		const struct cpu_coll_op *op = &b->ops[i];
 		struct cpu_mpi_call a = {
-			.kind = kinds[op->kind], .name = cpu_coll_names[op->kind],
+			.kind = op->kind, .name = cpu_coll_names[op->kind],
 			.send = op->send, .recv = op->recv, .count = op->count,
 			.dtype = op->dtype, .op = op->op, .root = op->root,
 			.peer = op->peer,
@@ -1322,11 +1298,23 @@ static uint32_t cpu_id_bytes(void)
 							  : KEEL_COMM_ID_BYTES;
 }
 
+/* A new id: random bytes, plus a process counter and the pid so that two
+ * ids of one process never collide; inside an MPI job of several
+ * processes, marked as an id for a communicator across those processes
+ * (cpu_coll_mpi.c). */
+static void cpu_id_fill(keel_comm_id *id)
+{
+	uint64_t counter = atomic_fetch_add(&cpu_id_counter, 1) + 1;
+	uint32_t pid = (uint32_t)getpid();
+
+	cpu_random_bytes(id->bytes, sizeof(id->bytes));
+	memcpy(id->bytes, &counter, sizeof(counter));
+	memcpy(id->bytes + sizeof(counter), &pid, sizeof(pid));
+	(void)cpu_mpi_unique_id(id); /* NOT_FOUND outside such a job */
+}
+
 static keel_status cpu_get_unique_id(keel_comm_id *id)
 {
-	uint64_t counter;
-	uint32_t pid;
-
 	if (!id)
 		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
 			       "get_unique_id: id is NULL");
@@ -1334,17 +1322,7 @@ static keel_status cpu_get_unique_id(keel_comm_id *id)
 		return cpu_err(KEEL_STATUS_NOT_SUPPORTED,
 			       "get_unique_id: this plugin's ids have %u bytes (KEEL_CPU_COMM_ID_BYTES): use get_unique_id_bytes",
 			       (unsigned)cpu_id_bytes());
-	cpu_random_bytes(id->bytes, sizeof(id->bytes));
-	/* Random bytes, plus a process counter and the pid so that two ids
-	 * of one process never collide. */
-	counter = atomic_fetch_add(&cpu_id_counter, 1) + 1;
-	pid = (uint32_t)getpid();
-	memcpy(id->bytes, &counter, sizeof(counter));
-	memcpy(id->bytes + sizeof(counter), &pid, sizeof(pid));
-	/* Inside an MPI job of several processes, ids are for communicators
-	 * across those processes (cpu_coll_mpi.c). */
-	if (cpu_mpi_job(NULL, NULL))
-		(void)cpu_mpi_unique_id(id);
+	cpu_id_fill(id);
 	return KEEL_STATUS_OK;
 }
 
@@ -1367,8 +1345,6 @@ static keel_status cpu_id_size_ok(uint32_t size, const char *call)
 static keel_status cpu_get_unique_id_bytes(uint8_t *id, uint32_t size)
 {
 	keel_comm_id head;
-	uint64_t counter;
-	uint32_t pid;
 	keel_status st;
 
 	if (!id)
@@ -1377,13 +1353,7 @@ static keel_status cpu_get_unique_id_bytes(uint8_t *id, uint32_t size)
 	st = cpu_id_size_ok(size, "get_unique_id_bytes");
 	if (st)
 		return st;
-	cpu_random_bytes(head.bytes, sizeof(head.bytes));
-	counter = atomic_fetch_add(&cpu_id_counter, 1) + 1;
-	pid = (uint32_t)getpid();
-	memcpy(head.bytes, &counter, sizeof(counter));
-	memcpy(head.bytes + sizeof(counter), &pid, sizeof(pid));
-	if (cpu_mpi_job(NULL, NULL))
-		(void)cpu_mpi_unique_id(&head);
+	cpu_id_fill(&head);
 	memcpy(id, head.bytes, sizeof(head.bytes));
 	for (uint32_t k = KEEL_COMM_ID_BYTES; k < size; k++)
 		id[k] = head.bytes[k % KEEL_COMM_ID_BYTES] ^

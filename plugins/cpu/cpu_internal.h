@@ -329,6 +329,20 @@ void cpu_event_release_all(void);
 
 /* ---- cpu_collective.c ---------------------------------------------------- */
 
+/* The collectives, in the order of cpu_coll_names (cpu_collective.c);
+ * cpu_coll_mpi.c runs them too. */
+enum cpu_coll_kind {
+	CPU_COLL_ALL_REDUCE,
+	CPU_COLL_BROADCAST,
+	CPU_COLL_REDUCE,
+	CPU_COLL_ALL_GATHER,
+	CPU_COLL_REDUCE_SCATTER,
+	CPU_COLL_ALL_TO_ALL,
+	CPU_COLL_SEND,
+	CPU_COLL_RECV,
+	CPU_COLL_ALL_TO_ALLV,
+};
+
 /* Run a batch: arrive every op, then wait for every op. */
 keel_status cpu_coll_batch_run(struct cpu_coll_batch *b, char *msg,
 			       size_t msg_size);
