@@ -1741,6 +1741,83 @@ static void test_diamond(void)
     keel_tensor_free(x);
 }
 
+/* What a grad-ready hook saw. */
+struct hook_log {
+    int calls;
+    keel_tensor *seen; /* the .grad at the call (a reference) */
+    bool fail;         /* make the hook fail */
+};
+
+static keel_status log_hook(keel_tensor *leaf, void *ctx)
+{
+    struct hook_log *h = ctx;
+
+    h->calls++;
+    keel_tensor_free(h->seen);
+    h->seen = keel_tensor_grad(leaf);
+    if (h->fail) /* any failing call, for its message */
+        return keel_tensor_set_grad(NULL, NULL);
+    return KEEL_STATUS_OK;
+}
+
+/* The hook runs once per backward, after the last of several edges into
+ * the leaf has delivered: the .grad it sees is the one left at the end
+ * (accumulation replaces the tensor, so identity proves it). */
+static void test_grad_ready_hook(void)
+{
+    keel_tensor *x = param(SH(4), -1, 1), *u = param(SH(4), -1, 1);
+    keel_tensor *s = NULL, *xx = NULL, *p = NULL, *y = NULL, *g = NULL;
+    struct hook_log hx = {0}, hu = {0};
+
+    OK(keel_tensor_add_grad_ready_hook(x, log_hook, &hx));
+    OK(keel_tensor_add_grad_ready_hook(u, log_hook, &hu));
+    /* y = sum(x*x + sin(x)): three edges into x; u is not used. */
+    OK(keel_multiply(x, x, &xx));
+    OK(keel_sin(x, &s));
+    OK(keel_add(xx, s, &p));
+    OK(keel_sum(p, 0, NULL, false, &y));
+    OK(keel_backward(y, NULL, true));
+    CU_ASSERT_EQUAL(hx.calls, 1);
+    CU_ASSERT_EQUAL(hu.calls, 0);
+    g = keel_tensor_grad(x);
+    CU_ASSERT_PTR_NOT_NULL(g);
+    CU_ASSERT_PTR_EQUAL(hx.seen, g);
+    keel_tensor_free(g);
+    /* A second backward accumulates and calls it again, at the end. */
+    OK(keel_backward(y, NULL, true));
+    CU_ASSERT_EQUAL(hx.calls, 2);
+    g = keel_tensor_grad(x);
+    CU_ASSERT_PTR_EQUAL(hx.seen, g);
+    keel_tensor_free(g);
+    /* keel_grad writes no .grad and calls no hook. */
+    OK(keel_grad(&y, 1, NULL, &x, 1, true, false, &g));
+    keel_tensor_free(g);
+    CU_ASSERT_EQUAL(hx.calls, 2);
+    /* A failing hook stops backward with its message. */
+    hx.fail = true;
+    CU_ASSERT_EQUAL(keel_backward(y, NULL, true),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "grad-ready hook"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "tensor is NULL"));
+    CU_ASSERT_EQUAL(hx.calls, 3);
+    /* Removed: not called any more. */
+    keel_tensor_remove_grad_ready_hook(x, log_hook, &hx);
+    OK(keel_backward(y, NULL, false));
+    CU_ASSERT_EQUAL(hx.calls, 3);
+    /* Only leaves take hooks. */
+    CU_ASSERT_EQUAL(keel_tensor_add_grad_ready_hook(y, log_hook, &hx),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(keel_tensor_add_grad_ready_hook(x, NULL, &hx),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    keel_tensor_free(hx.seen);
+    keel_tensor_free(y);
+    keel_tensor_free(p);
+    keel_tensor_free(s);
+    keel_tensor_free(xx);
+    keel_tensor_free(x);
+    keel_tensor_free(u);
+}
+
 static void test_ties(void)
 {
     static const double xv[3] = {1, 2, 3}, yv[3] = {1, 5, 0};
@@ -2044,6 +2121,7 @@ int main(void)
         {"no_grad scopes", test_no_grad},
         {"KEEL_NO_GRAD and KEEL_NO_GRAD_SCOPE", test_no_grad_scoped},
         {"diamond graph", test_diamond},
+        {"grad-ready hooks", test_grad_ready_hook},
         {"ties: maximum and max", test_ties},
         {"in-place modification detection", test_inplace_detection},
         {"non-scalar backward", test_nonscalar},

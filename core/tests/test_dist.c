@@ -502,6 +502,149 @@ static void test_data_parallel_lenet(void)
     keel_dataset_free(ds);
 }
 
+/* 30 LeNet steps with overlap on and off from the same start and data:
+ * the same bits (averaging is the same arithmetic whenever it runs), and
+ * with overlap some buckets start inside backward. */
+static float *dp_run(bool overlap, int steps, int64_t *early, int64_t *n)
+{
+    keel_dataset *ds = synthetic();
+    keel_dataloader_config cl;
+    keel_dataloader *dl = NULL;
+    keel_layer *net = NULL, *ce = NULL;
+    keel_state_dict *ps = NULL;
+    keel_optimizer *opt = NULL;
+    keel_data_parallel_config dc;
+    keel_data_parallel *dp = NULL;
+    float *v = NULL;
+
+    keel_dataloader_config_init(&cl);
+    cl.batch_size = DP_LOCAL;
+    cl.seed = 7;
+    cl.shuffle = true;
+    cl.prefetch = 0;
+    cl.num_replicas = W;
+    cl.rank = R;
+    if (!ds || keel_dataloader_create(ds, &cl, &dl))
+        goto out;
+    keel_seed(300 + (uint64_t)R);
+    OK(lenet(&net));
+    OK(keel_nn_cross_entropy_loss(NULL, &ce));
+    keel_data_parallel_config_init(&dc);
+    dc.comm_buffer_size_mb = 0.05;
+    dc.last_comm_buffer_size_mb = 0.01;
+    dc.overlap = overlap;
+    OK(keel_data_parallel_create(net, &dc, &dp));
+    opt = momentum(net, &ps);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(opt);
+    for (int s = 0; s < steps; s++) {
+        keel_batch b = {0};
+        bool end = false;
+
+        OK(keel_dataloader_next(dl, &b, &end));
+        step(net, ce, b.fields[0], b.fields[1], dp, opt);
+        keel_batch_release(&b);
+    }
+    CU_ASSERT_EQUAL(keel_data_parallel_num_reductions(dp),
+                    (int64_t)steps * keel_data_parallel_num_buckets(dp));
+    *early = keel_data_parallel_num_early_reductions(dp);
+    if (R == 0)
+        printf("\n  overlap %s: %d buckets, %lld of %lld all-reduces started "
+               "inside backward; %.3f s not hidden, %.3f s in all-reduce",
+               overlap ? "on " : "off", keel_data_parallel_num_buckets(dp),
+               (long long)*early,
+               (long long)keel_data_parallel_num_reductions(dp),
+               keel_data_parallel_sync_seconds(dp),
+               keel_data_parallel_comm_seconds(dp));
+    v = flat_params(ps, n);
+out:
+    keel_optimizer_free(opt);
+    keel_state_dict_free(ps);
+    keel_data_parallel_free(dp);
+    keel_layer_free(net);
+    keel_layer_free(ce);
+    keel_dataloader_free(dl);
+    keel_dataset_free(ds);
+    return v;
+}
+
+static void test_overlap(void)
+{
+    int64_t early_on = -1, early_off = -1, n_on = 0, n_off = 0;
+    float *on = dp_run(true, 30, &early_on, &n_on);
+    float *off = dp_run(false, 30, &early_off, &n_off);
+
+    if (R == 0)
+        printf("\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(on);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(off);
+    CU_ASSERT_EQUAL_FATAL(n_on, n_off);
+    CU_ASSERT_EQUAL(memcmp(on, off, (size_t)n_on * sizeof(float)), 0);
+    /* LeNet's 10 parameters in 0.01/0.05 MB buckets (4 of them): every
+     * parameter gets a gradient, so every bucket, the last included,
+     * starts from the grad-ready hooks, inside backward. */
+    CU_ASSERT_EQUAL(early_on, 30 * 4);
+    CU_ASSERT_EQUAL(early_off, 0);
+    free(on);
+    free(off);
+}
+
+/* A parameter forward never uses: an error naming it, or zeros with
+ * find_unused_parameters; with and without overlap. */
+static void test_find_unused(void)
+{
+    for (int mode = 0; mode < 4; mode++) {
+        bool overlap = mode & 1, find = mode & 2;
+        keel_layer *lin = NULL;
+        keel_data_parallel_config dc;
+        keel_data_parallel *dp = NULL;
+        keel_tensor *x = NULL, *y = NULL, *loss = NULL, *extra = NULL,
+                    *g = NULL, *all = NULL;
+        int64_t xs[2] = {4, 3}, es[1] = {5};
+        float ev[5], gv[6 * 8];
+        keel_status st;
+
+        keel_seed(3);
+        OK(keel_nn_linear(3, 2, NULL, NULL, &lin));
+        OK(keel_randn(1, es, KEEL_F32, "cpu", &extra));
+        OK(keel_layer_add_parameter(lin, "extra", extra));
+        keel_data_parallel_config_init(&dc);
+        dc.overlap = overlap;
+        dc.find_unused_parameters = find;
+        OK(keel_data_parallel_create(lin, &dc, &dp));
+        keel_seed(50 + (uint64_t)R);
+        OK(keel_randn(2, xs, KEEL_F32, "cpu", &x));
+        OK(keel_layer_call(lin, x, &y));
+        OK(keel_sum(y, 0, NULL, false, &loss));
+        st = keel_data_parallel_backward(dp, loss);
+        if (!find) {
+            CU_ASSERT_EQUAL(st, KEEL_STATUS_INVALID_STATE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "\"extra\""));
+        } else {
+            CU_ASSERT_EQUAL(st, KEEL_STATUS_OK);
+            g = keel_tensor_grad(extra);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+            host(g, ev, sizeof(ev));
+            for (int i = 0; i < 5; i++)
+                CU_ASSERT_EQUAL(ev[i], 0.0f);
+            keel_tensor_free(g);
+            g = keel_tensor_grad(keel_layer_parameter(lin, "weight"));
+            OK(keel_dist_all_gather(g, NULL, &all));
+            host(all, gv, (size_t)(6 * W) * sizeof(float));
+            for (int r = 1; r < W && r < 8; r++)
+                CU_ASSERT_EQUAL(memcmp(gv, gv + 6 * r, 6 * sizeof(float)),
+                                0);
+        }
+        keel_tensor_free(all);
+        keel_tensor_free(g);
+        keel_tensor_free(x);
+        keel_tensor_free(y);
+        keel_tensor_free(loss);
+        keel_tensor_free(extra);
+        keel_data_parallel_free(dp);
+        keel_layer_free(lin);
+    }
+}
+
 static void test_no_sync(void)
 {
     keel_layer *lin = NULL;
@@ -643,6 +786,9 @@ int main(int argc, char **argv)
         if (!no_lenet)
             CU_add_test(s, "data parallel LeNet against one process",
                         test_data_parallel_lenet);
+        CU_add_test(s, "overlap: the same bits, buckets early",
+                    test_overlap);
+        CU_add_test(s, "find_unused_parameters", test_find_unused);
         CU_add_test(s, "no_sync", test_no_sync);
     }
     CU_basic_set_mode(CU_BRM_VERBOSE);

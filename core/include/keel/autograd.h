@@ -94,6 +94,32 @@ KEEL_API keel_status keel_tensor_clear_grad(keel_tensor *t);
  *  the other. */
 KEEL_API keel_status keel_detach(const keel_tensor *t, keel_tensor **out);
 
+/**
+ * Called by keel_backward once the gradient of leaf `leaf` is final for
+ * that backward pass: every edge of the graph that leads to the leaf has
+ * delivered its part into leaf's .grad (Paddle's reducer hook on a
+ * parameter, PyTorch's post-accumulate-grad hook). keel_tensor_grad(leaf)
+ * may be NULL when no gradient flowed (every path gave none). The hook
+ * runs on the thread running backward, with no_grad on; an error it
+ * returns stops the backward pass and becomes keel_backward's result.
+ * keel_grad never calls hooks (it writes no .grad).
+ */
+typedef keel_status (*keel_grad_ready_hook)(keel_tensor *leaf, void *ctx);
+
+/**
+ * Add a grad-ready hook to leaf t (a tensor with no producing node);
+ * hooks run in the order added. The pair (fn, ctx) identifies the hook
+ * for keel_tensor_remove_grad_ready_hook; ctx must outlive it. Returns
+ * OK, INVALID_ARGUMENT (NULL, or t not a leaf) or OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_tensor_add_grad_ready_hook(keel_tensor *t,
+                                                     keel_grad_ready_hook fn,
+                                                     void *ctx);
+/** Remove the first hook (fn, ctx) of t; no-op when there is none. */
+KEEL_API void keel_tensor_remove_grad_ready_hook(keel_tensor *t,
+                                                 keel_grad_ready_hook fn,
+                                                 void *ctx);
+
 /* ---- backward ------------------------------------------------------------ */
 
 /**

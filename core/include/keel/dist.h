@@ -145,6 +145,11 @@ typedef struct keel_data_parallel_config {
     bool find_unused_parameters;
     /** Group the model is replicated over (NULL: the world). */
     keel_dist_group *group;
+    /** Reduce each bucket on a communication thread and stream as soon as
+     *  backward has finished its gradients, overlapping the rest of the
+     *  backward pass (default true, as Paddle). false: every bucket is
+     *  reduced after backward, one after another. */
+    bool overlap;
 } keel_data_parallel_config;
 
 KEEL_API void keel_data_parallel_config_init(keel_data_parallel_config *cfg);
@@ -163,9 +168,13 @@ KEEL_API keel_status keel_data_parallel_create(
 KEEL_API void keel_data_parallel_free(keel_data_parallel *dp);
 /**
  * loss.backward() under DataParallel: keel_backward(loss, NULL, false),
- * then, unless gradient synchronisation is off (no_sync), every
- * parameter's gradient becomes the mean of the ranks' gradients, bucket
- * by bucket. A collective.
+ * and, unless gradient synchronisation is off (no_sync), every parameter's
+ * gradient becomes the mean of the ranks' gradients. With overlap (the
+ * default) a bucket's all-reduce starts as soon as backward has finished
+ * its gradients and runs on a communication thread while backward goes
+ * on; buckets start in bucket order on every rank. The call returns when
+ * every mean is in place. A collective. After a failed all-reduce (a
+ * TIMEOUT) later calls fail at once: the communicator is unusable.
  */
 KEEL_API keel_status keel_data_parallel_backward(keel_data_parallel *dp,
                                                  keel_tensor *loss);
@@ -178,9 +187,19 @@ KEEL_API void keel_data_parallel_set_sync(keel_data_parallel *dp, bool sync);
 KEEL_API int keel_data_parallel_num_buckets(const keel_data_parallel *dp);
 KEEL_API int64_t keel_data_parallel_num_reductions(
     const keel_data_parallel *dp);
-/** Wall seconds spent averaging gradients so far (packing, the
- *  all-reduce, which includes waiting for the slowest rank, unpacking). */
+/** Bucket all-reduces started while backward was still running (with
+ *  overlap; 0 without): how many buckets had a chance to overlap. */
+KEEL_API int64_t keel_data_parallel_num_early_reductions(
+    const keel_data_parallel *dp);
+/** Wall seconds the calling thread spent averaging gradients so far,
+ *  outside backward's own computation: without overlap packing, the
+ *  all-reduces (including waits for the slowest rank) and unpacking; with
+ *  overlap only what is left after backward (the last buckets, waiting
+ *  for the thread, unpacking): the communication time not hidden. */
 KEEL_API double keel_data_parallel_sync_seconds(const keel_data_parallel *dp);
+/** Wall seconds inside the bucket all-reduces so far (with overlap: on the
+ *  communication thread, hidden or not; without: as sync_seconds). */
+KEEL_API double keel_data_parallel_comm_seconds(const keel_data_parallel *dp);
 
 /* ---- recompute ----------------------------------------------------------- */
 

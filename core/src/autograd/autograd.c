@@ -209,8 +209,20 @@ static void node_unref(struct keel_grad_node *n)
         node_destroy(n);
 }
 
+/* The grad-ready hooks of one leaf. */
+struct ag_hook {
+    keel_grad_ready_hook fn;
+    void *ctx;
+};
+struct ag_hooks {
+    int n, cap;
+    struct ag_hook h[];
+};
+
 void keel__ag_tensor_release(keel_tensor *t)
 {
+    free(t->hooks);
+    t->hooks = NULL;
     node_unref(t->grad_fn);
     t->grad_fn = NULL;
     keel_tensor_free(t->grad);
@@ -545,6 +557,54 @@ keel_status keel_detach(const keel_tensor *t, keel_tensor **out)
     return alias_of(t, out);
 }
 
+keel_status keel_tensor_add_grad_ready_hook(keel_tensor *t,
+                                            keel_grad_ready_hook fn,
+                                            void *ctx)
+{
+    struct ag_hooks *h;
+    char a[128];
+
+    NEED(t && fn, "keel_tensor_add_grad_ready_hook: %s is NULL",
+         t ? "fn" : "tensor");
+    NEED(!t->grad_fn,
+         "keel_tensor_add_grad_ready_hook: %s is not a leaf (it was "
+         "computed by '%s'); hooks go on parameters and other leaves",
+         keel__tensor_str(t, a, sizeof(a)), t->grad_fn->rule->name);
+    h = t->hooks;
+    if (!h || h->n == h->cap) {
+        int cap = h ? h->cap * 2 : 2;
+        struct ag_hooks *v = realloc(h, sizeof(*h) +
+                                            sizeof(h->h[0]) * (size_t)cap);
+        if (!v)
+            return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                               "keel_tensor_add_grad_ready_hook: out of host "
+                               "memory");
+        if (!h)
+            v->n = 0;
+        v->cap = cap;
+        h = t->hooks = v;
+    }
+    install_hooks(); /* keel_tensor_free must release the list */
+    h->h[h->n].fn = fn;
+    h->h[h->n].ctx = ctx;
+    h->n++;
+    return KEEL_STATUS_OK;
+}
+
+void keel_tensor_remove_grad_ready_hook(keel_tensor *t,
+                                        keel_grad_ready_hook fn, void *ctx)
+{
+    struct ag_hooks *h = t ? t->hooks : NULL;
+
+    for (int i = 0; h && i < h->n; i++)
+        if (h->h[i].fn == fn && h->h[i].ctx == ctx) {
+            memmove(&h->h[i], &h->h[i + 1],
+                    sizeof(h->h[0]) * (size_t)(h->n - i - 1));
+            h->n--;
+            return;
+        }
+}
+
 /* ---- the engine ---------------------------------------------------------- */
 
 /* A gradient the caller wants back (keel_grad): of a leaf, or of output
@@ -666,6 +726,41 @@ static void mark_leaf_captures(struct engine *E, const keel_tensor *leaf)
             E->caps[k].reached = true;
 }
 
+/* One more edge of this backward leads to `leaf` (leaves with grad-ready
+ * hooks only, and only when .grad is written). */
+static void count_hooked_edge(struct engine *E, keel_tensor *leaf)
+{
+    if (!E->accumulate || !leaf->hooks || !leaf->hooks->n)
+        return;
+    if (leaf->hook_epoch != E->epoch) {
+        leaf->hook_epoch = E->epoch;
+        leaf->hook_pending = 0;
+    }
+    leaf->hook_pending++;
+}
+
+/* An edge into `leaf` has delivered; the last one runs its hooks. */
+static keel_status edge_delivered(struct engine *E, keel_tensor *leaf)
+{
+    struct ag_hooks *h = leaf->hooks;
+    keel_status st = KEEL_STATUS_OK;
+
+    if (!E->accumulate || !h || leaf->hook_epoch != E->epoch ||
+        --leaf->hook_pending != 0)
+        return KEEL_STATUS_OK;
+    for (int k = 0; k < h->n && st == KEEL_STATUS_OK; k++) {
+        st = h->h[k].fn(leaf, h->h[k].ctx);
+        if (st != KEEL_STATUS_OK) {
+            char msg[1024];
+
+            snprintf(msg, sizeof(msg), "%s", keel_last_error());
+            st = keel__error(st, "%s: a grad-ready hook failed: %s", E->api,
+                             msg);
+        }
+    }
+    return st;
+}
+
 /* Find every node reachable from the roots already on E->stack. */
 static keel_status discover(struct engine *E)
 {
@@ -677,8 +772,10 @@ static keel_status discover(struct engine *E)
         st = check_node(E, n);
         for (int i = 0; st == KEEL_STATUS_OK && i < n->nin; i++) {
             struct keel_grad_node *m = n->next[i].node;
-            if (n->next[i].leaf)
+            if (n->next[i].leaf) {
                 mark_leaf_captures(E, n->next[i].leaf);
+                count_hooked_edge(E, n->next[i].leaf);
+            }
             if (!m)
                 continue;
             if (m->epoch != E->epoch) {
@@ -825,6 +922,8 @@ static keel_status run_node(struct engine *E, struct keel_grad_node *n)
             continue;
         if (e->leaf) {
             st = to_leaf(E, e->leaf, g);
+            if (st == KEEL_STATUS_OK)
+                st = edge_delivered(E, e->leaf);
         } else if (e->node) {
             if (g && (st = node_grads(e->node)) == KEEL_STATUS_OK)
                 st = accumulate(&e->node->grads[e->slot], g);
@@ -898,7 +997,10 @@ static keel_status engine_run(struct engine *E, struct root *roots,
     for (int r = 0; r < nroots && st == KEEL_STATUS_OK; r++) {
         keel_tensor *t = roots[r].t;
         if (!t->grad_fn) {
+            count_hooked_edge(E, t);
             st = to_leaf(E, t, roots[r].grad);
+            if (st == KEEL_STATUS_OK)
+                st = edge_delivered(E, t);
             continue;
         }
         st = node_grads(t->grad_fn);

@@ -502,11 +502,11 @@ static keel_status group_rank_of(const keel_dist_group *g, int32_t global,
 }
 
 /* Wait for the collective's stream, and name the call in a failure. */
-static keel_status finish(keel_status st, const keel_dist_group *g,
-                          const char *call)
+static keel_status finish_on(keel_status st, const keel_dist_group *g,
+                             keel_stream stream, const char *call)
 {
     if (!st)
-        st = keel_stream_synchronize(g->place, NULL);
+        st = keel_stream_synchronize(g->place, stream);
     if (st) {
         char cause[768];
 
@@ -521,6 +521,12 @@ static keel_status finish(keel_status st, const keel_dist_group *g,
                            (int)g->nranks, cause);
     }
     return KEEL_STATUS_OK;
+}
+
+static keel_status finish(keel_status st, const keel_dist_group *g,
+                          const char *call)
+{
+    return finish_on(st, g, NULL, call);
 }
 
 keel_status keel_dist_barrier(keel_dist_group *group)
@@ -584,6 +590,27 @@ keel_status keel_dist_all_reduce(keel_tensor *t, keel_reduce_op op,
                                  keel_dist_group *group)
 {
     return in_place(INPLACE_ALL_REDUCE, t, 0, op, group);
+}
+
+keel_status keel__dist_all_reduce_on(keel_tensor *t, keel_reduce_op op,
+                                     keel_dist_group *group,
+                                     keel_stream stream)
+{
+    static const char call[] = "keel_dist_all_reduce";
+    keel_dist_group *g = NULL;
+    keel_dptr p;
+    keel_status st;
+
+    st = member_of(group, call, &g);
+    if (!st)
+        st = usable(t, g, call, "tensor");
+    if (st)
+        return st;
+    p = keel__tensor_dptr(t);
+    return finish_on(keel_all_reduce(g->comm, stream, p, p,
+                                     (uint64_t)keel_tensor_numel(t),
+                                     t->dtype, op),
+                     g, stream, call);
 }
 
 keel_status keel_dist_broadcast(keel_tensor *t, int32_t src,

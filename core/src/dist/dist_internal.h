@@ -15,4 +15,12 @@
 
 #include "inference/inference_internal.h"
 
+/** keel_dist_all_reduce of t (in place) enqueued on `stream` of the
+ *  group's device and waited for there: DataParallel's communication
+ *  thread, which must not wait on the default stream the backward pass
+ *  is filling. */
+keel_status keel__dist_all_reduce_on(keel_tensor *t, keel_reduce_op op,
+                                     keel_dist_group *group,
+                                     keel_stream stream);
+
 #endif /* KEEL_DIST_INTERNAL_H */

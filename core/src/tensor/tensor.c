@@ -234,7 +234,7 @@ void keel_tensor_free(keel_tensor *t)
         return;
     /* Only autograd attaches graph references, and it installs the hook
      * before it does. */
-    if (t->grad_fn || t->grad)
+    if (t->grad_fn || t->grad || t->hooks)
         atomic_load_explicit(&release_hook, memory_order_acquire)(t);
     storage_release(t->storage);
     free(t);
@@ -295,6 +295,9 @@ static void header_init(keel_tensor *t)
     t->grad_slot = 0;
     t->grad_fn = NULL;
     t->grad = NULL;
+    t->hooks = NULL;
+    t->hook_epoch = 0;
+    t->hook_pending = 0;
 }
 
 keel_tensor *keel_tensor_ref(keel_tensor *t)

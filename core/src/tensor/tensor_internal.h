@@ -64,6 +64,12 @@ struct keel_tensor {
     int grad_slot; /* which output of grad_fn this tensor is */
     struct keel_grad_node *grad_fn;
     struct keel_tensor *grad;
+    /* Grad-ready hooks of a leaf (autograd.c; NULL when none), and the
+     * number of graph edges still to deliver into it in the backward pass
+     * numbered hook_epoch. */
+    struct ag_hooks *hooks;
+    uint64_t hook_epoch;
+    int hook_pending;
 };
 
 /** New contiguous tensor with uninitialised storage on `place`. */
