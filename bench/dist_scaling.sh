@@ -7,9 +7,10 @@
 #   bash bench/dist_scaling.sh [-b BUILD] [-r ROUNDS] [-s STEPS]
 #
 # Each line is one run of examples/dist/keel-dp-train as it reports
-# itself: samples/s of the training loop, the share of step time spent
-# averaging gradients (which includes waiting for the slower rank), and
-# the peak of allocated device memory on rank 0.
+# itself: samples/s of the training loop, the share of step time inside
+# the gradient all-reduces (which includes waiting for the slower rank)
+# and the share backward did not hide, and the peak of allocated device
+# memory on rank 0. The 2-rank runs go with overlap on and off.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -17,7 +18,7 @@ build=build rounds=3 steps=150
 while getopts "b:r:s:h" opt; do
   case $opt in
     b) build=$OPTARG ;; r) rounds=$OPTARG ;; s) steps=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,14p' "$0"; exit 2 ;;
   esac
 done
 case $build in /*) ;; *) build=$root/$build ;; esac
@@ -32,9 +33,11 @@ for r in $(seq 1 "$rounds"); do
   echo "round $r"
   for m in "lenet 32" "block 8"; do
     set -- $m
-    echo "  $1, 2 ranks x 1 thread, batch $2 per rank:"
-    mpirun --bind-to none -np 2 "$prog" --model "$1" --steps "$steps" \
-      --batch "$2" --threads 1 | line
+    for ov in "" "--no-overlap"; do
+      echo "  $1, 2 ranks x 1 thread, batch $2 per rank ${ov:-(overlap)}:"
+      mpirun --bind-to none -np 2 "$prog" --model "$1" --steps "$steps" \
+        --batch "$2" --threads 1 $ov | line
+    done
     echo "  $1, 1 rank x 2 threads, batch $(( $2 * 2 )):"
     "$prog" --model "$1" --steps "$steps" --batch $(( $2 * 2 )) \
       --threads 2 | line

@@ -33,6 +33,7 @@
 
 #include <keel/autograd.h>
 #include <keel/data.h>
+#include <keel/amp.h>
 #include <keel/dist.h>
 #include <keel/io.h>
 #include <keel/nn.h>
@@ -692,6 +693,195 @@ static void test_no_sync(void)
     keel_layer_free(lin);
 }
 
+/* ---- Fleet --------------------------------------------------------------- */
+
+/* Two residual-free FFN blocks and a head: Sequential "0", "1", "2". */
+static keel_layer *ffn_model(void)
+{
+    keel_layer *blk[2] = {NULL, NULL}, *all[3] = {NULL, NULL, NULL}, *m = NULL;
+
+    for (int b = 0; b < 2; b++) {
+        keel_layer *l[3] = {NULL, NULL, NULL};
+
+        if (keel_nn_linear(16, 32, NULL, NULL, &l[0]) ||
+            keel_nn_activation_default(KEEL_ACT_GELU, &l[1]) ||
+            keel_nn_linear(32, 16, NULL, NULL, &l[2]) ||
+            keel_sequential_create(l, 3, &blk[b]))
+            return NULL;
+        all[b] = blk[b];
+    }
+    if (keel_nn_linear(16, 4, NULL, NULL, &all[2]) ||
+        keel_sequential_create(all, 3, &m))
+        return NULL;
+    return m;
+}
+
+static keel_optimizer *adam_for(keel_layer *m, keel_state_dict **ps)
+{
+    keel_named_param np[16];
+    keel_optimizer_options oo = keel_optimizer_default_options(
+        KEEL_OPTIM_ADAMW);
+    keel_optimizer *opt = NULL;
+    int64_t n;
+
+    if (keel_layer_parameters(m, ps))
+        return NULL;
+    n = keel_state_dict_count(*ps);
+    for (int64_t i = 0; i < n && i < 16; i++)
+        keel_state_dict_at(*ps, i, &np[i].name, &np[i].param);
+    oo.learning_rate = 0.01;
+    if (keel_optimizer_create(KEEL_OPTIM_ADAMW, np, (size_t)n, &oo, &opt))
+        return NULL;
+    return opt;
+}
+
+/* Five steps of the strategy through Fleet, and the same steps written
+ * out by hand (auto_cast, GradScaler, DataParallel, no recompute): the
+ * same parameters bit for bit; the checkpoints' outputs come from the
+ * recompute node. */
+static void test_fleet(void)
+{
+    static const char *const ckpt[] = {"0", "1"};
+    static const char *const bad[] = {"0", "7"};
+    keel_distributed_strategy ds;
+    keel_layer *fm_net = NULL, *ref = NULL, *mse = NULL;
+    keel_state_dict *pf = NULL, *pr = NULL;
+    keel_optimizer *of = NULL, *oref = NULL;
+    keel_fleet_optimizer *fo = NULL;
+    keel_fleet_model *fm = NULL;
+    keel_data_parallel *dp = NULL;
+    keel_grad_scaler *sc = NULL;
+    keel_grad_scaler_options so = keel_grad_scaler_default_options();
+    keel_amp_options ao = keel_amp_default_options();
+    int64_t xs[2] = {8, 16}, ys[2] = {8, 4}, n1 = 0, n2 = 0;
+    float *a, *b;
+
+    keel_seed(21);
+    fm_net = ffn_model();
+    keel_seed(21);
+    ref = ffn_model();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fm_net);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    OK(keel_nn_mse_loss(NULL, &mse));
+    of = adam_for(fm_net, &pf);
+    oref = adam_for(ref, &pr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(of);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(oref);
+
+    /* Refusals. */
+    CU_ASSERT_EQUAL(keel_fleet_distributed_model(fm_net, NULL, &fm),
+                    KEEL_STATUS_INVALID_STATE);
+    CU_ASSERT_EQUAL(keel_fleet_init(false, NULL), KEEL_STATUS_NOT_SUPPORTED);
+    keel_distributed_strategy_init(&ds);
+    ds.recompute = true;
+    CU_ASSERT_EQUAL(keel_fleet_init(true, &ds), KEEL_STATUS_INVALID_ARGUMENT);
+    ds.recompute_checkpoints = bad;
+    ds.num_recompute_checkpoints = 2;
+    OK(keel_fleet_init(true, &ds));
+    CU_ASSERT_EQUAL(keel_fleet_distributed_model(fm_net, NULL, &fm),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "\"7\""));
+    CU_ASSERT_PTR_NULL(fm);
+
+    /* The strategy: amp O1 float16 with a scaler, recompute both blocks. */
+    keel_distributed_strategy_init(&ds);
+    ds.amp = true;
+    ds.init_loss_scaling = 1024;
+    ds.recompute = true;
+    ds.recompute_checkpoints = ckpt;
+    ds.num_recompute_checkpoints = 2;
+    ds.fuse_grad_size_in_mb = 0.002; /* several buckets */
+    ds.last_comm_group_size_mb = 0.001;
+    OK(keel_fleet_init(true, &ds));
+    OK(keel_fleet_distributed_optimizer(of, &fo));
+    OK(keel_fleet_distributed_model(fm_net, fo, &fm));
+    CU_ASSERT_PTR_NOT_NULL(keel_fleet_optimizer_scaler(fo));
+    CU_ASSERT(keel_data_parallel_num_buckets(
+                  keel_fleet_model_data_parallel(fm)) > 1);
+
+    /* The hand-written twin. */
+    so.enable = true;
+    so.init_loss_scaling = 1024;
+    OK(keel_grad_scaler_create(&so, &sc));
+    {
+        keel_data_parallel_config dc;
+
+        keel_data_parallel_config_init(&dc);
+        dc.comm_buffer_size_mb = 0.002;
+        dc.last_comm_buffer_size_mb = 0.001;
+        OK(keel_data_parallel_create(ref, &dc, &dp));
+    }
+    ao.level = KEEL_AMP_O1;
+    ao.dtype = KEEL_F16;
+
+    for (int s = 0; s < 5; s++) {
+        keel_tensor *x = NULL, *y = NULL, *o1 = NULL, *o2 = NULL,
+                    *l1 = NULL, *l2 = NULL, *scaled = NULL, *h = NULL;
+
+        keel_seed(1000 + 10 * (uint64_t)s + (uint64_t)R);
+        OK(keel_randn(2, xs, KEEL_F32, "cpu", &x));
+        OK(keel_randn(2, ys, KEEL_F32, "cpu", &y));
+        OK(keel_fleet_model_forward(fm, &x, 1, &o1));
+        OK(keel_layer_call2(mse, o1, y, &l1));
+        OK(keel_fleet_model_backward(fm, l1));
+        OK(keel_fleet_optimizer_step(fo));
+        OK(keel_fleet_optimizer_clear_grad(fo));
+
+        OK(keel_amp_begin(&ao));
+        OK(keel_layer_call(ref, x, &o2));
+        OK(keel_amp_end());
+        OK(keel_layer_call2(mse, o2, y, &l2));
+        OK(keel_grad_scaler_scale(sc, l2, &scaled));
+        OK(keel_data_parallel_backward(dp, scaled));
+        OK(keel_grad_scaler_step(sc, oref));
+        OK(keel_grad_scaler_update(sc));
+        OK(keel_optimizer_clear_grad(oref));
+        if (s == 0) { /* a checkpoint's output comes from recompute */
+            OK(keel_layer_call(keel_layer_sublayer(fm_net, "0"), x, &h));
+            CU_ASSERT_STRING_EQUAL(keel_tensor_grad_fn_name(h), "recompute");
+        }
+        keel_tensor_free(h);
+        keel_tensor_free(scaled);
+        keel_tensor_free(l1);
+        keel_tensor_free(l2);
+        keel_tensor_free(o1);
+        keel_tensor_free(o2);
+        keel_tensor_free(x);
+        keel_tensor_free(y);
+    }
+    a = flat_params(pf, &n1);
+    b = flat_params(pr, &n2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL_FATAL(n1, n2);
+    CU_ASSERT_EQUAL(memcmp(a, b, (size_t)n1 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(keel_grad_scaler_get_scale(keel_fleet_optimizer_scaler(fo)),
+                    keel_grad_scaler_get_scale(sc));
+    free(a);
+    free(b);
+    /* Freed, the model's checkpoints are plain layers again. */
+    keel_fleet_model_free(fm);
+    {
+        keel_tensor *x = NULL, *h = NULL;
+
+        OK(keel_randn(2, xs, KEEL_F32, "cpu", &x));
+        OK(keel_layer_call(keel_layer_sublayer(fm_net, "0"), x, &h));
+        CU_ASSERT_STRING_NOT_EQUAL(keel_tensor_grad_fn_name(h), "recompute");
+        keel_tensor_free(h);
+        keel_tensor_free(x);
+    }
+    keel_fleet_optimizer_free(fo);
+    keel_grad_scaler_free(sc);
+    keel_data_parallel_free(dp);
+    keel_optimizer_free(of);
+    keel_optimizer_free(oref);
+    keel_state_dict_free(pf);
+    keel_state_dict_free(pr);
+    keel_layer_free(fm_net);
+    keel_layer_free(ref);
+    keel_layer_free(mse);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -790,6 +980,7 @@ int main(int argc, char **argv)
                     test_overlap);
         CU_add_test(s, "find_unused_parameters", test_find_unused);
         CU_add_test(s, "no_sync", test_no_sync);
+        CU_add_test(s, "fleet: amp + recompute strategy", test_fleet);
     }
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

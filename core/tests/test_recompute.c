@@ -22,6 +22,7 @@
 #include <keel/autograd.h>
 #include <keel/dist.h>
 #include <keel/nn.h>
+#include <keel/amp.h>
 #include <keel/ops.h>
 #include <keel/runtime.h>
 #include <keel/tensor.h>
@@ -44,7 +45,8 @@ static keel_layer *block(void)
 
 /* One step: x through NB blocks (residual), loss = mean(y^2); returns
  * the loss, leaves gradients in the blocks and x; *peak: peak bytes. */
-static double run(keel_layer **b, keel_tensor *x, bool rc, uint64_t *peak)
+static double run_amp(keel_layer **b, keel_tensor *x, bool rc, bool amp,
+                      uint64_t *peak)
 {
     keel_tensor *h = keel_tensor_ref(x), *y = NULL, *sq = NULL, *loss = NULL;
     keel_memory_stats ms;
@@ -52,6 +54,13 @@ static double run(keel_layer **b, keel_tensor *x, bool rc, uint64_t *peak)
 
     keel_seed(9);
     keel_memory_reset_peak("cpu");
+    if (amp) {
+        keel_amp_options o = keel_amp_default_options();
+
+        o.level = KEEL_AMP_O1;
+        o.dtype = KEEL_BF16;
+        OK(keel_amp_begin(&o));
+    }
     for (int i = 0; i < NB; i++) {
         keel_tensor *f = NULL, *r = NULL;
 
@@ -66,6 +75,8 @@ static double run(keel_layer **b, keel_tensor *x, bool rc, uint64_t *peak)
     }
     OK(keel_multiply(h, h, &sq));
     OK(keel_mean(sq, 0, NULL, false, &loss));
+    if (amp)
+        OK(keel_amp_end());
     keel_tensor_item(loss, 0, &lv);
     OK(keel_backward(loss, NULL, false));
     OK(keel_memory_stats_get("cpu", &ms));
@@ -75,6 +86,11 @@ static double run(keel_layer **b, keel_tensor *x, bool rc, uint64_t *peak)
     keel_tensor_free(sq);
     keel_tensor_free(loss);
     return lv;
+}
+
+static double run(keel_layer **b, keel_tensor *x, bool rc, uint64_t *peak)
+{
+    return run_amp(b, x, rc, false, peak);
 }
 
 static int grads_equal(keel_layer *a, keel_layer *b)
@@ -155,6 +171,51 @@ static void test_recompute_same_gradients(void)
     }
 }
 
+/* Under auto_cast (O1, bfloat16) the second forward in backward casts as
+ * the first did: the same loss and gradients as a plain AMP step, bit for
+ * bit, and not those of a float32 step. */
+static void test_recompute_amp(void)
+{
+    keel_layer *a[NB], *b[NB], *c[NB];
+    keel_tensor *xa = NULL, *xb = NULL, *xc = NULL;
+    int64_t xs[3] = {4, 32, 64};
+    uint64_t pk;
+    double la, lb, lc;
+
+    for (int i = 0; i < NB; i++) {
+        keel_seed(100 + (uint64_t)i);
+        a[i] = block();
+        keel_seed(100 + (uint64_t)i);
+        b[i] = block();
+        keel_seed(100 + (uint64_t)i);
+        c[i] = block();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a[i] && b[i] && c[i]);
+    }
+    keel_seed(1);
+    OK(keel_randn(3, xs, KEEL_F32, "cpu", &xa));
+    OK(keel_detach(xa, &xb));
+    OK(keel_detach(xa, &xc));
+    la = run_amp(a, xa, false, true, &pk);
+    lb = run_amp(b, xb, true, true, &pk);
+    lc = run_amp(c, xc, false, false, &pk);
+    printf("\n  auto_cast O1 bfloat16: loss %.8f plain, %.8f recompute; "
+           "float32 %.8f\n", la, lb, lc);
+    CU_ASSERT_EQUAL(la, lb);
+    CU_ASSERT_NOT_EQUAL(la, lc); /* the casts did happen */
+    for (int i = 0; i < NB; i++) {
+        CU_ASSERT_TRUE(grads_equal(a[i], b[i]));
+        CU_ASSERT_FALSE(grads_equal(a[i], c[i]));
+    }
+    keel_tensor_free(xa);
+    keel_tensor_free(xb);
+    keel_tensor_free(xc);
+    for (int i = 0; i < NB; i++) {
+        keel_layer_free(a[i]);
+        keel_layer_free(b[i]);
+        keel_layer_free(c[i]);
+    }
+}
+
 static keel_status triple_back(void *ctx, keel_tensor *const *gout, int nout,
                                keel_tensor **gin, int nin)
 {
@@ -196,7 +257,7 @@ static void test_custom_node(void)
     OK(keel_autograd_attach(&x, 1, &y, 1, "triple", triple_back, &calls,
                             NULL));
     CU_ASSERT_FALSE(keel_tensor_stop_gradient(y));
-    CU_ASSERT_STRING_EQUAL(keel_tensor_grad_fn_name(y), "custom");
+    CU_ASSERT_STRING_EQUAL(keel_tensor_grad_fn_name(y), "triple");
     /* y is in a graph now: attaching again is refused. */
     CU_ASSERT_EQUAL(keel_autograd_attach(&x, 1, &y, 1, "again", triple_back,
                                          &calls, NULL),
@@ -230,6 +291,7 @@ int main(void)
     CU_add_test(s, "custom autograd node", test_custom_node);
     CU_add_test(s, "recompute: same gradients, less memory",
                 test_recompute_same_gradients);
+    CU_add_test(s, "recompute under auto_cast", test_recompute_amp);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

@@ -4,6 +4,7 @@
  *
  *   mpirun -np 2 keel-dp-train [--model lenet|block] [--layers N] [--steps N]
  *          [--batch B] [--lr LR] [--recompute] [--bucket-mb MB]
+ *          [--no-overlap]
  *          [--checkpoint PATH [--every K]] [--resume]
  *          [--data DIR] [--threads T]
  *
@@ -17,7 +18,9 @@
  *        (its activations are recomputed in backward).
  *
  * Every rank prints nothing but rank 0, which reports samples/s, the
- * share of step time spent averaging gradients, the peak of allocated
+ * share of step time inside the gradient all-reduces and the share that
+ * backward did not hide (all of it with --no-overlap, which reduces the
+ * buckets after backward instead of during it), the peak of allocated
  * memory during the loop above what was allocated before it (model, data,
  * optimizer state), and a checksum of the
  * parameters that must be the same on every rank (the program checks it
@@ -49,7 +52,7 @@ struct options {
     const char *model, *checkpoint, *data;
     long steps, batch, every, threads, layers;
     double lr, bucket_mb;
-    bool recompute, resume;
+    bool recompute, resume, no_overlap;
 };
 
 static int32_t R, W;
@@ -72,7 +75,8 @@ static double now(void)
 static int parse(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"lenet", NULL, "/usr/share/datasets/fashion-mnist",
-                          200, 32, 50, 0, 1, 0.01, 25.0, false, false};
+                          200, 32, 50, 0, 1, 0.01, 25.0, false, false,
+                          false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -83,6 +87,10 @@ static int parse(int argc, char **argv, struct options *o)
         }
         if (!strcmp(a, "--resume")) {
             o->resume = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-overlap")) {
+            o->no_overlap = true;
             continue;
         }
         if (!v) {
@@ -549,6 +557,7 @@ int main(int argc, char **argv)
         goto out;
     keel_data_parallel_config_init(&dc);
     dc.comm_buffer_size_mb = o.bucket_mb;
+    dc.overlap = !o.no_overlap;
     if (keel_data_parallel_create(model, &dc, &dp)) {
         fail("keel_data_parallel_create");
         goto out;
@@ -617,10 +626,13 @@ int main(int argc, char **argv)
     if (R == 0) {
         long done = o.steps - start;
 
-        printf("steps %ld  last loss %.4f  %.1f samples/s  gradient "
-               "averaging %.1f%% of step time  training peak %.1f MiB\n",
+        printf("steps %ld  last loss %.4f  %.1f samples/s  all-reduce "
+               "%.1f%% of step time, %.1f%% not hidden (overlap %s)  "
+               "training peak %.1f MiB\n",
                done, last, (double)(done * o.batch * W) / (t1 - t0),
+               100.0 * keel_data_parallel_comm_seconds(dp) / (t1 - t0),
                100.0 * keel_data_parallel_sync_seconds(dp) / (t1 - t0),
+               o.no_overlap ? "off" : "on",
                (double)(ms.peak_allocated - before) / 1048576.0);
         printf("parameter checksum %.9g  %s\n", sum,
                same ? "(identical on every rank)" : "(RANKS DIFFER)");

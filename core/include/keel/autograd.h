@@ -62,7 +62,8 @@ KEEL_API bool keel_tensor_stop_gradient(const keel_tensor *t);
 KEEL_API bool keel_tensor_is_leaf(const keel_tensor *t);
 
 /** Name of the backward rule of t's producing node ("matmul",
- *  "reshape", ...), or NULL for a leaf. Valid while t lives. */
+ *  "reshape", ..., or the name given to keel_autograd_attach), or NULL
+ *  for a leaf. Valid while t lives. */
 KEEL_API const char *keel_tensor_grad_fn_name(const keel_tensor *t);
 
 /** The accumulated gradient of a leaf: a new reference (free it), or NULL

@@ -27,6 +27,7 @@
 #ifndef KEEL_DIST_H
 #define KEEL_DIST_H
 
+#include <keel/amp.h>
 #include <keel/nn.h>
 
 #ifdef __cplusplus
@@ -148,7 +149,9 @@ typedef struct keel_data_parallel_config {
     /** Reduce each bucket on a communication thread and stream as soon as
      *  backward has finished its gradients, overlapping the rest of the
      *  backward pass (default true, as Paddle). false: every bucket is
-     *  reduced after backward, one after another. */
+     *  reduced after backward, one after another. A model whose gradients
+     *  fit one bucket is reduced that way too: its one bucket fills only
+     *  when backward ends. */
     bool overlap;
 } keel_data_parallel_config;
 
@@ -201,6 +204,113 @@ KEEL_API double keel_data_parallel_sync_seconds(const keel_data_parallel *dp);
  *  communication thread, hidden or not; without: as sync_seconds). */
 KEEL_API double keel_data_parallel_comm_seconds(const keel_data_parallel *dp);
 
+/* ---- Fleet --------------------------------------------------------------- */
+
+/**
+ * paddle.distributed.fleet.DistributedStrategy, the collective part:
+ * amp (+ amp_configs), recompute (+ recompute_configs["checkpoints"]) and
+ * the data-parallel gradient fusion sizes. Pipeline, sharding, localsgd,
+ * dgc and the other strategies are not provided (docs/distributed.md).
+ */
+typedef struct keel_distributed_strategy {
+    /** Set by keel_distributed_strategy_init. */
+    uint32_t struct_size;
+    /** strategy.amp: forward under auto_cast, loss scaling in backward. */
+    bool amp;
+    /** amp_configs: level (use_pure_fp16 = O2; default O1), dtype
+     *  (default float16), the custom lists (op names, may be NULL). */
+    keel_amp_level amp_level;
+    keel_dtype amp_dtype;
+    const char *const *custom_white_list;
+    int num_custom_white;
+    const char *const *custom_black_list;
+    int num_custom_black;
+    /** amp_configs of the loss scaler (Paddle's defaults: 32768, 1000, 2,
+     *  2.0, 0.8, true). */
+    double init_loss_scaling;
+    int64_t incr_every_n_steps;
+    int64_t decr_every_n_nan_or_inf;
+    double incr_ratio;
+    double decr_ratio;
+    bool use_dynamic_loss_scaling;
+    /** strategy.recompute with recompute_configs["checkpoints"]: the
+     *  dotted names of the sublayers ("blocks.0", ...) whose activations
+     *  are recomputed in backward (keel_recompute). */
+    bool recompute;
+    const char *const *recompute_checkpoints;
+    int num_recompute_checkpoints;
+    /** fuse_grad_size_in_MB (default 32), last_comm_group_size_MB
+     *  (default 1), find_unused_parameters (default false): the
+     *  DataParallel buckets. */
+    double fuse_grad_size_in_mb;
+    double last_comm_group_size_mb;
+    bool find_unused_parameters;
+} keel_distributed_strategy;
+
+KEEL_API void keel_distributed_strategy_init(keel_distributed_strategy *s);
+
+/**
+ * fleet.init(is_collective = true, strategy): keel_dist_init, then keep a
+ * copy of the strategy (NULL: the defaults) for the distributed model and
+ * optimizer made after it; a later call replaces it, keel_dist_finalize
+ * drops it. Returns OK,
+ * NOT_SUPPORTED (is_collective false: parameter-server training is not
+ * provided), INVALID_ARGUMENT (a bad strategy: the message names the
+ * field) or keel_dist_init's error.
+ */
+KEEL_API keel_status keel_fleet_init(bool is_collective,
+                                     const keel_distributed_strategy *strategy);
+
+typedef struct keel_fleet_optimizer keel_fleet_optimizer;
+typedef struct keel_fleet_model keel_fleet_model;
+
+/**
+ * fleet.distributed_optimizer(optimizer): with strategy.amp, a GradScaler
+ * from amp_configs goes with it. The optimizer stays the caller's (free
+ * it after this object).
+ */
+KEEL_API keel_status keel_fleet_distributed_optimizer(
+    keel_optimizer *opt, keel_fleet_optimizer **out);
+KEEL_API void keel_fleet_optimizer_free(keel_fleet_optimizer *fo);
+/** optimizer.step(): through the scaler (unscale, skip on inf/NaN,
+ *  update the scale) with amp, else keel_optimizer_step. */
+KEEL_API keel_status keel_fleet_optimizer_step(keel_fleet_optimizer *fo);
+KEEL_API keel_status keel_fleet_optimizer_clear_grad(keel_fleet_optimizer *fo);
+/** The scaler (borrowed), or NULL without amp. */
+KEEL_API keel_grad_scaler *keel_fleet_optimizer_scaler(
+    const keel_fleet_optimizer *fo);
+
+/**
+ * fleet.distributed_model(model): with amp at O2, keel_amp_decorate of
+ * the model (and of fo's optimizer, which then keeps float32 master
+ * weights); with recompute, every checkpoint sublayer's forward becomes
+ * keel_recompute of it (one-input calls; others run as usual); then the
+ * model is wrapped in DataParallel with the strategy's bucket sizes. fo
+ * may be NULL (no loss scaling). The model must outlive the returned
+ * object; free that first, which takes the recompute wrappers off.
+ * Returns OK, INVALID_STATE (keel_fleet_init not called), INVALID_ARGUMENT
+ * (a checkpoint naming no sublayer, or one listed twice) or the error of
+ * decorate or DataParallel. On an error the recompute wrappers are off
+ * again; a model decorated before DataParallel failed stays decorated.
+ */
+KEEL_API keel_status keel_fleet_distributed_model(keel_layer *model,
+                                                  keel_fleet_optimizer *fo,
+                                                  keel_fleet_model **out);
+KEEL_API void keel_fleet_model_free(keel_fleet_model *fm);
+/** model(inputs): keel_layer_forward inside the strategy's auto_cast
+ *  scope (when amp), recomputing the checkpoints. */
+KEEL_API keel_status keel_fleet_model_forward(keel_fleet_model *fm,
+                                              keel_tensor *const *inputs,
+                                              int num_inputs,
+                                              keel_tensor **out);
+/** scaler.scale(loss).backward() under DataParallel (just the latter
+ *  without amp or without a distributed optimizer). A collective. */
+KEEL_API keel_status keel_fleet_model_backward(keel_fleet_model *fm,
+                                               keel_tensor *loss);
+/** The model's DataParallel (borrowed): no_sync, counters. */
+KEEL_API keel_data_parallel *keel_fleet_model_data_parallel(
+    const keel_fleet_model *fm);
+
 /* ---- recompute ----------------------------------------------------------- */
 
 /**
@@ -209,8 +319,9 @@ KEEL_API double keel_data_parallel_comm_seconds(const keel_data_parallel *dp);
  * again from x (with the random generator as the first forward found it,
  * so dropout masks repeat) and differentiates that. Gradients equal the
  * plain call's; peak memory drops by the activations inside the layer.
- * The layer must stay alive until backward. Not provided inside auto_cast
- * (NOT_SUPPORTED). Layers whose forward updates buffers (BatchNorm's
+ * The layer must stay alive until backward. Inside auto_cast the scope is
+ * kept with the node and the second forward runs inside an equal one, so
+ * it casts as the first did. Layers whose forward updates buffers (BatchNorm's
  * running statistics in training mode) update them again in backward, as
  * in Paddle. Under no_grad this is a plain call.
  */

@@ -23,7 +23,7 @@
 
 #include <keel/amp.h>
 
-#include "dispatch/dispatch_internal.h"
+#include "amp/amp_internal.h"
 
 enum { CUSTOM_NONE = 0, CUSTOM_WHITE = 1, CUSTOM_BLACK = 2 };
 
@@ -430,6 +430,54 @@ keel_status keel_amp_end(void)
         cache_clear();
     set_on();
     return KEEL_STATUS_OK;
+}
+
+struct amp_scope *keel__amp_scope_save(void)
+{
+    const struct amp_scope *t = top();
+    struct amp_scope *c;
+
+    if (!active(t))
+        return NULL;
+    c = malloc(sizeof(*c));
+    if (c)
+        *c = *t;
+    return c;
+}
+
+void keel__amp_scope_free(struct amp_scope *s)
+{
+    free(s);
+}
+
+static _Thread_local int lifted[KEEL_AMP_MAX_DEPTH];
+
+keel_status keel__amp_scope_open(const struct amp_scope *s)
+{
+    struct amp_scope *c;
+
+    if (depth == KEEL_AMP_MAX_DEPTH)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "auto_cast: scopes nest at most %d deep",
+                           KEEL_AMP_MAX_DEPTH);
+    c = malloc(sizeof(*c));
+    if (!c)
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "auto_cast: out of host memory");
+    *c = *s;
+    keel__dispatch_set_amp(amp_replace, amp_cast);
+    lifted[depth] = keel__amp_pause_lift();
+    scopes[depth++] = c;
+    set_on();
+    return KEEL_STATUS_OK;
+}
+
+void keel__amp_scope_close(void)
+{
+    if (!depth)
+        return;
+    keel_amp_end();
+    keel__amp_pause_restore(lifted[depth]);
 }
 
 bool keel_amp_is_enabled(void)

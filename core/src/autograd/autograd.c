@@ -453,9 +453,11 @@ bool keel_tensor_is_leaf(const keel_tensor *t)
     return t && !t->grad_fn;
 }
 
+static const char *node_name(const struct keel_grad_node *n);
+
 const char *keel_tensor_grad_fn_name(const keel_tensor *t)
 {
-    return t && t->grad_fn ? t->grad_fn->rule->name : NULL;
+    return t && t->grad_fn ? node_name(t->grad_fn) : NULL;
 }
 
 keel_tensor *keel_tensor_grad(const keel_tensor *t)

@@ -113,6 +113,19 @@ void keel__amp_pause_end(void)
     amp_pause--;
 }
 
+int keel__amp_pause_lift(void)
+{
+    int n = amp_pause;
+
+    amp_pause = 0;
+    return n;
+}
+
+void keel__amp_pause_restore(int pauses)
+{
+    amp_pause = pauses;
+}
+
 unsigned keel__amp_epoch(void)
 {
     return atomic_load_explicit(&amp_epoch, memory_order_relaxed);

@@ -191,6 +191,11 @@ extern _Thread_local int keel__amp_on;
  *  nests). Each outermost begin also advances keel__amp_epoch. */
 void keel__amp_pause_begin(void);
 void keel__amp_pause_end(void);
+/** Lift every pause of this thread (returns how many there were, for
+ *  keel__amp_pause_restore): recompute's second forward inside backward
+ *  casts as the first one did. */
+int keel__amp_pause_lift(void);
+void keel__amp_pause_restore(int pauses);
 /** Counts backward passes started (cast-cache entries die with it). */
 unsigned keel__amp_epoch(void);
 /** Whether `place`'s plugin has a kernel of op for dtype. */

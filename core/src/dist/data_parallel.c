@@ -294,7 +294,9 @@ keel_status keel_data_parallel_create(keel_layer *layer,
     if (!st)
         st = plan_buckets(dp, c.last_comm_buffer_size_mb,
                           c.comm_buffer_size_mb);
-    if (!st && dp->overlap)
+    /* One bucket fills only when backward ends: nothing to overlap, and
+     * the hand-over would only add a thread switch. */
+    if (!st && dp->overlap && dp->nbuckets > 1)
         st = comm_start(dp);
     if (st) {
         keel_data_parallel_free(dp);

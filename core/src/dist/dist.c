@@ -336,6 +336,7 @@ keel_status keel_dist_finalize(void)
 {
     keel_status st = KEEL_STATUS_OK;
 
+    keel__fleet_reset();
     pthread_mutex_lock(&dist_lock);
     while (dist_g.groups) {
         keel_dist_group *g = dist_g.groups;

@@ -14,6 +14,7 @@
 #include <keel/ops.h>
 
 #include "inference/inference_internal.h"
+#include "nn/nn_internal.h"
 
 /** keel_dist_all_reduce of t (in place) enqueued on `stream` of the
  *  group's device and waited for there: DataParallel's communication
@@ -22,5 +23,8 @@
 keel_status keel__dist_all_reduce_on(keel_tensor *t, keel_reduce_op op,
                                      keel_dist_group *group,
                                      keel_stream stream);
+
+/** Drop the strategy keel_fleet_init kept (keel_dist_finalize). */
+void keel__fleet_reset(void);
 
 #endif /* KEEL_DIST_INTERNAL_H */

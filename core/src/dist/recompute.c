@@ -11,9 +11,14 @@
  * draws the same mask), then differentiates that graph with keel_grad
  * for the input and every parameter; the engine adds the parameters'
  * gradients to their .grad as for any other node.
+ *
+ * Inside auto_cast the innermost scope is saved with the node, and the
+ * second forward runs inside an equal scope with the AMP step on (backward
+ * passes otherwise pause it), so it casts exactly as the first did.
  */
 #include <stdlib.h>
 
+#include "amp/amp_internal.h"
 #include "dist/dist_internal.h"
 
 struct rc_ctx {
@@ -22,6 +27,7 @@ struct rc_ctx {
     keel_tensor **params;
     int nparams;
     uint64_t seed, counter;
+    struct amp_scope *amp; /* the auto_cast scope of the first forward */
 };
 
 static void rc_free(void *p)
@@ -34,6 +40,7 @@ static void rc_free(void *p)
     for (int i = 0; i < c->nparams; i++)
         keel_tensor_free(c->params[i]);
     free(c->params);
+    keel__amp_scope_free(c->amp);
     free(c);
 }
 
@@ -61,8 +68,15 @@ static keel_status rc_backward(void *p, keel_tensor *const *gout, int nout,
         keel_rng_get_state(&seed, &counter);
         keel_rng_set_state(c->seed, c->counter);
         st = keel_enable_grad_begin();
+        if (!st && c->amp) {
+            st = keel__amp_scope_open(c->amp);
+            if (st)
+                keel_enable_grad_end();
+        }
         if (!st) {
-            st = keel_layer_call(c->layer, x, &y);
+            st = keel__layer_forward_direct(c->layer, &x, 1, &y);
+            if (c->amp)
+                keel__amp_scope_close();
             keel_enable_grad_end();
         }
         keel_rng_set_state(seed, counter);
@@ -106,13 +120,8 @@ keel_status keel_recompute(keel_layer *layer, keel_tensor *x,
     if (!layer || !x)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: %s is NULL",
                            what, layer ? "x" : "layer");
-    if (keel_amp_is_enabled())
-        return keel__error(KEEL_STATUS_NOT_SUPPORTED,
-                           "%s: recompute inside auto_cast is not provided "
-                           "(the backward's second forward would not see "
-                           "the same casts)", what);
     if (!keel_is_grad_enabled()) /* nothing to save memory for */
-        return keel_layer_call(layer, x, out);
+        return keel__layer_forward_direct(layer, &x, 1, out);
     st = keel_layer_parameters(layer, &sd);
     if (st)
         return st;
@@ -128,6 +137,11 @@ keel_status keel_recompute(keel_layer *layer, keel_tensor *x,
     }
     c->layer = layer;
     c->input = keel_tensor_ref(x);
+    if (keel_amp_is_enabled() && !(c->amp = keel__amp_scope_save())) {
+        st = keel__error(KEEL_STATUS_OUT_OF_MEMORY, "%s: out of host memory",
+                         what);
+        goto out;
+    }
     ins[0] = x;
     for (int64_t i = 0; i < n; i++) {
         keel_tensor *p = NULL;
@@ -140,7 +154,7 @@ keel_status keel_recompute(keel_layer *layer, keel_tensor *x,
     }
     keel_rng_get_state(&c->seed, &c->counter);
     keel_no_grad_begin();
-    st = keel_layer_call(layer, x, &y);
+    st = keel__layer_forward_direct(layer, &x, 1, &y);
     keel_no_grad_end();
     if (!st)
         st = keel_autograd_attach(ins, 1 + c->nparams, &y, 1, "recompute",

@@ -29,6 +29,8 @@ struct keel_layer {
     bool training;
     bool keep_fp32; /* amp decorate leaves its own tensors in float32 */
     struct nn_table params, bufs, subs;
+    keel__layer_wrap_fn wrap; /* NULL: none (nn_internal.h) */
+    void *wrap_ctx;
 };
 
 static void table_free(struct nn_table *t)
@@ -197,8 +199,9 @@ keel_layer *keel_layer_sublayer_at(const keel_layer *layer, int i)
     return layer->subs.e[i].sub;
 }
 
-keel_status keel_layer_forward(keel_layer *layer, keel_tensor *const *inputs,
-                               int num_inputs, keel_tensor **out)
+static keel_status forward_checks(keel_layer *layer,
+                                  keel_tensor *const *inputs, int num_inputs,
+                                  keel_tensor **out)
 {
     if (!out)
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "out is NULL");
@@ -214,7 +217,40 @@ keel_status keel_layer_forward(keel_layer *layer, keel_tensor *const *inputs,
             return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                                "%s: input %d is NULL",
                                keel_layer_type(layer), i);
+    return KEEL_STATUS_OK;
+}
+
+keel_status keel__layer_forward_direct(keel_layer *layer,
+                                       keel_tensor *const *inputs,
+                                       int num_inputs, keel_tensor **out)
+{
+    keel_status st = forward_checks(layer, inputs, num_inputs, out);
+
+    return st ? st : layer->ops->forward(layer, inputs, num_inputs, out);
+}
+
+keel_status keel_layer_forward(keel_layer *layer, keel_tensor *const *inputs,
+                               int num_inputs, keel_tensor **out)
+{
+    keel_status st = forward_checks(layer, inputs, num_inputs, out);
+
+    if (st)
+        return st;
+    if (layer->wrap)
+        return layer->wrap(layer, inputs, num_inputs, out, layer->wrap_ctx);
     return layer->ops->forward(layer, inputs, num_inputs, out);
+}
+
+keel_status keel__layer_set_wrap(keel_layer *layer, keel__layer_wrap_fn fn,
+                                 void *ctx)
+{
+    if (fn && layer->wrap && (layer->wrap != fn || layer->wrap_ctx != ctx))
+        return keel__error(KEEL_STATUS_INVALID_STATE,
+                           "%s: the layer's forward is already wrapped",
+                           keel_layer_type(layer));
+    layer->wrap = fn;
+    layer->wrap_ctx = fn ? ctx : NULL;
+    return KEEL_STATUS_OK;
 }
 
 keel_status keel_layer_call(keel_layer *layer, keel_tensor *x,
