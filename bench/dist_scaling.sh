@@ -42,6 +42,12 @@ for r in $(seq 1 "$rounds"); do
     "$prog" --model "$1" --steps "$steps" --batch $(( $2 * 2 )) \
       --threads 2 | line
   done
+  # Many buckets: 2 blocks in 1 MiB buckets, overlap on and off.
+  for ov in "" "--no-overlap"; do
+    echo "  2 blocks, 1 MiB buckets, 2 ranks x 1 thread, batch 8 per rank ${ov:-(overlap)}:"
+    mpirun --bind-to none -np 2 "$prog" --model block --layers 2 \
+      --bucket-mb 1 --steps $(( steps / 3 )) --batch 8 --threads 1 $ov | line
+  done
   for rc in "" "--recompute"; do
     echo "  4 blocks, 1 rank x 1 thread, batch 16 ${rc:-(no recompute)}:"
     "$prog" --model block --layers 4 --steps 10 --batch 16 --threads 1 $rc | line

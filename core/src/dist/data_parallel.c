@@ -176,6 +176,7 @@ static keel_status bucket_add(struct dp_bucket *bk, keel_tensor *p,
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "keel_data_parallel_create: out of host memory");
     bk->slots = v;
+    memset(&v[bk->nslots], 0, sizeof(v[0]));
     v[bk->nslots].param = p;
     v[bk->nslots].name = name;
     v[bk->nslots].offset = bk->numel;
