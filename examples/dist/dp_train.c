@@ -632,7 +632,7 @@ int main(int argc, char **argv)
                done, last, (double)(done * o.batch * W) / (t1 - t0),
                100.0 * keel_data_parallel_comm_seconds(dp) / (t1 - t0),
                100.0 * keel_data_parallel_sync_seconds(dp) / (t1 - t0),
-               o.no_overlap ? "off" : "on",
+               keel_data_parallel_num_early_reductions(dp) > 0 ? "on" : "off",
                (double)(ms.peak_allocated - before) / 1048576.0);
         printf("parameter checksum %.9g  %s\n", sum,
                same ? "(identical on every rank)" : "(RANKS DIFFER)");
