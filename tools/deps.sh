@@ -19,6 +19,9 @@ KEEL_DEBIAN_PACKAGES=(
   libjansson-dev libssl-dev zlib1g-dev
   valgrind dataset-fashion-mnist
   python3 python3-venv
+  # The Python package's extension module (python/keel) is built against
+  # Debian's interpreter, the one .venv is made from.
+  python3-dev
   # OpenCL plugin: headers, ICD loader, PoCL (the OpenCL device CI runs
   # on), CLBlast (its GEMMs), clinfo (to see what the ICDs offer).
   opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
@@ -52,8 +55,9 @@ KEEL_PADDLE_VERSION=3.3.1
 # errors (tools/check_report.py).
 # onnx, onnxruntime: the ONNX tests build models with the one and run
 # keel's exports in the other (tests/onnx/check_onnx.py).
+# pytest: the Python package's tests (python/tests).
 KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy html5lib
-                      onnx onnxruntime)
+                      onnx onnxruntime pytest)
 
 keel_install_debian() {
   local missing=() p
@@ -82,7 +86,7 @@ keel_venv_has() {
 keel_venv_paddle_ok() {
   [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" - "$KEEL_PADDLE_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
-import numpy, paddle, html5lib, onnx, onnxruntime
+import numpy, paddle, html5lib, onnx, onnxruntime, pytest
 sys.exit(0 if paddle.__version__ == sys.argv[1] else 1)
 EOF
 }

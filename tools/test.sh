@@ -40,8 +40,9 @@ done
 jobs=$(nproc)
 
 # Every test meson reported as SKIP in BUILD, with the reason each printed;
-# exit status 1 when one of them belongs to the parity suite or the onnx
-# suite (the checks against onnxruntime): both need only .venv.
+# exit status 1 when one of them belongs to the parity suite, the onnx
+# suite (the checks against onnxruntime) or the python suite (the Python
+# package's pytest run): all three need only .venv.
 report_skips() {
   /usr/bin/python3 - "$1/meson-logs/testlog.json" <<'EOF'
 import json, sys
@@ -51,7 +52,8 @@ for line in open(sys.argv[1]):
     if t["result"] != "SKIP":
         continue
     suites = t["name"].split(" / ")[0].split(":", 1)[-1].split("+")
-    parity += "parity" in suites or "onnx" in suites
+    parity += ("parity" in suites or "onnx" in suites or
+               "python" in suites)
     lines = [l for l in t["stdout"].splitlines()
              if l.strip() and set(l.strip()) != {"!"}]
     # The program's own SKIP line when it printed one, else its last lines.
@@ -146,11 +148,11 @@ fi
 
 if [ "$parity_skipped" -eq 1 ]; then
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-  echo "tools/test.sh: FAILED: the parity suite (keel against PaddlePaddle) or"
-  echo "the onnx suite (keel against onnxruntime) was SKIPPED, not run. Its"
-  echo "Python environment is missing or incomplete: run 'bash tools/deps.sh'"
-  echo "(it creates .venv/ and installs paddlepaddle, numpy, onnx and"
-  echo "onnxruntime into it), then tools/test.sh again."
+  echo "tools/test.sh: FAILED: the parity suite (keel against PaddlePaddle),"
+  echo "the onnx suite (keel against onnxruntime) or the python suite was"
+  echo "SKIPPED, not run. Their Python environment is missing or incomplete:"
+  echo "run 'bash tools/deps.sh' (it creates .venv/ and installs paddlepaddle,"
+  echo "numpy, onnx, onnxruntime and pytest into it), then tools/test.sh again."
   echo "KEEL_ALLOW_PARITY_SKIP=1 makes this a warning (for machines without PyPI)."
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
   [ "${KEEL_ALLOW_PARITY_SKIP:-0}" = "1" ] || exit 1
