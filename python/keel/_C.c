@@ -14,8 +14,7 @@
  * NotFoundError, also a LookupError. Attributes hold `status`, the status
  * name.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_C.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -39,7 +38,7 @@ static PyObject *KeelError, *InvalidArgumentError, *NotFoundError;
 
 /* ---- errors --------------------------------------------------------------- */
 
-static PyObject *raise_status(keel_status st)
+PyObject *kpy_raise(keel_status st)
 {
     PyObject *type = st == KEEL_STATUS_INVALID_ARGUMENT ? InvalidArgumentError
                      : st == KEEL_STATUS_NOT_FOUND      ? NotFoundError
@@ -67,17 +66,12 @@ static PyObject *raise_status(keel_status st)
     return NULL;
 }
 
-#define CHECK(call)                                                          \
-    do {                                                                     \
-        keel_status st_ = (call);                                            \
-        if (st_ != KEEL_STATUS_OK)                                           \
-            return raise_status(st_);                                        \
-    } while (0)
+#define CHECK KPY_CHECK
 
 /* ---- tensors -------------------------------------------------------------- */
 
 /* A new keel.Tensor owning the reference t (t is freed on failure). */
-static PyObject *wrap(keel_tensor *t)
+PyObject *kpy_wrap(keel_tensor *t)
 {
     PyTypeObject *cls = tensor_class ? (PyTypeObject *)tensor_class
                                      : &TensorBase_Type;
@@ -94,7 +88,7 @@ static PyObject *wrap(keel_tensor *t)
     return (PyObject *)o;
 }
 
-static keel_tensor *unwrap(PyObject *o, const char *what)
+keel_tensor *kpy_unwrap(PyObject *o, const char *what)
 {
     if (!PyObject_TypeCheck(o, &TensorBase_Type) ||
         !((TensorObject *)o)->t) {
@@ -202,7 +196,7 @@ static int tensor_set_stop_gradient(TensorObject *self, PyObject *v, void *c)
         return -1;
     st = keel_tensor_set_stop_gradient(t, b != 0);
     if (st) {
-        raise_status(st);
+        kpy_raise(st);
         return -1;
     }
     return 0;
@@ -213,7 +207,7 @@ static PyObject *tensor_get_grad(TensorObject *self, void *c)
     keel_tensor *t = self_t(self);
 
     (void)c;
-    return t ? wrap(keel_tensor_grad(t)) : NULL;
+    return t ? kpy_wrap(keel_tensor_grad(t)) : NULL;
 }
 
 static int tensor_set_grad(TensorObject *self, PyObject *v, void *c)
@@ -224,11 +218,11 @@ static int tensor_set_grad(TensorObject *self, PyObject *v, void *c)
     (void)c;
     if (!t)
         return -1;
-    if (v && v != Py_None && !(g = unwrap(v, "grad")))
+    if (v && v != Py_None && !(g = kpy_unwrap(v, "grad")))
         return -1;
     st = keel_tensor_set_grad(t, g);
     if (st) {
-        raise_status(st);
+        kpy_raise(st);
         return -1;
     }
     return 0;
@@ -285,7 +279,7 @@ static PyObject *tensor_to_bytes(TensorObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     if (st) {
         Py_DECREF(b);
-        return raise_status(st);
+        return kpy_raise(st);
     }
     return b;
 }
@@ -302,7 +296,7 @@ static PyObject *tensor_backward(TensorObject *self, PyObject *args,
     if (!t || !PyArg_ParseTupleAndKeywords(args, kw, "|Op", names, &g,
                                            &retain))
         return NULL;
-    if (g != Py_None && !(gt = unwrap(g, "grad_tensor")))
+    if (g != Py_None && !(gt = kpy_unwrap(g, "grad_tensor")))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     st = keel_backward(t, gt, retain != 0);
@@ -332,7 +326,7 @@ static PyObject *tensor_detach(TensorObject *self, PyObject *unused)
     if (!t)
         return NULL;
     CHECK(keel_detach(t, &d));
-    return wrap(d);
+    return kpy_wrap(d);
 }
 
 static PyObject *tensor_to_device(TensorObject *self, PyObject *args)
@@ -343,7 +337,7 @@ static PyObject *tensor_to_device(TensorObject *self, PyObject *args)
     if (!t || !PyArg_ParseTuple(args, "s", &dev))
         return NULL;
     CHECK(keel_tensor_to(t, dev, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *tensor_cast(TensorObject *self, PyObject *args)
@@ -356,7 +350,7 @@ static PyObject *tensor_cast(TensorObject *self, PyObject *args)
         return NULL;
     CHECK(keel_dtype_parse(name, &dt));
     CHECK(keel_cast(t, dt, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 /* View helpers for indexing: x[start:stop:step] on one axis, and the
@@ -370,7 +364,7 @@ static PyObject *tensor_slice(TensorObject *self, PyObject *args)
     if (!t || !PyArg_ParseTuple(args, "iLLL", &axis, &a, &b, &s))
         return NULL;
     CHECK(keel_slice(t, axis, a, b, s, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *tensor_squeeze_axis(TensorObject *self, PyObject *args)
@@ -381,12 +375,12 @@ static PyObject *tensor_squeeze_axis(TensorObject *self, PyObject *args)
     if (!t || !PyArg_ParseTuple(args, "i", &axis))
         return NULL;
     CHECK(keel_squeeze(t, 1, &axis, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *tensor_shares_storage(TensorObject *self, PyObject *other)
 {
-    keel_tensor *t = self_t(self), *u = unwrap(other, "other");
+    keel_tensor *t = self_t(self), *u = kpy_unwrap(other, "other");
 
     if (!t || !u)
         return NULL;
@@ -528,7 +522,7 @@ static PyObject *m_from_buffer(PyObject *m, PyObject *args)
     st = keel_tensor_from_host(view.buf, dt, (int)nd, shape, device, &t);
     PyBuffer_Release(&view);
     CHECK(st);
-    return wrap(t);
+    return kpy_wrap(t);
 }
 
 static PyObject *m_set_device(PyObject *m, PyObject *args)
@@ -550,7 +544,7 @@ static PyObject *m_get_device(PyObject *m, PyObject *unused)
     (void)unused;
     d = keel_get_device();
     if (!d)
-        return raise_status(keel_last_status() ? keel_last_status()
+        return kpy_raise(keel_last_status() ? keel_last_status()
                                                : KEEL_STATUS_INVALID_STATE);
     return PyUnicode_FromString(d);
 }
@@ -697,7 +691,7 @@ static int attr_from(PyObject *triple, struct attr_mem *m)
             return -1;
         st = keel_dtype_parse(s, &dt);
         if (st) {
-            raise_status(st);
+            kpy_raise(st);
             return -1;
         }
         a->type = KEEL_ATTR_DTYPE;
@@ -796,7 +790,7 @@ static PyObject *m_run_op(PyObject *mod, PyObject *args)
         PyObject *o = PySequence_Fast_GET_ITEM(ins, i);
 
         in[i] = NULL;
-        if (o != Py_None && !(in[i] = unwrap(o, "an op input")))
+        if (o != Py_None && !(in[i] = kpy_unwrap(o, "an op input")))
             goto out;
     }
     for (Py_ssize_t i = 0; i < na; i++)
@@ -806,12 +800,12 @@ static PyObject *m_run_op(PyObject *mod, PyObject *args)
     st = keel_op_run(op, in, (int)nin, m.a, m.n, out, MAX_OP_IO, &nout);
     Py_END_ALLOW_THREADS
     if (st) {
-        raise_status(st);
+        kpy_raise(st);
         goto out;
     }
     res = PyTuple_New(nout);
     for (int i = 0; i < nout; i++) {
-        PyObject *w = res ? wrap(out[i]) : NULL;
+        PyObject *w = res ? kpy_wrap(out[i]) : NULL;
 
         if (!res) {
             keel_tensor_free(out[i]);
@@ -841,13 +835,13 @@ static PyObject *m_reshape(PyObject *mod, PyObject *args)
 
     (void)mod;
     if (!PyArg_ParseTuple(args, "OO", &x, &shape_obj) ||
-        !(t = unwrap(x, "x")))
+        !(t = kpy_unwrap(x, "x")))
         return NULL;
     nd = shape_of(shape_obj, "reshape", shape);
     if (nd < 0)
         return NULL;
     CHECK(keel_reshape(t, nd, shape, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *m_transpose(PyObject *mod, PyObject *args)
@@ -859,7 +853,7 @@ static PyObject *m_transpose(PyObject *mod, PyObject *args)
 
     (void)mod;
     if (!PyArg_ParseTuple(args, "OO", &x, &perm_obj) ||
-        !(t = unwrap(x, "x")))
+        !(t = kpy_unwrap(x, "x")))
         return NULL;
     perm_obj = PySequence_Fast(perm_obj, "perm must be a sequence");
     if (!perm_obj)
@@ -882,7 +876,7 @@ static PyObject *m_transpose(PyObject *mod, PyObject *args)
                             "transpose: perm has %zd axes, x has %d", nd,
                             keel_tensor_ndim(t));
     CHECK(keel_permute(t, perm, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *m_unsqueeze(PyObject *mod, PyObject *args)
@@ -892,10 +886,10 @@ static PyObject *m_unsqueeze(PyObject *mod, PyObject *args)
     keel_tensor *t, *o = NULL;
 
     (void)mod;
-    if (!PyArg_ParseTuple(args, "Oi", &x, &axis) || !(t = unwrap(x, "x")))
+    if (!PyArg_ParseTuple(args, "Oi", &x, &axis) || !(t = kpy_unwrap(x, "x")))
         return NULL;
     CHECK(keel_unsqueeze(t, axis, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 /* Shape sequence -> int64 array; -1 with an exception set on failure. */
@@ -967,7 +961,7 @@ static PyObject *m_create(PyObject *mod, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "create: unknown kind %s",
                             kind);
     CHECK(st);
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *m_arange(PyObject *mod, PyObject *args)
@@ -982,7 +976,7 @@ static PyObject *m_arange(PyObject *mod, PyObject *args)
         return NULL;
     CHECK(keel_dtype_parse(dtname, &dt));
     CHECK(keel_arange(a, b, step, dt, dev, &o));
-    return wrap(o);
+    return kpy_wrap(o);
 }
 
 static PyObject *m_memory_stats(PyObject *mod, PyObject *args)
@@ -1081,5 +1075,9 @@ PyMODINIT_FUNC PyInit__C(void)
     Py_INCREF(KeelError);
     Py_INCREF(InvalidArgumentError);
     Py_INCREF(NotFoundError);
+    if (kpy_nn_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

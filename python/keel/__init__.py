@@ -633,3 +633,6 @@ Tensor.less_than = _method("less")
 Tensor.greater_than = _method("greater")
 
 __version__ = _C.version()
+
+from . import nn  # noqa: E402  (needs Tensor and the ops above)
+from . import optimizer  # noqa: E402

@@ -19,24 +19,33 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
     ap.add_argument("--tree", required=True)
+    ap.add_argument("--no-paddle", action="store_true",
+                    help="leave out test_paddle_parity.py (sanitizer builds: "
+                         "Paddle's own libraries do not run under ASan)")
     ap.add_argument("tests")
     a, rest = ap.parse_known_args()
+    need = "numpy, pytest" if a.no_paddle else "numpy, pytest, paddle"
     if not os.access(a.python, os.X_OK):
         print("SKIP: no Python environment at %s: run 'bash tools/deps.sh' "
-              "(it creates .venv with numpy and pytest)" % a.python)
+              "(it creates .venv with numpy, pytest and paddlepaddle)" % a.python)
         return 77
-    probe = subprocess.run([a.python, "-c", "import numpy, pytest"],
+    probe = subprocess.run([a.python, "-c", "import " + need],
                            capture_output=True, text=True)
     if probe.returncode != 0:
-        print("SKIP: %s cannot import numpy and pytest (%s): run 'bash "
-              "tools/deps.sh'" % (a.python, probe.stderr.strip().splitlines()
-                                  [-1] if probe.stderr.strip() else "?"))
+        print("SKIP: %s cannot import %s (%s): run 'bash tools/deps.sh'"
+              % (a.python, need, probe.stderr.strip().splitlines()[-1]
+                 if probe.stderr.strip() else "?"))
         return 77
     env = dict(os.environ)
     env["PYTHONPATH"] = a.tree + (os.pathsep + env["PYTHONPATH"]
                                   if env.get("PYTHONPATH") else "")
     cmd = [a.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            a.tests] + rest
+    if a.no_paddle:
+        print("run.py: test_paddle_parity.py left out (sanitizer build); "
+              "the plain build runs it")
+        cmd.append("--ignore=" + os.path.join(a.tests,
+                                              "test_paddle_parity.py"))
     return subprocess.run(cmd, env=env).returncode
 
 

@@ -1,0 +1,94 @@
+"""keel.optimizer: Paddle's optimizers over keel's C optimizers.
+
+    opt = keel.optimizer.AdamW(learning_rate=1e-3,
+                               parameters=model.parameters())
+    loss.backward(); opt.step(); opt.clear_grad()
+
+The update itself (and its weight decay, gradient clipping and state) is
+the C optimizer's (keel/optim.h).
+"""
+from .. import _C
+
+
+class ClipGradByGlobalNorm:
+    def __init__(self, clip_norm):
+        self.clip_norm = float(clip_norm)
+
+
+def _named(parameters):
+    if parameters is None:
+        raise ValueError("the optimizer needs parameters= (e.g. "
+                         "model.parameters())")
+    out, names = [], set()
+    for i, p in enumerate(parameters):
+        if isinstance(p, dict):
+            raise ValueError("parameter groups are not provided yet")
+        name = getattr(p, "name", None) or "param_%d" % i
+        while name in names:
+            name = "%s_%d" % (name, i)
+        names.add(name)
+        out.append((name, p))
+    return out
+
+
+class Optimizer:
+    _kind = None
+
+    def __init__(self, learning_rate=0.001, parameters=None,
+                 weight_decay=None, grad_clip=None, momentum=0.9,
+                 use_nesterov=False, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 name=None):
+        self._params = _named(parameters)
+        if not isinstance(learning_rate, (int, float)):
+            raise ValueError("learning-rate schedulers are not provided from "
+                             "Python yet: give a number")
+        if weight_decay is not None and not isinstance(weight_decay,
+                                                       (int, float)):
+            raise ValueError("weight_decay: a number (regularizer objects "
+                             "are not provided)")
+        clip = grad_clip.clip_norm if grad_clip is not None else 0.0
+        self._h = _C.optimizer(self._kind, self._params, float(learning_rate),
+                               -1.0 if weight_decay is None
+                               else float(weight_decay),
+                               float(momentum), bool(use_nesterov),
+                               float(beta1), float(beta2), float(epsilon),
+                               clip)
+
+    def step(self):
+        self._h.step()
+
+    def clear_grad(self, set_to_zero=True):
+        if set_to_zero:
+            self._h.clear_grad()
+        else:
+            for _, p in self._params:
+                p.clear_grad(False)
+
+    def get_lr(self):
+        return self._h.get_lr()
+
+    def set_lr(self, value):
+        self._h.set_lr(float(value))
+
+
+class SGD(Optimizer):
+    _kind = "sgd"
+
+
+class Momentum(Optimizer):
+    _kind = "momentum"
+
+
+class Adam(Optimizer):
+    _kind = "adam"
+
+
+class AdamW(Optimizer):
+    _kind = "adamw"
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999,
+                 epsilon=1e-8, parameters=None, weight_decay=0.01,
+                 grad_clip=None, name=None):
+        super().__init__(learning_rate=learning_rate, parameters=parameters,
+                         weight_decay=weight_decay, grad_clip=grad_clip,
+                         beta1=beta1, beta2=beta2, epsilon=epsilon)

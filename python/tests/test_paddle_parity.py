@@ -1,0 +1,82 @@
+"""keel.nn and keel.optimizer from Python, against PaddlePaddle 3.3.1 in the
+same environment: the same model, initial weights and batches, trained
+side by side; every step's loss and the final weights must agree to
+float32 rounding."""
+import numpy as np
+import pytest
+
+import keel
+
+import paddle  # noqa: E402 (run.py has checked it is there)
+
+
+class KeelNet(keel.nn.Layer):
+    """A Python-defined model: sublayers by attribute, forward in Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = keel.nn.Linear(6, 16)
+        self.act = keel.nn.Tanh()
+        self.fc2 = keel.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class PaddleNet(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = paddle.nn.Linear(6, 16)
+        self.act = paddle.nn.Tanh()
+        self.fc2 = paddle.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def _make(opt_name):
+    keel.seed(3)
+    km = KeelNet()
+    paddle.seed(3)
+    pm = PaddleNet()
+    # Paddle starts from keel's weights.
+    for (kn, kp), (pn, pp) in zip(km.named_parameters(),
+                                  pm.named_parameters()):
+        assert kn == pn and kp.shape == list(pp.shape)
+        pp.set_value(kp.numpy())
+    kw = dict(learning_rate=0.05)
+    if opt_name == "Momentum":
+        kw["momentum"] = 0.9
+    ko = getattr(keel.optimizer, opt_name)(parameters=km.parameters(), **kw)
+    po = getattr(paddle.optimizer, opt_name)(parameters=pm.parameters(), **kw)
+    return km, pm, ko, po
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Momentum", "Adam", "AdamW"])
+def test_training_matches_paddle(opt_name):
+    paddle.set_device("cpu")
+    km, pm, ko, po = _make(opt_name)
+    kloss, ploss = keel.nn.CrossEntropyLoss(), paddle.nn.CrossEntropyLoss()
+    rng = np.random.default_rng(7)
+    w_true = rng.standard_normal((6, 4)).astype(np.float32)
+    losses = []
+    for step in range(40):
+        x = rng.standard_normal((16, 6)).astype(np.float32)
+        y = (x @ w_true).argmax(1).astype(np.int64)  # a learnable rule
+        lk = kloss(km(keel.to_tensor(x)), keel.to_tensor(y))
+        lk.backward()
+        ko.step()
+        ko.clear_grad()
+        lp = ploss(pm(paddle.to_tensor(x)), paddle.to_tensor(y))
+        lp.backward()
+        po.step()
+        po.clear_grad()
+        np.testing.assert_allclose(lk.item(), float(lp), rtol=2e-5,
+                                   err_msg="%s step %d" % (opt_name, step))
+        losses.append(lk.item())
+    for (n, kp), (_, pp) in zip(km.named_parameters(),
+                                pm.named_parameters()):
+        np.testing.assert_allclose(kp.numpy(), pp.numpy(), rtol=1e-4,
+                                   atol=1e-5, err_msg=n)
+    # It trained: the last batches' loss is well below the first ones'.
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
