@@ -12,8 +12,12 @@
 
 #include <string.h>
 
+#include <keel/amp.h>
+#include <keel/io.h>
 #include <keel/nn.h>
 #include <keel/optim.h>
+
+keel_optimizer *kpy_optimizer_of(PyObject *o);
 
 /* ---- layers --------------------------------------------------------------- */
 
@@ -361,17 +365,213 @@ bad:
     return NULL;
 }
 
+/* ---- learning-rate schedulers ------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    keel_lr_scheduler *s;
+    PyObject *inner; /* a wrapped scheduler (LinearWarmup), kept alive */
+} SchedObject;
+
+static void sched_dealloc(SchedObject *self)
+{
+    keel_lr_scheduler_free(self->s);
+    self->s = NULL;
+    Py_CLEAR(self->inner);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *sched_step(SchedObject *self, PyObject *args)
+{
+    PyObject *epoch = Py_None;
+
+    if (!PyArg_ParseTuple(args, "|O", &epoch))
+        return NULL;
+    if (epoch == Py_None) {
+        KPY_CHECK(keel_lr_scheduler_step(self->s));
+    } else {
+        long long e = PyLong_AsLongLong(epoch);
+
+        if (e == -1 && PyErr_Occurred())
+            return NULL;
+        KPY_CHECK(keel_lr_scheduler_step_to(self->s, e));
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *sched_step_metric(SchedObject *self, PyObject *arg)
+{
+    double m = PyFloat_AsDouble(arg);
+
+    if (m == -1.0 && PyErr_Occurred())
+        return NULL;
+    KPY_CHECK(keel_lr_scheduler_step_metric(self->s, m));
+    Py_RETURN_NONE;
+}
+
+static PyObject *sched_last_lr(SchedObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyFloat_FromDouble(keel_lr_scheduler_last_lr(self->s));
+}
+
+static PyObject *sched_get_lr(SchedObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyFloat_FromDouble(keel_lr_scheduler_get_lr(self->s));
+}
+
+static PyObject *sched_last_epoch(SchedObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLongLong(keel_lr_scheduler_last_epoch(self->s));
+}
+
+static PyMethodDef sched_methods[] = {
+    {"step", (PyCFunction)sched_step, METH_VARARGS, NULL},
+    {"step_metric", (PyCFunction)sched_step_metric, METH_O, NULL},
+    {"last_lr", (PyCFunction)sched_last_lr, METH_NOARGS, NULL},
+    {"get_lr", (PyCFunction)sched_get_lr, METH_NOARGS, NULL},
+    {"last_epoch", (PyCFunction)sched_last_epoch, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject Sched_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "keel._C.SchedulerHandle",
+    .tp_basicsize = sizeof(SchedObject),
+    .tp_dealloc = (destructor)sched_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a C learning-rate scheduler (used by keel.optimizer.lr)",
+    .tp_methods = sched_methods,
+};
+
+/* lr_scheduler(kind, ...) with Paddle's arguments in Paddle's order. */
+static PyObject *m_lr_scheduler(PyObject *mod, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *rest, *inner = NULL;
+    const char *kind;
+    keel_lr_scheduler *s = NULL;
+    keel_status st;
+    SchedObject *o;
+
+    (void)mod;
+    if (n < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0)))
+        return PyErr_Format(PyExc_TypeError, "lr_scheduler(kind, ...)");
+    kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    rest = PyTuple_GetSlice(args, 1, n);
+    if (!kind || !rest)
+        return NULL;
+    if (!strcmp(kind, "StepDecay")) {
+        double lr, g;
+        long long ss;
+
+        if (!PyArg_ParseTuple(rest, "dLd", &lr, &ss, &g))
+            goto bad;
+        st = keel_lr_step_decay_create(lr, ss, g, &s);
+    } else if (!strcmp(kind, "MultiStepDecay")) {
+        double lr, g;
+        PyObject *ms;
+        int64_t v[64];
+        int nm;
+
+        if (!PyArg_ParseTuple(rest, "dOd", &lr, &ms, &g) ||
+            (nm = ints_of(ms, v, 64, "milestones")) < 0)
+            goto bad;
+        st = keel_lr_multi_step_decay_create(lr, v, (size_t)nm, g, &s);
+    } else if (!strcmp(kind, "ExponentialDecay")) {
+        double lr, g;
+
+        if (!PyArg_ParseTuple(rest, "dd", &lr, &g))
+            goto bad;
+        st = keel_lr_exponential_decay_create(lr, g, &s);
+    } else if (!strcmp(kind, "CosineAnnealingDecay")) {
+        double lr, eta;
+        long long tmax;
+
+        if (!PyArg_ParseTuple(rest, "dLd", &lr, &tmax, &eta))
+            goto bad;
+        st = keel_lr_cosine_annealing_decay_create(lr, tmax, eta, &s);
+    } else if (!strcmp(kind, "PolynomialDecay")) {
+        double lr, end, power;
+        long long steps;
+        int cycle;
+
+        if (!PyArg_ParseTuple(rest, "dLddp", &lr, &steps, &end, &power,
+                              &cycle))
+            goto bad;
+        st = keel_lr_polynomial_decay_create(lr, steps, end, power, cycle, &s);
+    } else if (!strcmp(kind, "LinearWarmup")) {
+        PyObject *lr;
+        long long ws;
+        double a, b;
+
+        if (!PyArg_ParseTuple(rest, "OLdd", &lr, &ws, &a, &b))
+            goto bad;
+        if (PyObject_TypeCheck(lr, &Sched_Type)) {
+            st = keel_lr_linear_warmup_wrap(((SchedObject *)lr)->s, ws, a, b,
+                                            &s);
+            inner = lr;
+        } else {
+            double v = PyFloat_AsDouble(lr);
+
+            if (v == -1.0 && PyErr_Occurred())
+                goto bad;
+            st = keel_lr_linear_warmup_create(v, ws, a, b, &s);
+        }
+    } else if (!strcmp(kind, "OneCycleLR")) {
+        double mx, div, end, pct;
+        long long total;
+        const char *anneal;
+        int three;
+
+        if (!PyArg_ParseTuple(rest, "dLdddsp", &mx, &total, &div, &end, &pct,
+                              &anneal, &three))
+            goto bad;
+        st = keel_lr_one_cycle_create(mx, total, div, end, pct, anneal, three,
+                                      &s);
+    } else if (!strcmp(kind, "ReduceOnPlateau")) {
+        double lr, factor, thr, minlr, eps;
+        const char *mode, *tmode;
+        long long pat, cool;
+
+        if (!PyArg_ParseTuple(rest, "dsdLdsLdd", &lr, &mode, &factor, &pat,
+                              &thr, &tmode, &cool, &minlr, &eps))
+            goto bad;
+        st = keel_lr_reduce_on_plateau_create(lr, mode, factor, pat, thr,
+                                              tmode, cool, minlr, eps, &s);
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown scheduler %s", kind);
+        goto bad;
+    }
+    Py_DECREF(rest);
+    KPY_CHECK(st);
+    o = PyObject_New(SchedObject, &Sched_Type);
+    if (!o) {
+        keel_lr_scheduler_free(s);
+        return NULL;
+    }
+    o->s = s;
+    o->inner = inner;
+    Py_XINCREF(inner);
+    return (PyObject *)o;
+bad:
+    Py_DECREF(rest);
+    return NULL;
+}
+
 /* ---- optimizers ------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
     keel_optimizer *opt;
+    PyObject *sched; /* the scheduler it reads, kept alive */
 } OptimObject;
 
 static void optim_dealloc(OptimObject *self)
 {
     keel_optimizer_free(self->opt);
     self->opt = NULL;
+    Py_CLEAR(self->sched);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -410,7 +610,40 @@ static PyObject *optim_set_lr(OptimObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *pairs_of(keel_state_dict *sd);
+static keel_state_dict *dict_of(PyObject *pairs);
+
+static PyObject *optim_state_get(OptimObject *self, PyObject *unused)
+{
+    keel_state_dict *sd = NULL;
+    keel_status st;
+
+    (void)unused;
+    KPY_CHECK(keel_state_dict_create(&sd));
+    st = keel_optimizer_state_get(self->opt, sd);
+    if (st) {
+        keel_state_dict_free(sd);
+        return kpy_raise(st);
+    }
+    return pairs_of(sd);
+}
+
+static PyObject *optim_state_set(OptimObject *self, PyObject *pairs)
+{
+    keel_state_dict *sd = dict_of(pairs);
+    keel_status st;
+
+    if (!sd)
+        return NULL;
+    st = keel_optimizer_state_set(self->opt, sd);
+    keel_state_dict_free(sd);
+    KPY_CHECK(st);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef optim_methods[] = {
+    {"state_get", (PyCFunction)optim_state_get, METH_NOARGS, NULL},
+    {"state_set", (PyCFunction)optim_state_set, METH_O, NULL},
     {"step", (PyCFunction)optim_step, METH_NOARGS, NULL},
     {"clear_grad", (PyCFunction)optim_clear_grad, METH_NOARGS, NULL},
     {"get_lr", (PyCFunction)optim_get_lr, METH_NOARGS, NULL},
@@ -427,13 +660,14 @@ static PyTypeObject Optim_Type = {
 };
 
 /* optimizer(kind, [(name, Tensor)], lr, weight_decay, momentum, nesterov,
- *           beta1, beta2, epsilon, clip_norm) */
+ *           beta1, beta2, epsilon, clip_norm); lr is a number or a
+ *           scheduler handle. */
 static PyObject *m_optimizer(PyObject *mod, PyObject *args)
 {
     static const char *const kinds[] = {"sgd", "momentum", "adam", "adamw"};
     const char *kind;
-    PyObject *params, *seq = NULL;
-    double lr, wd, mom, b1, b2, eps, clip;
+    PyObject *params, *seq = NULL, *lr_obj, *sched = NULL;
+    double lr = 0, wd, mom, b1, b2, eps, clip;
     int nesterov, k = -1;
     keel_optimizer_options o;
     keel_named_param *np = NULL;
@@ -443,9 +677,16 @@ static PyObject *m_optimizer(PyObject *mod, PyObject *args)
     keel_status st;
 
     (void)mod;
-    if (!PyArg_ParseTuple(args, "sOdddpdddd", &kind, &params, &lr, &wd, &mom,
-                          &nesterov, &b1, &b2, &eps, &clip))
+    if (!PyArg_ParseTuple(args, "sOOddpdddd", &kind, &params, &lr_obj, &wd,
+                          &mom, &nesterov, &b1, &b2, &eps, &clip))
         return NULL;
+    if (PyObject_TypeCheck(lr_obj, &Sched_Type)) {
+        sched = lr_obj;
+    } else {
+        lr = PyFloat_AsDouble(lr_obj);
+        if (lr == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
     for (int i = 0; i < 4; i++)
         if (!strcmp(kind, kinds[i]))
             k = i;
@@ -471,7 +712,10 @@ static PyObject *m_optimizer(PyObject *mod, PyObject *args)
         }
     }
     o = keel_optimizer_default_options((keel_optimizer_kind)k);
-    o.learning_rate = lr;
+    if (sched)
+        o.lr_scheduler = ((SchedObject *)sched)->s;
+    else
+        o.learning_rate = lr;
     if (wd >= 0)
         o.weight_decay = wd;
     o.momentum = mom;
@@ -494,17 +738,335 @@ static PyObject *m_optimizer(PyObject *mod, PyObject *args)
         return NULL;
     }
     obj->opt = opt;
+    obj->sched = sched;
+    Py_XINCREF(sched);
+    return (PyObject *)obj;
+}
+
+keel_optimizer *kpy_optimizer_of(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, &Optim_Type)) {
+        PyErr_SetString(PyExc_TypeError, "a keel optimizer");
+        return NULL;
+    }
+    return ((OptimObject *)o)->opt;
+}
+
+/* ---- state dicts and files ---------------------------------------------------- */
+
+/* [(name, Tensor)] of a state dict (freed here). */
+static PyObject *pairs_of(keel_state_dict *sd)
+{
+    return named_list(sd, false, NULL);
+}
+
+/* A new state dict referencing the tensors of [(name, Tensor)]. */
+static keel_state_dict *dict_of(PyObject *pairs)
+{
+    PyObject *seq = PySequence_Fast(pairs, "a sequence of (name, Tensor)");
+    keel_state_dict *sd = NULL;
+    keel_status st;
+
+    if (!seq)
+        return NULL;
+    st = keel_state_dict_create(&sd);
+    if (st) {
+        Py_DECREF(seq);
+        kpy_raise(st);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        const char *name;
+        PyObject *t;
+        keel_tensor *kt;
+
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sO", &name,
+                              &t) ||
+            !(kt = kpy_unwrap(t, "a state dict value"))) {
+            keel_state_dict_free(sd);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        st = keel_state_dict_set(sd, name, kt);
+        if (st) {
+            keel_state_dict_free(sd);
+            Py_DECREF(seq);
+            kpy_raise(st);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return sd;
+}
+
+static PyObject *m_save(PyObject *mod, PyObject *args)
+{
+    const char *path;
+    PyObject *pairs;
+    keel_state_dict *sd;
+    keel_status st;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "sO", &path, &pairs) ||
+        !(sd = dict_of(pairs)))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = keel_save(path, sd);
+    Py_END_ALLOW_THREADS
+    keel_state_dict_free(sd);
+    KPY_CHECK(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_load(PyObject *mod, PyObject *args)
+{
+    const char *path, *dev = NULL;
+    keel_state_dict *sd = NULL;
+    keel_status st;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "s|z", &path, &dev))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = keel_load(path, dev, &sd);
+    Py_END_ALLOW_THREADS
+    KPY_CHECK(st);
+    return pairs_of(sd);
+}
+
+/* load_into(dst_pairs, src_pairs, strict): copy values by name. */
+static PyObject *m_load_into(PyObject *mod, PyObject *args)
+{
+    PyObject *dp, *sp;
+    int strict;
+    keel_state_dict *d, *s = NULL;
+    keel_status st;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OOp", &dp, &sp, &strict) ||
+        !(d = dict_of(dp)))
+        return NULL;
+    if (!(s = dict_of(sp))) {
+        keel_state_dict_free(d);
+        return NULL;
+    }
+    st = keel_state_dict_load_into(d, s, strict);
+    keel_state_dict_free(d);
+    keel_state_dict_free(s);
+    KPY_CHECK(st);
+    Py_RETURN_NONE;
+}
+
+/* ---- auto_cast and GradScaler -------------------------------------------------- */
+
+static int names_of(PyObject *o, const char **v, int max, int *n)
+{
+    PyObject *seq;
+
+    *n = 0;
+    if (o == Py_None)
+        return 0;
+    seq = PySequence_Fast(o, "a list of op names");
+    if (!seq)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(seq) > max) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d op names", max);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        /* The strings live in the caller's list, alive during the call. */
+        v[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+        if (!v[i]) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*n)++;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* amp_begin(enable, level, dtype, white, black, use_promote) */
+static PyObject *m_amp_begin(PyObject *mod, PyObject *args)
+{
+    int enable, promote;
+    const char *level, *dtname;
+    PyObject *white, *black;
+    const char *w[128], *b[128];
+    keel_amp_options o = keel_amp_default_options();
+    keel_dtype dt;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "pssOOp", &enable, &level, &dtname, &white,
+                          &black, &promote))
+        return NULL;
+    if (names_of(white, w, 128, &o.num_custom_white) < 0 ||
+        names_of(black, b, 128, &o.num_custom_black) < 0)
+        return NULL;
+    KPY_CHECK(keel_dtype_parse(dtname, &dt));
+    o.enable = enable;
+    o.level = !strcmp(level, "O0")   ? KEEL_AMP_O0
+              : !strcmp(level, "O1") ? KEEL_AMP_O1
+              : !strcmp(level, "O2") ? KEEL_AMP_O2
+              : !strcmp(level, "OD") ? KEEL_AMP_OD
+                                     : (keel_amp_level)-1;
+    if ((int)o.level < 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "auto_cast: level must be O0, O1, O2 or OD, not "
+                            "%s", level);
+    o.dtype = dt;
+    o.custom_white_list = w;
+    o.custom_black_list = b;
+    o.use_promote = promote;
+    KPY_CHECK(keel_amp_begin(&o));
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_amp_end(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    KPY_CHECK(keel_amp_end());
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD
+    keel_grad_scaler *s;
+} ScalerObject;
+
+static void scaler_dealloc(ScalerObject *self)
+{
+    keel_grad_scaler_free(self->s);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *scaler_scale(ScalerObject *self, PyObject *loss)
+{
+    keel_tensor *l = kpy_unwrap(loss, "loss"), *out = NULL;
+
+    if (!l)
+        return NULL;
+    KPY_CHECK(keel_grad_scaler_scale(self->s, l, &out));
+    return kpy_wrap(out);
+}
+
+static PyObject *scaler_with_opt(ScalerObject *self, PyObject *opt,
+                                 keel_status (*fn)(keel_grad_scaler *,
+                                                   keel_optimizer *))
+{
+    keel_optimizer *o = kpy_optimizer_of(opt);
+
+    if (!o)
+        return NULL;
+    KPY_CHECK(fn(self->s, o));
+    Py_RETURN_NONE;
+}
+
+static PyObject *scaler_step(ScalerObject *self, PyObject *opt)
+{
+    return scaler_with_opt(self, opt, keel_grad_scaler_step);
+}
+
+static PyObject *scaler_unscale(ScalerObject *self, PyObject *opt)
+{
+    return scaler_with_opt(self, opt, keel_grad_scaler_unscale);
+}
+
+static PyObject *scaler_minimize(ScalerObject *self, PyObject *opt)
+{
+    return scaler_with_opt(self, opt, keel_grad_scaler_minimize);
+}
+
+static PyObject *scaler_update(ScalerObject *self, PyObject *unused)
+{
+    (void)unused;
+    KPY_CHECK(keel_grad_scaler_update(self->s));
+    Py_RETURN_NONE;
+}
+
+static PyObject *scaler_info(ScalerObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_BuildValue("{sdsOsOsOsLsL}", "scale",
+                         keel_grad_scaler_get_scale(self->s), "found_inf",
+                         keel_grad_scaler_found_inf(self->s) ? Py_True
+                                                             : Py_False,
+                         "enabled",
+                         keel_grad_scaler_is_enabled(self->s) ? Py_True
+                                                              : Py_False,
+                         "dynamic",
+                         keel_grad_scaler_is_dynamic(self->s) ? Py_True
+                                                              : Py_False,
+                         "incr_count",
+                         (long long)keel_grad_scaler_incr_count(self->s),
+                         "decr_count",
+                         (long long)keel_grad_scaler_decr_count(self->s));
+}
+
+static PyMethodDef scaler_methods[] = {
+    {"scale", (PyCFunction)scaler_scale, METH_O, NULL},
+    {"step", (PyCFunction)scaler_step, METH_O, NULL},
+    {"unscale_", (PyCFunction)scaler_unscale, METH_O, NULL},
+    {"minimize", (PyCFunction)scaler_minimize, METH_O, NULL},
+    {"update", (PyCFunction)scaler_update, METH_NOARGS, NULL},
+    {"info", (PyCFunction)scaler_info, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject Scaler_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "keel._C.GradScalerHandle",
+    .tp_basicsize = sizeof(ScalerObject),
+    .tp_dealloc = (destructor)scaler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a C GradScaler (used by keel.amp)",
+    .tp_methods = scaler_methods,
+};
+
+/* grad_scaler(enable, init, incr_ratio, decr_ratio, incr_every,
+ *             decr_every, dynamic) */
+static PyObject *m_grad_scaler(PyObject *mod, PyObject *args)
+{
+    keel_grad_scaler_options o = keel_grad_scaler_default_options();
+    int enable, dyn;
+    long long ie, de;
+    keel_grad_scaler *s = NULL;
+    ScalerObject *obj;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "pdddLLp", &enable, &o.init_loss_scaling,
+                          &o.incr_ratio, &o.decr_ratio, &ie, &de, &dyn))
+        return NULL;
+    o.enable = enable;
+    o.incr_every_n_steps = ie;
+    o.decr_every_n_nan_or_inf = de;
+    o.use_dynamic_loss_scaling = dyn;
+    KPY_CHECK(keel_grad_scaler_create(&o, &s));
+    obj = PyObject_New(ScalerObject, &Scaler_Type);
+    if (!obj) {
+        keel_grad_scaler_free(s);
+        return NULL;
+    }
+    obj->s = s;
     return (PyObject *)obj;
 }
 
 static PyMethodDef nn_methods[] = {
+    {"lr_scheduler", m_lr_scheduler, METH_VARARGS, NULL},
+    {"save", m_save, METH_VARARGS, NULL},
+    {"load", m_load, METH_VARARGS, NULL},
+    {"load_into", m_load_into, METH_VARARGS, NULL},
+    {"amp_begin", m_amp_begin, METH_VARARGS, NULL},
+    {"amp_end", m_amp_end, METH_NOARGS, NULL},
+    {"grad_scaler", m_grad_scaler, METH_VARARGS, NULL},
     {"layer", m_layer, METH_VARARGS, NULL},
     {"optimizer", m_optimizer, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 int kpy_nn_init(PyObject *m)
 {
-    if (PyType_Ready(&Layer_Type) < 0 || PyType_Ready(&Optim_Type) < 0)
+    if (PyType_Ready(&Layer_Type) < 0 || PyType_Ready(&Optim_Type) < 0 ||
+        PyType_Ready(&Sched_Type) < 0 || PyType_Ready(&Scaler_Type) < 0)
         return -1;
     for (PyMethodDef *d = nn_methods; d->ml_name; d++) {
         PyObject *f = PyCFunction_New(d, NULL);

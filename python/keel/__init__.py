@@ -634,5 +634,28 @@ Tensor.greater_than = _method("greater")
 
 __version__ = _C.version()
 
+
+
+# ---- save and load ---------------------------------------------------------------
+
+def save(obj, path, **configs):
+    """paddle.save for state dicts: a dict of name -> Tensor (a model's or
+    an optimizer's state_dict()) written as a safetensors file,
+    atomically."""
+    if not isinstance(obj, dict) or not _b.all(
+            isinstance(v, Tensor) for v in obj.values()):
+        raise TypeError("keel.save writes a dict of name -> Tensor (a "
+                        "state_dict()); other objects are not provided")
+    _C.save(str(path), list(obj.items()))
+
+
+def load(path, **configs):
+    """paddle.load of a file keel.save wrote: a dict of name -> Tensor on
+    the current device."""
+    return dict(_C.load(str(path)))
+
+
 from . import nn  # noqa: E402  (needs Tensor and the ops above)
 from . import optimizer  # noqa: E402
+from . import amp  # noqa: E402
+from . import io  # noqa: E402

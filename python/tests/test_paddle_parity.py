@@ -80,3 +80,24 @@ def test_training_matches_paddle(opt_name):
                                    atol=1e-5, err_msg=n)
     # It trained: the last batches' loss is well below the first ones'.
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
+
+
+# ---- the examples, on Paddle ----------------------------------------------
+
+def test_examples_run_on_paddle_with_the_import_changed(tmp_path):
+    """examples/python with `import keel as paddle` replaced by `import
+    paddle` run on PaddlePaddle and reach the same goals: the scripts are
+    Paddle programs."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                        "python")
+    for script in sorted(f for f in os.listdir(here) if f.endswith(".py")):
+        src = open(os.path.join(here, script)).read()
+        assert src.count("import keel as paddle") == 1
+        out = tmp_path / script
+        out.write_text(src.replace("import keel as paddle", "import paddle"))
+        r = subprocess.run([sys.executable, str(out)], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, script + ": " + r.stdout + r.stderr[-2000:]

@@ -146,6 +146,32 @@ class Layer:
                     sd[lp + ("." if lp else "") + n] = t
         return sd
 
+    def set_state_dict(self, state_dict, use_structured_name=True):
+        """Copy values into this layer's parameters and buffers by name
+        (the tensors keep their identity). Returns (missing_keys,
+        unexpected_keys), as Paddle; shapes and dtypes are checked before
+        anything is written."""
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        _C.load_into([(k, v) for k, v in own.items() if k in state_dict],
+                     [(k, v) for k, v in state_dict.items() if k in own],
+                     True)
+        return missing, unexpected
+
+    set_dict = set_state_dict
+    load_dict = set_state_dict
+
+    def to(self, device=None, dtype=None, blocking=None):
+        if dtype is not None:
+            raise ValueError("Layer.to(dtype=...) is not provided yet")
+        if device is not None and not str(device).startswith(
+                _C.get_device().split(":")[0]):
+            raise ValueError("Layer.to(device): parameters live on the "
+                             "device current when the layer was made; "
+                             "call keel.set_device first")
+        return self
+
     def train(self):
         for l in self.sublayers(include_self=True):
             object.__setattr__(l, "training", True)

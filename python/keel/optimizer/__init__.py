@@ -8,6 +8,7 @@ The update itself (and its weight decay, gradient clipping and state) is
 the C optimizer's (keel/optim.h).
 """
 from .. import _C
+from . import lr
 
 
 class ClipGradByGlobalNorm:
@@ -39,15 +40,20 @@ class Optimizer:
                  use_nesterov=False, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  name=None):
         self._params = _named(parameters)
-        if not isinstance(learning_rate, (int, float)):
-            raise ValueError("learning-rate schedulers are not provided from "
-                             "Python yet: give a number")
+        self._lr = learning_rate
+        if isinstance(learning_rate, lr.LRScheduler):
+            lr_arg = learning_rate._h
+        elif isinstance(learning_rate, (int, float)):
+            lr_arg = float(learning_rate)
+        else:
+            raise ValueError("learning_rate: a number or a "
+                             "keel.optimizer.lr scheduler")
         if weight_decay is not None and not isinstance(weight_decay,
                                                        (int, float)):
             raise ValueError("weight_decay: a number (regularizer objects "
                              "are not provided)")
         clip = grad_clip.clip_norm if grad_clip is not None else 0.0
-        self._h = _C.optimizer(self._kind, self._params, float(learning_rate),
+        self._h = _C.optimizer(self._kind, self._params, lr_arg,
                                -1.0 if weight_decay is None
                                else float(weight_decay),
                                float(momentum), bool(use_nesterov),
@@ -69,6 +75,14 @@ class Optimizer:
 
     def set_lr(self, value):
         self._h.set_lr(float(value))
+
+    def state_dict(self):
+        """Accumulators ("<param>_moment1_0", ...), global_step and the
+        scheduler's fields, as keel's C optimizer names them."""
+        return dict(self._h.state_get())
+
+    def set_state_dict(self, state_dict):
+        self._h.state_set(list(state_dict.items()))
 
 
 class SGD(Optimizer):
