@@ -316,11 +316,13 @@ static keel_dataset *synthetic(void)
     return ds;
 }
 
-static keel_optimizer *momentum(keel_layer *net, keel_state_dict **ps)
+/* An optimizer of `kind` at lr 0.01 over every parameter of net (*ps:
+ * the parameters, for reading them back). */
+static keel_optimizer *optimizer_for(keel_optimizer_kind kind,
+                                     keel_layer *net, keel_state_dict **ps)
 {
     keel_named_param np[16];
-    keel_optimizer_options oo = keel_optimizer_default_options(
-        KEEL_OPTIM_MOMENTUM);
+    keel_optimizer_options oo = keel_optimizer_default_options(kind);
     keel_optimizer *opt = NULL;
     int64_t n;
 
@@ -330,9 +332,14 @@ static keel_optimizer *momentum(keel_layer *net, keel_state_dict **ps)
     for (int64_t i = 0; i < n && i < 16; i++)
         keel_state_dict_at(*ps, i, &np[i].name, &np[i].param);
     oo.learning_rate = 0.01;
-    if (keel_optimizer_create(KEEL_OPTIM_MOMENTUM, np, (size_t)n, &oo, &opt))
+    if (keel_optimizer_create(kind, np, (size_t)n, &oo, &opt))
         return NULL;
     return opt;
+}
+
+static keel_optimizer *momentum(keel_layer *net, keel_state_dict **ps)
+{
+    return optimizer_for(KEEL_OPTIM_MOMENTUM, net, ps);
 }
 
 /* The parameters, flattened in order, into a new host array. */
@@ -716,25 +723,6 @@ static keel_layer *ffn_model(void)
     return m;
 }
 
-static keel_optimizer *adam_for(keel_layer *m, keel_state_dict **ps)
-{
-    keel_named_param np[16];
-    keel_optimizer_options oo = keel_optimizer_default_options(
-        KEEL_OPTIM_ADAMW);
-    keel_optimizer *opt = NULL;
-    int64_t n;
-
-    if (keel_layer_parameters(m, ps))
-        return NULL;
-    n = keel_state_dict_count(*ps);
-    for (int64_t i = 0; i < n && i < 16; i++)
-        keel_state_dict_at(*ps, i, &np[i].name, &np[i].param);
-    oo.learning_rate = 0.01;
-    if (keel_optimizer_create(KEEL_OPTIM_ADAMW, np, (size_t)n, &oo, &opt))
-        return NULL;
-    return opt;
-}
-
 /* Five steps of the strategy through Fleet, and the same steps written
  * out by hand (auto_cast, GradScaler, DataParallel, no recompute): the
  * same parameters bit for bit; the checkpoints' outputs come from the
@@ -763,8 +751,8 @@ static void test_fleet(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(fm_net);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     OK(keel_nn_mse_loss(NULL, &mse));
-    of = adam_for(fm_net, &pf);
-    oref = adam_for(ref, &pr);
+    of = optimizer_for(KEEL_OPTIM_ADAMW, fm_net, &pf);
+    oref = optimizer_for(KEEL_OPTIM_ADAMW, ref, &pr);
     CU_ASSERT_PTR_NOT_NULL_FATAL(of);
     CU_ASSERT_PTR_NOT_NULL_FATAL(oref);
 

@@ -995,6 +995,46 @@ static PyObject *m_memory_stats(PyObject *mod, PyObject *args)
                          (unsigned long long)ms.alloc_count);
 }
 
+/* binary(op_id, x, y): a two-input op without attributes, the operators'
+ * fast path (both operands already tensors). */
+static PyObject *m_binary(PyObject *mod, PyObject *const *args,
+                          Py_ssize_t nargs)
+{
+    keel_tensor *in[2], *out[2];
+    long id;
+    int nout = 0;
+    keel_status st;
+
+    (void)mod;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "binary(op_id, x, y)");
+        return NULL;
+    }
+    id = PyLong_AsLong(args[0]);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    if (!(in[0] = kpy_unwrap(args[1], "x")) ||
+        !(in[1] = kpy_unwrap(args[2], "y")))
+        return NULL;
+    st = keel_op_run((keel_op_id)id, in, 2, NULL, 0, out, 2, &nout);
+    CHECK(st);
+    for (int i = 1; i < nout; i++)
+        keel_tensor_free(out[i]);
+    return kpy_wrap(out[0]);
+}
+
+static PyObject *m_op_id(PyObject *mod, PyObject *args)
+{
+    const char *name;
+    keel_op_id op;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    CHECK(keel_op_find(name, &op));
+    return PyLong_FromLong((long)op);
+}
+
 static PyObject *m_version(PyObject *mod, PyObject *unused)
 {
     (void)mod;
@@ -1020,6 +1060,8 @@ static PyMethodDef module_methods[] = {
     {"transpose", m_transpose, METH_VARARGS, NULL},
     {"unsqueeze", m_unsqueeze, METH_VARARGS, NULL},
     {"version", m_version, METH_NOARGS, NULL},
+    {"binary", (PyCFunction)(void (*)(void))m_binary, METH_FASTCALL, NULL},
+    {"op_id", m_op_id, METH_VARARGS, NULL},
     {"create", m_create, METH_VARARGS, NULL},
     {"memory_stats", m_memory_stats, METH_VARARGS, NULL},
     {"arange", m_arange, METH_VARARGS, NULL},

@@ -255,13 +255,35 @@ class Tensor(_C.TensorBase):
         return None if g is None else g.numpy()
 
     # -- operators ---------------------------------------------------------
-    def __add__(self, o): return add(self, o)
+    # Tensor-with-Tensor operands take the C fast path (no attributes, no
+    # Python-level argument handling); anything else goes through the op
+    # functions, which convert Python numbers.
+    def __add__(self, o):
+        if type(o) is Tensor:
+            return _binary(_ADD, self, o)
+        return add(self, o)
+
     def __radd__(self, o): return add(o, self)
-    def __sub__(self, o): return subtract(self, o)
+
+    def __sub__(self, o):
+        if type(o) is Tensor:
+            return _binary(_SUB, self, o)
+        return subtract(self, o)
+
     def __rsub__(self, o): return subtract(o, self)
-    def __mul__(self, o): return multiply(self, o)
+
+    def __mul__(self, o):
+        if type(o) is Tensor:
+            return _binary(_MUL, self, o)
+        return multiply(self, o)
+
     def __rmul__(self, o): return multiply(o, self)
-    def __truediv__(self, o): return divide(self, o)
+
+    def __truediv__(self, o):
+        if type(o) is Tensor:
+            return _binary(_DIV, self, o)
+        return divide(self, o)
+
     def __rtruediv__(self, o): return divide(o, self)
     def __floordiv__(self, o): return floor_divide(self, o)
     def __mod__(self, o): return remainder(self, o)
@@ -285,6 +307,9 @@ class Tensor(_C.TensorBase):
 
 
 _C._set_tensor_class(Tensor)
+_binary = _C.binary
+_ADD, _SUB, _MUL, _DIV = (_C.op_id(n) for n in
+                          ("add", "subtract", "multiply", "divide"))
 
 
 def _device_types():

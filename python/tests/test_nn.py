@@ -1,18 +1,8 @@
 """keel.nn from Python: registration, modes and errors."""
 import pytest
+from nets import KeelNet
 
 import keel
-
-
-class KeelNet(keel.nn.Layer):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = keel.nn.Linear(6, 16)
-        self.act = keel.nn.Tanh()
-        self.fc2 = keel.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
 
 
 def test_layer_registration():
