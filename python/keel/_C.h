@@ -29,5 +29,7 @@ PyObject *kpy_raise(keel_status st);
 
 /** Add the nn and optimizer objects and functions (_C_nn.c). */
 int kpy_nn_init(PyObject *module);
+/** Add the dist functions (_C_dist.c). */
+int kpy_dist_init(PyObject *module);
 
 #endif /* KEEL_PY_C_H */

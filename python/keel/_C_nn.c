@@ -18,6 +18,7 @@
 #include <keel/optim.h>
 
 keel_optimizer *kpy_optimizer_of(PyObject *o);
+static PyObject *layer_new_from(keel_layer *l);
 
 /* ---- layers --------------------------------------------------------------- */
 
@@ -152,6 +153,23 @@ static PyTypeObject Layer_Type = {
     .tp_doc = "a C layer (used by keel.nn)",
     .tp_methods = layer_methods,
 };
+
+PyObject *kpy_layer_new(keel_layer *l);
+keel_layer *kpy_layer_of(PyObject *o);
+
+keel_layer *kpy_layer_of(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, &Layer_Type)) {
+        PyErr_SetString(PyExc_TypeError, "a keel layer handle");
+        return NULL;
+    }
+    return ((LayerObject *)o)->layer;
+}
+
+PyObject *kpy_layer_new(keel_layer *l)
+{
+    return layer_new_from(l);
+}
 
 static PyObject *layer_new_from(keel_layer *l)
 {

@@ -250,6 +250,14 @@ class Tensor(_C.TensorBase):
         return t
 
     # -- autograd ----------------------------------------------------------
+    def backward(self, grad_tensor=None, retain_graph=False):
+        """Paddle's backward; a loss computed through a DataParallel's
+        forward averages the gradients over the ranks (keel.distributed)."""
+        if (grad_tensor is None and not retain_graph and
+                distributed._backward_through(self)):
+            return
+        _C.TensorBase.backward(self, grad_tensor, retain_graph)
+
     def gradient(self):
         g = self.grad
         return None if g is None else g.numpy()
@@ -560,6 +568,8 @@ def _make_op(name, nin, nout, spec, differentiable):
         if nin >= 0 and len(args) > nin + len(attrs):
             raise TypeError("%s takes at most %d positional arguments"
                             % (name, nin + len(attrs)))
+        if nin < 0 and len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])  # concat([a, b]) as Paddle writes it
         n = nin if nin >= 0 else len(args)
         ins = list(args[:n])
         rest = list(args[n:])
@@ -684,3 +694,5 @@ from . import nn  # noqa: E402  (needs Tensor and the ops above)
 from . import optimizer  # noqa: E402
 from . import amp  # noqa: E402
 from . import io  # noqa: E402
+from . import distributed  # noqa: E402
+from .distributed import DataParallel  # noqa: E402,F401

@@ -22,6 +22,8 @@ def main():
     ap.add_argument("--no-paddle", action="store_true",
                     help="leave out test_paddle_parity.py (sanitizer builds: "
                          "Paddle's own libraries do not run under ASan)")
+    ap.add_argument("--mpirun", help="run the script TESTS under this "
+                    "mpirun with -np 2 instead of pytest")
     ap.add_argument("tests")
     a, rest = ap.parse_known_args()
     need = "numpy, pytest" if a.no_paddle else "numpy, pytest, paddle"
@@ -39,6 +41,14 @@ def main():
     env = dict(os.environ)
     env["PYTHONPATH"] = a.tree + (os.pathsep + env["PYTHONPATH"]
                                   if env.get("PYTHONPATH") else "")
+    if a.mpirun:
+        cmd = [a.mpirun, "--bind-to", "none", "-np", "2"]
+        for v in ("PYTHONPATH", "KEEL_PLUGIN_PATH",
+                  "KEEL_PLUGIN_DEFAULT_PATHS", "KEEL_CPU_THREADS"):
+            cmd += ["-x", v]
+        cmd += [a.python, a.tests]
+        print(" ".join(cmd))
+        return subprocess.run(cmd, env=env).returncode
     cmd = [a.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            a.tests] + rest
     if a.no_paddle:
