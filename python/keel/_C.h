@@ -31,5 +31,7 @@ PyObject *kpy_raise(keel_status st);
 int kpy_nn_init(PyObject *module);
 /** Add the dist functions (_C_dist.c). */
 int kpy_dist_init(PyObject *module);
+/** Add the jit and inference functions (_C_jit.c). */
+int kpy_jit_init(PyObject *module);
 
 #endif /* KEEL_PY_C_H */

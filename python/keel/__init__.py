@@ -582,6 +582,8 @@ def _make_op(name, nin, nout, spec, differentiable):
                    a.dtype not in _FLOATS else a for a in ins]
             like = next(a for a in ins if isinstance(a, Tensor))
         ins = [None if a is None else _as_tensor(a, like) for a in ins]
+        while ins and ins[-1] is None:  # absent optional inputs at the end
+            ins.pop()
         given = {}
         for (an, _, _), v in zip(attrs, rest):
             given[an] = v
@@ -695,4 +697,7 @@ from . import optimizer  # noqa: E402
 from . import amp  # noqa: E402
 from . import io  # noqa: E402
 from . import distributed  # noqa: E402
+from . import static  # noqa: E402
+from . import jit  # noqa: E402
+from . import inference  # noqa: E402
 from .distributed import DataParallel  # noqa: E402,F401
