@@ -1072,6 +1072,19 @@ static struct PyModuleDef module_def = {
     "The binding of libkeel's public C API (use the keel package).", -1,
     module_methods, NULL, NULL, NULL, NULL};
 
+int kpy_add_functions(PyObject *m, PyMethodDef *defs)
+{
+    for (PyMethodDef *d = defs; d->ml_name; d++) {
+        PyObject *f = PyCFunction_New(d, NULL);
+
+        if (!f || PyModule_AddObject(m, d->ml_name, f) < 0) {
+            Py_XDECREF(f);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__C(void); /* the module's entry point */
 
 PyMODINIT_FUNC PyInit__C(void)

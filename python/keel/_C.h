@@ -27,6 +27,9 @@ PyObject *kpy_raise(keel_status st);
             return kpy_raise(st_);                                           \
     } while (0)
 
+/** Add the functions of a NULL-terminated table to the module. */
+int kpy_add_functions(PyObject *module, PyMethodDef *defs);
+
 /** Add the nn and optimizer objects and functions (_C_nn.c). */
 int kpy_nn_init(PyObject *module);
 /** Add the dist functions (_C_dist.c). */

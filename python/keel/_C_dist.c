@@ -259,13 +259,5 @@ int kpy_dist_init(PyObject *m)
 {
     if (PyType_Ready(&DP_Type) < 0)
         return -1;
-    for (PyMethodDef *d = dist_methods; d->ml_name; d++) {
-        PyObject *f = PyCFunction_New(d, NULL);
-
-        if (!f || PyModule_AddObject(m, d->ml_name, f) < 0) {
-            Py_XDECREF(f);
-            return -1;
-        }
-    }
-    return 0;
+    return kpy_add_functions(m, dist_methods);
 }

@@ -1086,13 +1086,5 @@ int kpy_nn_init(PyObject *m)
     if (PyType_Ready(&Layer_Type) < 0 || PyType_Ready(&Optim_Type) < 0 ||
         PyType_Ready(&Sched_Type) < 0 || PyType_Ready(&Scaler_Type) < 0)
         return -1;
-    for (PyMethodDef *d = nn_methods; d->ml_name; d++) {
-        PyObject *f = PyCFunction_New(d, NULL);
-
-        if (!f || PyModule_AddObject(m, d->ml_name, f) < 0) {
-            Py_XDECREF(f);
-            return -1;
-        }
-    }
-    return 0;
+    return kpy_add_functions(m, nn_methods);
 }
