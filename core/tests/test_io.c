@@ -24,6 +24,7 @@
 
 #include <CUnit/Basic.h>
 
+#include <keel/autograd.h>
 #include <keel/io.h>
 #include <keel/ops.h>
 
@@ -966,6 +967,36 @@ static void test_load_into_errors(void)
 }
 
 /* A destination that is a non-contiguous view writes through to its base. */
+/* load_into is an in-place write: a graph that saved the old values then
+ * refuses backward, as after an optimizer step. */
+static void test_load_into_versions(void)
+{
+    int64_t shape[1] = {3};
+    float v[3] = {1, 2, 3}, w[3] = {4, 5, 6};
+    keel_tensor *x = NULL, *src = NULL, *sq = NULL, *y = NULL;
+    keel_state_dict *dst = NULL, *from = NULL;
+
+    OK(keel_tensor_from_host(v, KEEL_F32, 1, shape, "cpu", &x));
+    OK(keel_tensor_set_stop_gradient(x, false));
+    OK(keel_tensor_from_host(w, KEEL_F32, 1, shape, "cpu", &src));
+    OK(keel_multiply(x, x, &sq)); /* saves x */
+    OK(keel_sum(sq, 0, NULL, false, &y));
+    OK(keel_state_dict_create(&dst));
+    OK(keel_state_dict_create(&from));
+    OK(keel_state_dict_set(dst, "x", x));
+    OK(keel_state_dict_set(from, "x", src));
+    OK(keel_state_dict_load_into(dst, from, true));
+    CU_ASSERT_EQUAL(keel_backward(y, NULL, false),
+                    KEEL_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(keel_last_error(), "modified in place"));
+    keel_state_dict_free(dst);
+    keel_state_dict_free(from);
+    keel_tensor_free(y);
+    keel_tensor_free(sq);
+    keel_tensor_free(src);
+    keel_tensor_free(x);
+}
+
 static void test_load_into_strided(void)
 {
     int64_t s34[2] = {3, 4}, s43[2] = {4, 3};
@@ -1340,6 +1371,8 @@ int main(void)
         {"load_into copies in place", test_load_into},
         {"load_into checks before writing", test_load_into_errors},
         {"load_into a strided destination", test_load_into_strided},
+        {"load_into advances the version (autograd sees it)",
+         test_load_into_versions},
         {"atomic save under injected faults", test_atomic_save},
         {"save keeps permissions", test_save_permissions},
         {"stale temporaries of the target are removed",

@@ -249,6 +249,58 @@ class Tensor(_C.TensorBase):
             t = t._squeeze_axis(a)
         return t
 
+    # -- writing in place ----------------------------------------------------
+    def set_value(self, value):
+        """Paddle's set_value: copy value (a Tensor, array or nested list of
+        the same shape) into this tensor's own storage; the tensor keeps
+        its identity, dtype and device. Not recorded by autograd; a graph
+        that saved this tensor for backward then refuses to run."""
+        if isinstance(value, Tensor):
+            src = value if value.dtype == self.dtype else value.astype(
+                self.dtype)
+        else:
+            src = to_tensor(_np().asarray(value), dtype=self.dtype)
+        _C.load_into([("value", self)], [("value", src)], True)
+        return self
+
+    def _inplace(self, opname, *args, **kwargs):
+        if not self.stop_gradient and _C.is_grad_enabled():
+            raise InvalidArgumentError(
+                "%s_: %s requires a gradient; in-place ops are provided on "
+                "tensors outside autograd (stop_gradient = True, or under "
+                "keel.no_grad())" % (opname, "the tensor"))
+        out = _OPS[opname](self, *args, **kwargs)
+        if out.shape != self.shape:
+            raise InvalidArgumentError(
+                "%s_: the result's shape %s is not the tensor's %s"
+                % (opname, out.shape, self.shape))
+        return self.set_value(out)
+
+    def add_(self, y): return self._inplace("add", y)
+    def subtract_(self, y): return self._inplace("subtract", y)
+    def multiply_(self, y): return self._inplace("multiply", y)
+    def divide_(self, y): return self._inplace("divide", y)
+    def clip_(self, min=None, max=None):
+        kw = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
+        return self._inplace("clip", **kw)
+    def exp_(self): return self._inplace("exp")
+    def sqrt_(self): return self._inplace("sqrt")
+    def scale_(self, scale=1.0, bias=0.0):
+        return self.set_value(self * scale + bias) if \
+            self.stop_gradient or not _C.is_grad_enabled() else \
+            self._inplace("multiply", scale)
+
+    def zero_(self):
+        return self.set_value(zeros_like(self))
+
+    def fill_(self, value):
+        return self.set_value(full_like(self, value))
+
+    def __iadd__(self, o): return self.add_(o)
+    def __isub__(self, o): return self.subtract_(o)
+    def __imul__(self, o): return self.multiply_(o)
+    def __itruediv__(self, o): return self.divide_(o)
+
     # -- autograd ----------------------------------------------------------
     def backward(self, grad_tensor=None, retain_graph=False):
         """Paddle's backward; a loss computed through a DataParallel's

@@ -227,3 +227,41 @@ def test_no_leak_over_a_training_loop():
     assert last < first * 1e-3
     assert keel._C.memory_stats()["allocated"] == before
     assert len(gc.get_objects()) <= objs + 50
+
+
+def test_in_place_and_set_value():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    x = keel.to_tensor(a)
+    ident = id(x)
+    x.add_(keel.to_tensor([10.0, 20.0]))  # broadcast into x's shape
+    x *= 2
+    x.clip_(max=40.0)
+    assert id(x) == ident
+    np.testing.assert_array_equal(x.numpy(),
+                                  np.minimum((a + [10, 20]) * 2, 40))
+    x.zero_()
+    assert x.numpy().sum() == 0
+    x.fill_(1.5)
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 2), 1.5))
+    x.set_value(np.eye(2))
+    np.testing.assert_array_equal(x.numpy(), np.eye(2, dtype=np.float32))
+    # A view shares the storage: writing through x shows in it.
+    row = x[1]
+    x.add_(1.0)
+    np.testing.assert_array_equal(row.numpy(), [1.0, 2.0])
+    # Shape changes and leaves that require a gradient are refused.
+    with pytest.raises(keel.InvalidArgumentError):
+        x.add_(keel.ones([3, 2, 2]))
+    w = keel.to_tensor([1.0, 2.0], stop_gradient=False)
+    with pytest.raises(keel.InvalidArgumentError):
+        w.add_(1.0)
+    with keel.no_grad():
+        w.add_(1.0)  # an optimizer-style update
+    np.testing.assert_array_equal(w.numpy(), [2.0, 3.0])
+    # A tensor saved for backward and then written: backward says so.
+    y = (w * w).sum()
+    with keel.no_grad():
+        w.add_(1.0)
+    with pytest.raises(keel.InvalidArgumentError) as e:
+        y.backward()
+    assert "modified in place" in str(e.value)

@@ -656,13 +656,11 @@ static keel_status stage_one(struct stage *sg, keel_tensor *d,
                        "%s; nothing was copied", name, cause);
 }
 
-static keel_status write_one(const struct stage *sg)
+static keel_status write_values(const struct stage *sg)
 {
     keel_tensor *d = sg->dst;
     keel_tensor_desc dd, sd;
 
-    if (!sg->bytes)
-        return KEEL_STATUS_OK;
     keel__desc(d, &dd);
     if (sg->dev) {
         keel__desc(sg->dev, &sd);
@@ -673,6 +671,20 @@ static keel_status write_one(const struct stage *sg)
         return keel_mem_copy_h2d(d->storage->place, dd.data, sg->host,
                                  sg->bytes);
     return write_strided(d, sg->host);
+}
+
+/* Write one entry; its storage gets a new version, as any in-place write
+ * does, so a graph that saved the old values refuses to run backward. */
+static keel_status write_one(const struct stage *sg)
+{
+    keel_status st;
+
+    if (!sg->bytes)
+        return KEEL_STATUS_OK;
+    st = write_values(sg);
+    if (st == KEEL_STATUS_OK)
+        atomic_fetch_add(&sg->dst->storage->version, 1);
+    return st;
 }
 
 static void stages_free(struct stage *sg, int64_t n)
