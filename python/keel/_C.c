@@ -443,7 +443,6 @@ static PyTypeObject TensorBase_Type = {
 
 /* ---- module functions ----------------------------------------------------- */
 
-static int shape_of(PyObject *obj, const char *call, int64_t *shape);
 
 static PyObject *m_set_tensor_class(PyObject *m, PyObject *cls)
 {
@@ -477,37 +476,20 @@ static PyObject *m_from_buffer(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "OsOz", &obj, &dtname, &shape_obj, &device))
         return NULL;
     CHECK(keel_dtype_parse(dtname, &dt));
-    shape_obj = PySequence_Fast(shape_obj, "shape must be a sequence");
-    if (!shape_obj)
+    nd = kpy_int64s(shape_obj, shape, KEEL_MAX_DIMS, "to_tensor");
+    if (nd < 0)
         return NULL;
-    nd = PySequence_Fast_GET_SIZE(shape_obj);
-    if (nd > KEEL_MAX_DIMS) {
-        Py_DECREF(shape_obj);
-        return PyErr_Format(PyExc_ValueError,
-                            "to_tensor: %zd dimensions (at most %d)", nd,
-                            KEEL_MAX_DIMS);
-    }
     for (Py_ssize_t i = 0; i < nd; i++) {
-        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shape_obj, i));
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(shape_obj);
-            return NULL;
-        }
-        if (v < 0) {
-            Py_DECREF(shape_obj);
+        if (shape[i] < 0)
             return PyErr_Format(PyExc_ValueError,
-                                "to_tensor: dimension %zd is %lld", i, v);
-        }
-        shape[i] = v;
-        if (v && need > UINT64_MAX / (uint64_t)v) {
-            Py_DECREF(shape_obj);
+                                "to_tensor: dimension %zd is %lld", i,
+                                (long long)shape[i]);
+        if (shape[i] && need > UINT64_MAX / (uint64_t)shape[i])
             return PyErr_Format(PyExc_ValueError,
                                 "to_tensor: the shape's element count "
                                 "overflows");
-        }
-        need *= (uint64_t)v;
+        need *= (uint64_t)shape[i];
     }
-    Py_DECREF(shape_obj);
     if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
     if (need > UINT64_MAX / keel_dtype_size(dt) ||
@@ -837,7 +819,7 @@ static PyObject *m_reshape(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &x, &shape_obj) ||
         !(t = kpy_unwrap(x, "x")))
         return NULL;
-    nd = shape_of(shape_obj, "reshape", shape);
+    nd = kpy_int64s(shape_obj, shape, KEEL_MAX_DIMS, "reshape");
     if (nd < 0)
         return NULL;
     CHECK(keel_reshape(t, nd, shape, &o));
@@ -892,30 +874,29 @@ static PyObject *m_unsqueeze(PyObject *mod, PyObject *args)
     return kpy_wrap(o);
 }
 
-/* Shape sequence -> int64 array; -1 with an exception set on failure. */
-static int shape_of(PyObject *obj, const char *call, int64_t *shape)
+int kpy_int64s(PyObject *obj, int64_t *v, int max, const char *what)
 {
-    PyObject *seq = PySequence_Fast(obj, "shape must be a sequence");
-    Py_ssize_t nd;
+    PyObject *seq = PySequence_Fast(obj, "expected a sequence of integers");
+    Py_ssize_t n;
 
     if (!seq)
         return -1;
-    nd = PySequence_Fast_GET_SIZE(seq);
-    if (nd > KEEL_MAX_DIMS) {
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n > max) {
         Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "%s: %zd dimensions (at most %d)",
-                     call, nd, KEEL_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s: %zd values (at most %d)", what,
+                     n, max);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        shape[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (shape[i] == -1 && PyErr_Occurred()) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v[i] == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
         }
     }
     Py_DECREF(seq);
-    return (int)nd;
+    return (int)n;
 }
 
 /* create(kind, shape, dtype, device, a, b): empty, zeros, ones, full (a),
@@ -935,7 +916,7 @@ static PyObject *m_create(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "sOsz|dd", &kind, &shape_obj, &dtname, &dev,
                           &a, &b))
         return NULL;
-    nd = shape_of(shape_obj, kind, shape);
+    nd = kpy_int64s(shape_obj, shape, KEEL_MAX_DIMS, kind);
     if (nd < 0)
         return NULL;
     CHECK(keel_dtype_parse(dtname, &dt));

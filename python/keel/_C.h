@@ -17,6 +17,19 @@ PyObject *kpy_wrap(keel_tensor *t);
 /** The tensor of a keel.Tensor (borrowed), or NULL with a TypeError
  *  naming `what`. */
 keel_tensor *kpy_unwrap(PyObject *o, const char *what);
+/** A sequence of at most `max` integers into v (its count), or -1 with
+ *  an exception naming `what`. */
+int kpy_int64s(PyObject *obj, int64_t *v, int max, const char *what);
+/** Register [(name, Tensor)] with a C layer as parameters (or buffers);
+ *  '.' in names becomes '/' (C layer names hold no dots). 0, or -1 with
+ *  an exception. */
+struct keel_layer;
+int kpy_layer_add_named(struct keel_layer *l, PyObject *pairs, int buffers);
+/** A LayerHandle owning layer l (freed on failure), and the layer of a
+ *  LayerHandle (NULL with a TypeError). */
+PyObject *kpy_layer_new(struct keel_layer *l);
+struct keel_layer *kpy_layer_of(PyObject *o);
+
 /** Raise keel's last error for status st; returns NULL. */
 PyObject *kpy_raise(keel_status st);
 

@@ -13,46 +13,23 @@
 #include <keel/dist.h>
 #include <keel/nn.h>
 
-PyObject *kpy_layer_new(keel_layer *l);
-keel_layer *kpy_layer_of(PyObject *o);
 
 static const keel_layer_ops holder_ops = {"ParameterHolder", NULL, NULL};
 
 /* param_layer([(name, Tensor)]): a C layer owning references to the
- * tensors; '.' in names becomes '/' (C layer names hold no dots). */
+ * tensors (names as kpy_layer_add_named makes them). */
 static PyObject *m_param_layer(PyObject *mod, PyObject *pairs)
 {
-    PyObject *seq = PySequence_Fast(pairs, "a sequence of (name, Tensor)");
     keel_layer *l = NULL;
     keel_status st;
 
     (void)mod;
-    if (!seq)
-        return NULL;
     st = keel_layer_create(&holder_ops, NULL, &l);
-    for (Py_ssize_t i = 0; !st && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        const char *name;
-        PyObject *t;
-        keel_tensor *kt;
-        char buf[256];
-
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sO", &name,
-                              &t) ||
-            !(kt = kpy_unwrap(t, "a parameter"))) {
-            keel_layer_free(l);
-            Py_DECREF(seq);
-            return NULL;
-        }
-        snprintf(buf, sizeof(buf), "%s", name);
-        for (char *c = buf; *c; c++)
-            if (*c == '.')
-                *c = '/';
-        st = keel_layer_add_parameter(l, buf, kt);
-    }
-    Py_DECREF(seq);
-    if (st) {
-        keel_layer_free(l);
+    if (st)
         return kpy_raise(st);
+    if (kpy_layer_add_named(l, pairs, 0) < 0) {
+        keel_layer_free(l);
+        return NULL;
     }
     return kpy_layer_new(l);
 }

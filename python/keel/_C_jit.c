@@ -14,8 +14,6 @@
 #include <keel/jit.h>
 #include <keel/nn.h>
 
-PyObject *kpy_layer_new(keel_layer *l);
-keel_layer *kpy_layer_of(PyObject *o);
 
 /* ---- a C layer running Python -------------------------------------------------- */
 
@@ -70,7 +68,7 @@ static void py_destroy(void *priv)
 
 static const keel_layer_ops py_ops = {"PythonLayer", py_forward, py_destroy};
 
-static int add_named(keel_layer *l, PyObject *pairs, bool buffers)
+int kpy_layer_add_named(keel_layer *l, PyObject *pairs, int buffers)
 {
     PyObject *seq = PySequence_Fast(pairs, "a sequence of (name, Tensor)");
     keel_status st = KEEL_STATUS_OK;
@@ -126,7 +124,8 @@ static PyObject *m_py_layer(PyObject *mod, PyObject *args)
         PyMem_RawFree(p);
         return kpy_raise(st);
     }
-    if (add_named(l, params, false) < 0 || add_named(l, buffers, true) < 0) {
+    if (kpy_layer_add_named(l, params, 0) < 0 ||
+        kpy_layer_add_named(l, buffers, 1) < 0) {
         keel_layer_free(l);
         return NULL;
     }
@@ -338,7 +337,7 @@ static PyObject *pred_names(PredObject *self, PyObject *arg)
 static PyObject *pred_set_input(PredObject *self, PyObject *args)
 {
     const char *name, *dtname;
-    PyObject *buf, *shape_obj, *seq;
+    PyObject *buf, *shape_obj;
     int64_t shape[KEEL_MAX_DIMS];
     keel_io_handle *h;
     keel_dtype dt;
@@ -352,18 +351,8 @@ static PyObject *pred_set_input(PredObject *self, PyObject *args)
     h = keel_predictor_input_handle(self->p, name);
     if (!h)
         return kpy_raise(KEEL_STATUS_INVALID_ARGUMENT);
-    seq = PySequence_Fast(shape_obj, "a shape");
-    if (!seq)
-        return NULL;
-    nd = (int)PySequence_Fast_GET_SIZE(seq);
-    if (nd > KEEL_MAX_DIMS) {
-        Py_DECREF(seq);
-        return PyErr_Format(PyExc_ValueError, "too many dimensions");
-    }
-    for (int i = 0; i < nd; i++)
-        shape[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-    Py_DECREF(seq);
-    if (PyErr_Occurred())
+    nd = kpy_int64s(shape_obj, shape, KEEL_MAX_DIMS, "copy_from_cpu");
+    if (nd < 0)
         return NULL;
     if (PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;

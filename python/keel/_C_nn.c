@@ -18,7 +18,6 @@
 #include <keel/optim.h>
 
 keel_optimizer *kpy_optimizer_of(PyObject *o);
-static PyObject *layer_new_from(keel_layer *l);
 
 /* ---- layers --------------------------------------------------------------- */
 
@@ -63,9 +62,8 @@ static PyObject *layer_forward(LayerObject *self, PyObject *args)
     return kpy_wrap(out);
 }
 
-/* [(name, Tensor)] of a state dict the layer made (the tensors shared). */
-static PyObject *named_list(keel_state_dict *sd, bool params_only,
-                            const keel_layer *l)
+/* [(name, Tensor)] of a state dict (the tensors shared; sd is freed). */
+static PyObject *named_list(keel_state_dict *sd)
 {
     PyObject *list = PyList_New(0);
 
@@ -75,8 +73,6 @@ static PyObject *named_list(keel_state_dict *sd, bool params_only,
         PyObject *e;
 
         keel_state_dict_at(sd, i, &name, &t);
-        (void)params_only;
-        (void)l;
         e = Py_BuildValue("(sN)", name, kpy_wrap(keel_tensor_ref(t)));
         if (!e || PyList_Append(list, e) < 0) {
             Py_XDECREF(e);
@@ -98,7 +94,7 @@ static PyObject *layer_named_parameters(LayerObject *self, PyObject *unused)
     if (!l)
         return NULL;
     KPY_CHECK(keel_layer_parameters(l, &sd));
-    return named_list(sd, true, l);
+    return named_list(sd);
 }
 
 /* Parameters and buffers (Paddle's state_dict order). */
@@ -111,7 +107,7 @@ static PyObject *layer_named_state(LayerObject *self, PyObject *unused)
     if (!l)
         return NULL;
     KPY_CHECK(keel_layer_state_dict(l, &sd));
-    return named_list(sd, false, l);
+    return named_list(sd);
 }
 
 static PyObject *layer_set_training(LayerObject *self, PyObject *arg)
@@ -154,8 +150,6 @@ static PyTypeObject Layer_Type = {
     .tp_methods = layer_methods,
 };
 
-PyObject *kpy_layer_new(keel_layer *l);
-keel_layer *kpy_layer_of(PyObject *o);
 
 keel_layer *kpy_layer_of(PyObject *o)
 {
@@ -167,11 +161,6 @@ keel_layer *kpy_layer_of(PyObject *o)
 }
 
 PyObject *kpy_layer_new(keel_layer *l)
-{
-    return layer_new_from(l);
-}
-
-static PyObject *layer_new_from(keel_layer *l)
 {
     LayerObject *o = PyObject_New(LayerObject, &Layer_Type);
 
@@ -195,33 +184,21 @@ static const struct {
     {"softmax", KEEL_ACT_SOFTMAX}, {"log_softmax", KEEL_ACT_LOG_SOFTMAX},
 };
 
+/* An integer or 1 to max integers (kernel sizes, strides, ...). */
 static int ints_of(PyObject *o, int64_t *v, int max, const char *what)
 {
-    PyObject *seq;
-    Py_ssize_t n;
+    int n;
 
     if (PyLong_Check(o)) {
         v[0] = PyLong_AsLongLong(o);
         return v[0] == -1 && PyErr_Occurred() ? -1 : 1;
     }
-    seq = PySequence_Fast(o, what);
-    if (!seq)
-        return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
-    if (n < 1 || n > max) {
-        Py_DECREF(seq);
+    n = kpy_int64s(o, v, max, what);
+    if (n == 0) {
         PyErr_Format(PyExc_ValueError, "%s: 1 to %d integers", what, max);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (v[i] == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-    }
-    Py_DECREF(seq);
-    return (int)n;
+    return n;
 }
 
 /* layer(kind, ...): the C layers, with Paddle's arguments in Paddle's
@@ -377,7 +354,7 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
     }
     Py_DECREF(rest);
     KPY_CHECK(st);
-    return layer_new_from(l);
+    return kpy_layer_new(l);
 bad:
     Py_DECREF(rest);
     return NULL;
@@ -628,7 +605,6 @@ static PyObject *optim_set_lr(OptimObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *pairs_of(keel_state_dict *sd);
 static keel_state_dict *dict_of(PyObject *pairs);
 
 static PyObject *optim_state_get(OptimObject *self, PyObject *unused)
@@ -643,7 +619,7 @@ static PyObject *optim_state_get(OptimObject *self, PyObject *unused)
         keel_state_dict_free(sd);
         return kpy_raise(st);
     }
-    return pairs_of(sd);
+    return named_list(sd);
 }
 
 static PyObject *optim_state_set(OptimObject *self, PyObject *pairs)
@@ -772,12 +748,6 @@ keel_optimizer *kpy_optimizer_of(PyObject *o)
 
 /* ---- state dicts and files ---------------------------------------------------- */
 
-/* [(name, Tensor)] of a state dict (freed here). */
-static PyObject *pairs_of(keel_state_dict *sd)
-{
-    return named_list(sd, false, NULL);
-}
-
 /* A new state dict referencing the tensors of [(name, Tensor)]. */
 static keel_state_dict *dict_of(PyObject *pairs)
 {
@@ -849,7 +819,7 @@ static PyObject *m_load(PyObject *mod, PyObject *args)
     st = keel_load(path, dev, &sd);
     Py_END_ALLOW_THREADS
     KPY_CHECK(st);
-    return pairs_of(sd);
+    return named_list(sd);
 }
 
 /* load_into(dst_pairs, src_pairs, strict): copy values by name. */

@@ -263,32 +263,33 @@ class Tensor(_C.TensorBase):
         _C.load_into([("value", self)], [("value", src)], True)
         return self
 
-    def _inplace(self, opname, *args, **kwargs):
+    def _inplace(self, name, compute):
+        """Write compute()'s result into this tensor (name_ in errors)."""
         if not self.stop_gradient and _C.is_grad_enabled():
             raise InvalidArgumentError(
-                "%s_: %s requires a gradient; in-place ops are provided on "
-                "tensors outside autograd (stop_gradient = True, or under "
-                "keel.no_grad())" % (opname, "the tensor"))
-        out = _OPS[opname](self, *args, **kwargs)
+                "%s_: the tensor requires a gradient; in-place ops are "
+                "provided on tensors outside autograd (stop_gradient = True, "
+                "or under keel.no_grad())" % name)
+        out = compute()
         if out.shape != self.shape:
             raise InvalidArgumentError(
                 "%s_: the result's shape %s is not the tensor's %s"
-                % (opname, out.shape, self.shape))
+                % (name, out.shape, self.shape))
         return self.set_value(out)
 
-    def add_(self, y): return self._inplace("add", y)
-    def subtract_(self, y): return self._inplace("subtract", y)
-    def multiply_(self, y): return self._inplace("multiply", y)
-    def divide_(self, y): return self._inplace("divide", y)
+    def add_(self, y): return self._inplace("add", lambda: add(self, y))
+    def subtract_(self, y):
+        return self._inplace("subtract", lambda: subtract(self, y))
+    def multiply_(self, y):
+        return self._inplace("multiply", lambda: multiply(self, y))
+    def divide_(self, y): return self._inplace("divide", lambda: divide(self, y))
     def clip_(self, min=None, max=None):
         kw = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
-        return self._inplace("clip", **kw)
-    def exp_(self): return self._inplace("exp")
-    def sqrt_(self): return self._inplace("sqrt")
+        return self._inplace("clip", lambda: clip(self, **kw))
+    def exp_(self): return self._inplace("exp", lambda: exp(self))
+    def sqrt_(self): return self._inplace("sqrt", lambda: sqrt(self))
     def scale_(self, scale=1.0, bias=0.0):
-        return self.set_value(self * scale + bias) if \
-            self.stop_gradient or not _C.is_grad_enabled() else \
-            self._inplace("multiply", scale)
+        return self._inplace("scale", lambda: self * scale + bias)
 
     def zero_(self):
         return self.set_value(zeros_like(self))

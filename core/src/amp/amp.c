@@ -372,6 +372,23 @@ static void set_on(void)
     keel__amp_on = active(top());
 }
 
+static keel_status room_for_scope(void)
+{
+    if (depth == KEEL_AMP_MAX_DEPTH)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "auto_cast: scopes nest at most %d deep",
+                           KEEL_AMP_MAX_DEPTH);
+    return KEEL_STATUS_OK;
+}
+
+/* Make s (heap, owned from here) the innermost scope of this thread. */
+static void push_scope(struct amp_scope *s)
+{
+    keel__dispatch_set_amp(amp_replace, amp_cast);
+    scopes[depth++] = s;
+    set_on();
+}
+
 keel_status keel_amp_begin(const keel_amp_options *options)
 {
     keel_amp_options o = options ? *options : keel_amp_default_options();
@@ -389,10 +406,9 @@ keel_status keel_amp_begin(const keel_amp_options *options)
                            (unsigned)o.dtype < KEEL_DTYPE_COUNT_
                                ? keel_dtype_name(o.dtype)
                                : "an unknown dtype");
-    if (depth == KEEL_AMP_MAX_DEPTH)
-        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
-                           "auto_cast: scopes nest at most %d deep",
-                           KEEL_AMP_MAX_DEPTH);
+    st = room_for_scope();
+    if (st != KEEL_STATUS_OK)
+        return st;
     s = calloc(1, sizeof(*s));
     if (!s)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
@@ -413,9 +429,7 @@ keel_status keel_amp_begin(const keel_amp_options *options)
     /* Paddle sets amp_global_state().amp_dtype before it looks at enable. */
     if (o.dtype == KEEL_F16 || o.dtype == KEEL_BF16)
         atomic_store(&last_dtype, (int)o.dtype);
-    keel__dispatch_set_amp(amp_replace, amp_cast);
-    scopes[depth++] = s;
-    set_on();
+    push_scope(s);
     return KEEL_STATUS_OK;
 }
 
@@ -455,20 +469,17 @@ static _Thread_local int lifted[KEEL_AMP_MAX_DEPTH];
 keel_status keel__amp_scope_open(const struct amp_scope *s)
 {
     struct amp_scope *c;
+    keel_status st = room_for_scope();
 
-    if (depth == KEEL_AMP_MAX_DEPTH)
-        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
-                           "auto_cast: scopes nest at most %d deep",
-                           KEEL_AMP_MAX_DEPTH);
+    if (st != KEEL_STATUS_OK)
+        return st;
     c = malloc(sizeof(*c));
     if (!c)
         return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
                            "auto_cast: out of host memory");
     *c = *s;
-    keel__dispatch_set_amp(amp_replace, amp_cast);
     lifted[depth] = keel__amp_pause_lift();
-    scopes[depth++] = c;
-    set_on();
+    push_scope(c);
     return KEEL_STATUS_OK;
 }
 

@@ -571,7 +571,7 @@ keel_status keel_tensor_add_grad_ready_hook(keel_tensor *t,
     NEED(!t->grad_fn,
          "keel_tensor_add_grad_ready_hook: %s is not a leaf (it was "
          "computed by '%s'); hooks go on parameters and other leaves",
-         keel__tensor_str(t, a, sizeof(a)), t->grad_fn->rule->name);
+         keel__tensor_str(t, a, sizeof(a)), node_name(t->grad_fn));
     h = t->hooks;
     if (!h || h->n == h->cap) {
         int cap = h ? h->cap * 2 : 2;

@@ -377,6 +377,16 @@ static keel_status unpack_bucket(struct dp_bucket *bk)
     return st;
 }
 
+/* One wait for every bucket's copies back into the gradients (they run in
+ * default-stream order). */
+static keel_status wait_copies_back(keel_data_parallel *dp)
+{
+    if (!dp->nbuckets)
+        return KEEL_STATUS_OK;
+    return keel_stream_synchronize(keel_tensor_place(dp->buckets[0].buffer),
+                                   NULL);
+}
+
 static double seconds_since(const struct timespec *t0)
 {
     struct timespec t1;
@@ -411,10 +421,8 @@ keel_status keel_data_parallel_sync_gradients(keel_data_parallel *dp)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int b = 0; b < dp->nbuckets && !st; b++)
         st = sync_bucket(dp, &dp->buckets[b]);
-    /* One wait for every bucket's copies back into the gradients. */
-    if (!st && dp->nbuckets)
-        st = keel_stream_synchronize(keel_tensor_place(dp->buckets[0].buffer),
-                                     NULL);
+    if (!st)
+        st = wait_copies_back(dp);
     dp->sync_seconds += seconds_since(&t0);
     return st;
 }
@@ -600,9 +608,8 @@ static keel_status backward_overlapped(keel_data_parallel *dp,
         st = keel__error(wait_st, "keel_data_parallel_backward: %s", c->msg);
     for (int b = 0; !st && b < dp->nbuckets; b++)
         st = unpack_bucket(&dp->buckets[b]);
-    if (!st && dp->nbuckets)
-        st = keel_stream_synchronize(keel_tensor_place(dp->buckets[0].buffer),
-                                     NULL);
+    if (!st)
+        st = wait_copies_back(dp);
     dp->sync_seconds += seconds_since(&t0);
     return st;
 }

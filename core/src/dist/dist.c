@@ -551,12 +551,13 @@ keel_status keel_dist_barrier(keel_dist_group *group)
     return st;
 }
 
-/* The three collectives that work in place on t. */
+/* The three collectives that work in place on t, enqueued on `stream`
+ * (NULL: the default stream) and waited for there. */
 enum inplace_kind { INPLACE_ALL_REDUCE, INPLACE_BROADCAST, INPLACE_REDUCE };
 
 static keel_status in_place(enum inplace_kind kind, keel_tensor *t,
                             int32_t peer, keel_reduce_op op,
-                            keel_dist_group *group)
+                            keel_dist_group *group, keel_stream stream)
 {
     static const char *const calls[] = {"keel_dist_all_reduce",
                                         "keel_dist_broadcast",
@@ -578,52 +579,40 @@ static keel_status in_place(enum inplace_kind kind, keel_tensor *t,
         return st;
     p = keel__tensor_dptr(t);
     n = (uint64_t)keel_tensor_numel(t);
-    return finish(kind == INPLACE_ALL_REDUCE
-                      ? keel_all_reduce(g->comm, NULL, p, p, n, t->dtype, op)
-                  : kind == INPLACE_BROADCAST
-                      ? keel_broadcast(g->comm, NULL, p, p, n, t->dtype, root)
-                      : keel_reduce(g->comm, NULL, p, p, n, t->dtype, op,
-                                    root),
-                  g, call);
+    return finish_on(kind == INPLACE_ALL_REDUCE
+                         ? keel_all_reduce(g->comm, stream, p, p, n, t->dtype,
+                                           op)
+                     : kind == INPLACE_BROADCAST
+                         ? keel_broadcast(g->comm, stream, p, p, n, t->dtype,
+                                          root)
+                         : keel_reduce(g->comm, stream, p, p, n, t->dtype, op,
+                                       root),
+                     g, stream, call);
 }
 
 keel_status keel_dist_all_reduce(keel_tensor *t, keel_reduce_op op,
                                  keel_dist_group *group)
 {
-    return in_place(INPLACE_ALL_REDUCE, t, 0, op, group);
+    return in_place(INPLACE_ALL_REDUCE, t, 0, op, group, NULL);
 }
 
 keel_status keel__dist_all_reduce_on(keel_tensor *t, keel_reduce_op op,
                                      keel_dist_group *group,
                                      keel_stream stream)
 {
-    static const char call[] = "keel_dist_all_reduce";
-    keel_dist_group *g = NULL;
-    keel_dptr p;
-    keel_status st;
-
-    st = member_of(group, call, &g);
-    if (!st)
-        st = usable(t, g, call, "tensor");
-    if (st)
-        return st;
-    p = keel__tensor_dptr(t);
-    return finish_on(keel_all_reduce(g->comm, stream, p, p,
-                                     (uint64_t)keel_tensor_numel(t),
-                                     t->dtype, op),
-                     g, stream, call);
+    return in_place(INPLACE_ALL_REDUCE, t, 0, op, group, stream);
 }
 
 keel_status keel_dist_broadcast(keel_tensor *t, int32_t src,
                                 keel_dist_group *group)
 {
-    return in_place(INPLACE_BROADCAST, t, src, KEEL_REDUCE_SUM, group);
+    return in_place(INPLACE_BROADCAST, t, src, KEEL_REDUCE_SUM, group, NULL);
 }
 
 keel_status keel_dist_reduce(keel_tensor *t, int32_t dst, keel_reduce_op op,
                              keel_dist_group *group)
 {
-    return in_place(INPLACE_REDUCE, t, dst, op, group);
+    return in_place(INPLACE_REDUCE, t, dst, op, group, NULL);
 }
 
 /* A new contiguous tensor like t with its first dimension replaced (or a
