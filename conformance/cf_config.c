@@ -42,6 +42,7 @@ static const char *const feature_names[] = {
     "async_copy",    "pinned_host",   "unified_memory",
     "peer_access",   "collectives",   "event_timing",
     "host_callback", "kernels",       "stream_priority",
+    "host_addresses",
 };
 #define NFEATURES (sizeof(feature_names) / sizeof(feature_names[0]))
 
@@ -401,7 +402,7 @@ static int parse_features(struct parse *p, struct cf_config *cfg,
                                "dtypes, async_copy, pinned_host, "
                                "unified_memory, peer_access, collectives, "
                                "event_timing, host_callback, kernels, "
-                               "stream_priority");
+                               "stream_priority, host_addresses");
         snprintf(what, sizeof(what), "features.%s", key);
         if (get_bool(p, val, what, &b))
             return -1;

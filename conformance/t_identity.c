@@ -121,33 +121,38 @@ struct table_size {
 static const struct table_size sizes_plugin = {
     "plugin_api", {offsetof(keel_plugin_api, profiler),
                    sizeof(keel_plugin_api), sizeof(keel_plugin_api),
-                   sizeof(keel_plugin_api)}};
+                   sizeof(keel_plugin_api), sizeof(keel_plugin_api)}};
 static const struct table_size sizes_device = {
     "device", {offsetof(keel_device_ops, set_visible_devices),
                offsetof(keel_device_ops, set_visible_devices),
                offsetof(keel_device_ops, set_visible_devices),
-               sizeof(keel_device_ops)}};
+               sizeof(keel_device_ops), sizeof(keel_device_ops)}};
 static const struct table_size sizes_memory = {
     "memory", {offsetof(keel_memory_ops, copy_peer_async),
-               sizeof(keel_memory_ops), sizeof(keel_memory_ops),
+               offsetof(keel_memory_ops, register_host),
+               offsetof(keel_memory_ops, register_host),
+               offsetof(keel_memory_ops, register_host),
                sizeof(keel_memory_ops)}};
 static const struct table_size sizes_stream = {
     "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops),
-               sizeof(keel_stream_ops), sizeof(keel_stream_ops)}};
+               sizeof(keel_stream_ops), sizeof(keel_stream_ops),
+               sizeof(keel_stream_ops)}};
 static const struct table_size sizes_kernel = {
     "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
-               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops)}};
+               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
+               sizeof(keel_kernel_ops)}};
 static const struct table_size sizes_collective = {
     "collective", {offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_unique_id_bytes),
-                   sizeof(keel_collective_ops)}};
+                   sizeof(keel_collective_ops), sizeof(keel_collective_ops)}};
 static const struct table_size sizes_profiler = {
     "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
-                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops)}};
+                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
+                 sizeof(keel_profiler_ops)}};
 
 /* Each row must name every minor this header knows. */
-_Static_assert(KEEL_ABI_VERSION_MINOR == 3,
+_Static_assert(KEEL_ABI_VERSION_MINOR == 4,
                "a new ABI minor: add its table sizes above");
 
 static void check_header(const struct table_size *ts, const void *table)
@@ -359,7 +364,7 @@ static void check_features(int32_t d, const keel_device_props *p)
 {
     const keel_memory_ops *m = raw.api->memory;
     const keel_stream_ops *s = raw.api->stream;
-    uint32_t f = p->features;
+    uint32_t f = p->features, known;
 
     CF_CHECK(!(f & KEEL_FEATURE_PINNED_HOST) == !m->host_alloc,
              "device %d: pinned_host is %s but memory.host_alloc is %s "
@@ -385,9 +390,14 @@ static void check_features(int32_t d, const keel_device_props *p)
              "device %d: kernels is %s but the kernel group is %s", (int)d,
              f & KEEL_FEATURE_KERNELS ? "on" : "off",
              raw.api->kernel ? "provided" : "NULL");
-    CF_CHECK(!(f & ~((KEEL_FEATURE_STREAM_PRIORITY << 1) - 1)),
-             "device %d sets unknown feature bits %#x", (int)d,
-             f & ~((KEEL_FEATURE_STREAM_PRIORITY << 1) - 1));
+    /* Bits up to the minor the plugin claims: host_addresses is 1.4. */
+    known = raw.api->header.abi_minor >= 4
+                ? (KEEL_FEATURE_HOST_ADDRESSES << 1) - 1
+                : (KEEL_FEATURE_STREAM_PRIORITY << 1) - 1;
+    CF_CHECK(!(f & ~known),
+             "device %d sets unknown feature bits %#x (ABI %u.%u)", (int)d,
+             f & ~known, raw.api->header.abi_major,
+             raw.api->header.abi_minor);
     CF_CHECK(!(p->dtype_mask & ~((1u << KEEL_DTYPE_COUNT_) - 1)),
              "device %d sets unknown dtype bits %#x", (int)d,
              p->dtype_mask & ~((1u << KEEL_DTYPE_COUNT_) - 1));

@@ -523,6 +523,95 @@ static void t_unified(void)
         cf_skip("unified_memory is not claimed");
 }
 
+/* ABI 1.4 register_host / unregister_host, read through the table only
+ * when the plugin's memory table is that new. */
+static bool has_register_host(void)
+{
+    const keel_memory_ops *m = MEM;
+
+    return m->header.abi_minor >= 4 &&
+           m->header.struct_size >= offsetof(keel_memory_ops, unregister_host) +
+                                        sizeof(m->unregister_host) &&
+           m->register_host && m->unregister_host;
+}
+
+static void t_register_host(void)
+{
+    enum { N = 4096 };
+    unsigned char *host = NULL, got[N];
+
+    if (!has_register_host()) {
+        cf_skip("memory.register_host is not provided (optional, ABI 1.4)");
+        return;
+    }
+    if (!CF_CHECK(posix_memalign((void **)&host, 64, N) == 0,
+                  "out of host memory"))
+        return;
+    for (int i = 0; i < cf_env.ndev; i++) {
+        int32_t d = cf_env.dev[i];
+        keel_dptr dp = 0, dp2 = 0, scratch = 0;
+
+        CF_EXPECT(MEM->register_host(d, NULL, N, &dp),
+                  KEEL_STATUS_INVALID_ARGUMENT, "memory.register_host(NULL)");
+        CF_EXPECT(MEM->register_host(d, host, 0, &dp),
+                  KEEL_STATUS_INVALID_ARGUMENT,
+                  "memory.register_host(size 0)");
+        CF_EXPECT(MEM->register_host(cf_env.device_count, host, N, &dp),
+                  KEEL_STATUS_INVALID_DEVICE,
+                  "memory.register_host on device %d",
+                  (int)cf_env.device_count);
+        if (!CF_OK(MEM->register_host(d, host, N, &dp),
+                   "memory.register_host(%d, %d bytes)", (int)d, (int)N))
+            continue;
+        if (cf_has_feature(i, KEEL_FEATURE_HOST_ADDRESSES))
+            CF_CHECK(dp == (keel_dptr)(uintptr_t)host,
+                     "device %d claims host_addresses but register_host "
+                     "gave 0x%llx for host address %p", (int)d,
+                     (unsigned long long)dp, (void *)host);
+        /* The device sees the host's bytes, and the host the device's. */
+        cf_pattern(host, N, 31);
+        if (cf_download(d, got, dp, N))
+            CF_CHECK(cf_pattern_check(got, N, 31) < 0,
+                     "device %d: host bytes read through register_host's "
+                     "address differ", (int)d);
+        CF_OK(MEM->memset(d, dp + 10, 0x5a, 20), "memory.memset on a "
+              "registered range");
+        CF_OK(cf_env.api->device->synchronize(d), "device.synchronize");
+        {
+            bool same = true;
+
+            for (int k = 10; k < 30; k++)
+                same &= host[k] == 0x5a;
+            CF_CHECK(same, "device %d: memset through register_host's "
+                     "address did not reach the host memory", (int)d);
+        }
+        /* Overlapping and repeated registrations are allowed. */
+        if (CF_OK(MEM->register_host(d, host + 64, 128, &dp2),
+                  "memory.register_host of a range inside a registered one"))
+            CF_OK(MEM->unregister_host(d, dp2, 128),
+                  "memory.unregister_host of the inner range");
+        /* free refuses the caller's memory; device copies reach it. */
+        CF_CHECK(MEM->free(d, dp) != KEEL_STATUS_OK,
+                 "device %d: memory.free accepted a register_host address",
+                 (int)d);
+        if (cf_alloc(d, 64, &scratch)) {
+            memset(got, 0x33, 64);
+            if (cf_upload(d, scratch, got, 64) &&
+                CF_OK(MEM->copy_d2d(d, dp + 128, scratch, 64),
+                      "memory.copy_d2d into a registered range"))
+                CF_CHECK(host[128] == 0x33 && host[191] == 0x33,
+                         "device %d: copy_d2d into a registered range did "
+                         "not reach the host memory", (int)d);
+            cf_free(d, scratch);
+        }
+        CF_OK(MEM->unregister_host(d, dp, N), "memory.unregister_host");
+        CF_EXPECT(MEM->unregister_host(d, dp, N),
+                  KEEL_STATUS_INVALID_ARGUMENT,
+                  "memory.unregister_host twice");
+    }
+    free(host);
+}
+
 static void peer_pair(int i, int j, size_t n)
 {
     int32_t a = cf_env.dev[i], b = cf_env.dev[j];
@@ -741,6 +830,8 @@ const struct cf_test_spec cf_memory_tests[] = {
      "host_alloc/host_free and async copies from pinned memory"},
     {"memory", "unified", CF_LEVEL_SMOKE, t_unified,
      "unified memory is the same bytes from host and device"},
+    {"memory", "register_host", CF_LEVEL_SMOKE, t_register_host,
+     "host memory used in place: both sides see writes; free refuses it"},
     {"memory", "peer_copy", CF_LEVEL_SMOKE, t_peer,
      "copy_peer (and copy_peer_async) between every pair of devices"},
     {"memory", "sync_waits", CF_LEVEL_SMOKE, t_sync_waits,

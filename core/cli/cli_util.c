@@ -44,6 +44,7 @@ static const char *const feature_names[] = {
     "host_callback",   /* KEEL_FEATURE_HOST_CALLBACK   */
     "kernels",         /* KEEL_FEATURE_KERNELS         */
     "stream_priority", /* KEEL_FEATURE_STREAM_PRIORITY */
+    "host_addresses",  /* KEEL_FEATURE_HOST_ADDRESSES  */
 };
 
 const char *keel_cli_feature_name(unsigned bit)

@@ -176,6 +176,11 @@ struct cpu_device {
 	pthread_mutex_t mem_lock;
 	struct cpu_alloc_table dev_allocs;  /* alloc + unified_alloc */
 	struct cpu_alloc_table host_allocs; /* host_alloc            */
+	/* register_host ranges: the caller's memory, never freed here. They
+	 * may overlap each other and dev_allocs (one NumPy array imported
+	 * twice; a view of a tensor's own memory), so they are a plain list,
+	 * searched after dev_allocs. */
+	struct cpu_alloc_table registered;
 	uint64_t used;                      /* bytes in dev_allocs   */
 	pthread_mutex_t stream_lock;
 	struct cpu_stream **streams; /* every stream, default first */

@@ -94,6 +94,7 @@ void cpu_mem_device_init(struct cpu_device *dev)
 	pthread_mutex_init(&dev->mem_lock, NULL);
 	memset(&dev->dev_allocs, 0, sizeof(dev->dev_allocs));
 	memset(&dev->host_allocs, 0, sizeof(dev->host_allocs));
+	memset(&dev->registered, 0, sizeof(dev->registered));
 	dev->used = 0;
 }
 
@@ -105,6 +106,9 @@ void cpu_mem_device_release(struct cpu_device *dev)
 			dev->dev_allocs.n, dev->host_allocs.n, (int)dev->index);
 	cpu_table_release(&dev->dev_allocs);
 	cpu_table_release(&dev->host_allocs);
+	/* Registered ranges are the caller's memory: forgotten, not freed. */
+	free(dev->registered.v);
+	memset(&dev->registered, 0, sizeof(dev->registered));
 	dev->used = 0;
 	pthread_mutex_destroy(&dev->mem_lock);
 }
@@ -123,6 +127,25 @@ static const char *cpu_alloc_kind_call(enum cpu_alloc_kind kind)
 /* Range checks                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* True when [h, h + size) lies inside one live allocation or one
+ * register_host range of dev. Called with mem_lock held; size > 0 and
+ * h + size does not wrap. */
+static bool cpu_range_known(const struct cpu_device *dev, uintptr_t h,
+			    uint64_t size)
+{
+	const struct cpu_alloc *a = cpu_table_containing(&dev->dev_allocs, h);
+
+	if (a && size <= a->size - (h - a->base))
+		return true;
+	for (size_t i = 0; i < dev->registered.n; i++) {
+		a = &dev->registered.v[i];
+		if (h >= a->base && h - a->base < a->size &&
+		    size <= a->size - (h - a->base))
+			return true;
+	}
+	return false;
+}
+
 static keel_status cpu_range_error(struct cpu_device *dev, keel_dptr ptr,
 				   uint64_t size, const char *call)
 {
@@ -140,7 +163,6 @@ int cpu_mem_range_many(struct cpu_device *dev, int n, const keel_dptr *ptr,
 	pthread_mutex_lock(&dev->mem_lock);
 	for (int i = 0; i < n && bad < 0; i++) {
 		uintptr_t h = cpu_dptr_to_host(ptr[i]);
-		struct cpu_alloc *a;
 
 		if (size[i] == 0) {
 			host[i] = NULL;
@@ -150,8 +172,7 @@ int cpu_mem_range_many(struct cpu_device *dev, int n, const keel_dptr *ptr,
 			bad = i;
 			break;
 		}
-		a = cpu_table_containing(&dev->dev_allocs, h);
-		if (!a || size[i] > a->size - (h - a->base))
+		if (!cpu_range_known(dev, h, size[i]))
 			bad = i;
 		else
 			host[i] = (void *)h;
@@ -164,14 +185,12 @@ keel_status cpu_mem_range(struct cpu_device *dev, keel_dptr ptr,
 			  uint64_t size, const char *call, void **host)
 {
 	uintptr_t h = cpu_dptr_to_host(ptr);
-	struct cpu_alloc *a;
 	bool ok;
 
 	if (ptr == 0 || h + size < h)
 		return cpu_range_error(dev, ptr, size, call);
 	pthread_mutex_lock(&dev->mem_lock);
-	a = cpu_table_containing(&dev->dev_allocs, h);
-	ok = a && size <= a->size - (h - a->base);
+	ok = cpu_range_known(dev, h, size ? size : 1);
 	pthread_mutex_unlock(&dev->mem_lock);
 	if (!ok)
 		return cpu_range_error(dev, ptr, size, call);
@@ -389,6 +408,79 @@ static keel_status cpu_unified_free(int32_t device, keel_dptr dptr)
 	return cpu_block_free(dev, cpu_dptr_to_host(dptr), CPU_ALLOC_UNIFIED,
 			      "unified_free", shown);
 }
+
+#if KEEL_ABI_VERSION_MINOR >= 4
+/* ABI 1.4: the caller's host memory used in place. The ranges go to a
+ * list of their own (see struct cpu_device): kernels and copies accept
+ * them, free/unified_free never see them. */
+static keel_status cpu_register_host(int32_t device, void *host, uint64_t size,
+				     keel_dptr *dptr)
+{
+	struct cpu_device *dev;
+	struct cpu_alloc a = { (uintptr_t)host, size, CPU_ALLOC_DEVICE };
+	struct cpu_alloc_table *t;
+	keel_status st;
+
+	st = cpu_dev_get(device, "register_host", &dev);
+	if (st)
+		return st;
+	if (!host || !dptr || !size)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "register_host: %s", !host ? "host is NULL"
+			       : !dptr ? "dptr is NULL" : "size is 0");
+	if ((uintptr_t)host + size < (uintptr_t)host)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "register_host: %" PRIu64
+			       " bytes at %p wrap around the address space",
+			       size, host);
+	pthread_mutex_lock(&dev->mem_lock);
+	t = &dev->registered;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct cpu_alloc *v = realloc(t->v, cap * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&dev->mem_lock);
+			return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+				       "register_host: out of host memory");
+		}
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n++] = a;
+	pthread_mutex_unlock(&dev->mem_lock);
+	*dptr = cpu_host_to_dptr((uintptr_t)host);
+	return KEEL_STATUS_OK;
+}
+
+static keel_status cpu_unregister_host(int32_t device, keel_dptr dptr,
+				       uint64_t size)
+{
+	struct cpu_device *dev;
+	uintptr_t h = cpu_dptr_to_host(dptr);
+	keel_status st;
+	size_t i;
+
+	st = cpu_dev_get(device, "unregister_host", &dev);
+	if (st)
+		return st;
+	pthread_mutex_lock(&dev->mem_lock);
+	/* The newest matching registration: ranges may repeat. */
+	for (i = dev->registered.n; i > 0; i--)
+		if (dev->registered.v[i - 1].base == h &&
+		    dev->registered.v[i - 1].size == size)
+			break;
+	if (i > 0)
+		cpu_table_remove(&dev->registered, &dev->registered.v[i - 1]);
+	pthread_mutex_unlock(&dev->mem_lock);
+	if (i == 0)
+		return cpu_err(KEEL_STATUS_INVALID_ARGUMENT,
+			       "unregister_host: 0x%" PRIx64 " (%" PRIu64
+			       " bytes) is not a register_host range of cpu:%d",
+			       dptr, size, (int)dev->index);
+	return KEEL_STATUS_OK;
+}
+#endif
 
 static keel_status cpu_get_memory_info(int32_t device, keel_memory_info *info)
 {
@@ -679,4 +771,8 @@ const keel_memory_ops cpu_memory_ops = {
 	.copy_peer = cpu_copy_peer,
 	.get_memory_info = cpu_get_memory_info,
 	.copy_peer_async = cpu_copy_peer_async,
+#if KEEL_ABI_VERSION_MINOR >= 4
+	.register_host = cpu_register_host,
+	.unregister_host = cpu_unregister_host,
+#endif
 };

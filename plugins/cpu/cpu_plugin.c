@@ -571,6 +571,12 @@ static uint32_t cpu_features(const struct cpu_config *cfg)
 
 	if (cfg->async)
 		f |= KEEL_FEATURE_ASYNC_COPY;
+#if KEEL_ABI_VERSION_MINOR >= 4
+	/* Discrete mode biases every address to catch a core that reads
+	 * device memory directly; its addresses are not the host's. */
+	if (!cfg->discrete)
+		f |= KEEL_FEATURE_HOST_ADDRESSES;
+#endif
 	return f;
 }
 

@@ -66,30 +66,36 @@ struct table_rule {
 static const struct table_rule rule_plugin = {
     "plugin_api",
     {offsetof(keel_plugin_api, profiler), sizeof(keel_plugin_api),
-     sizeof(keel_plugin_api), sizeof(keel_plugin_api)}};
+     sizeof(keel_plugin_api), sizeof(keel_plugin_api),
+     sizeof(keel_plugin_api)}};
 static const struct table_rule rule_device = {
     "device", {offsetof(keel_device_ops, set_visible_devices),
                offsetof(keel_device_ops, set_visible_devices),
                offsetof(keel_device_ops, set_visible_devices),
-               sizeof(keel_device_ops)}};
+               sizeof(keel_device_ops), sizeof(keel_device_ops)}};
 static const struct table_rule rule_memory = {
     "memory",
-    {offsetof(keel_memory_ops, copy_peer_async), sizeof(keel_memory_ops),
-     sizeof(keel_memory_ops), sizeof(keel_memory_ops)}};
+    {offsetof(keel_memory_ops, copy_peer_async),
+     offsetof(keel_memory_ops, register_host),
+     offsetof(keel_memory_ops, register_host),
+     offsetof(keel_memory_ops, register_host), sizeof(keel_memory_ops)}};
 static const struct table_rule rule_stream = {
     "stream", {sizeof(keel_stream_ops), sizeof(keel_stream_ops),
-               sizeof(keel_stream_ops), sizeof(keel_stream_ops)}};
+               sizeof(keel_stream_ops), sizeof(keel_stream_ops),
+               sizeof(keel_stream_ops)}};
 static const struct table_rule rule_kernel = {
     "kernel", {sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
-               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops)}};
+               sizeof(keel_kernel_ops), sizeof(keel_kernel_ops),
+               sizeof(keel_kernel_ops)}};
 static const struct table_rule rule_collective = {
     "collective", {offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_caps),
                    offsetof(keel_collective_ops, get_unique_id_bytes),
-                   sizeof(keel_collective_ops)}};
+                   sizeof(keel_collective_ops), sizeof(keel_collective_ops)}};
 static const struct table_rule rule_profiler = {
     "profiler", {sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
-                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops)}};
+                 sizeof(keel_profiler_ops), sizeof(keel_profiler_ops),
+                 sizeof(keel_profiler_ops)}};
 
 /* ---- skip bookkeeping ---------------------------------------------------- */
 

@@ -27,8 +27,10 @@
  * keel_device_ops.set_visible_devices, keel_kernel_args.workspace (scratch
  * memory from the core per launch), and to the collective group ids of a
  * size the plugin states (keel_collective_caps.id_bytes,
- * get_unique_id_bytes, comm_init_rank_bytes) and all_to_allv. Members are
- * marked with the minor that added them when it is not 0.
+ * get_unique_id_bytes, comm_init_rank_bytes) and all_to_allv; 1.4 the
+ * feature bit KEEL_FEATURE_HOST_ADDRESSES and keel_memory_ops.register_host
+ * / unregister_host (the caller's host memory used in place, no copy).
+ * Members are marked with the minor that added them when it is not 0.
  *
  * The calls are grouped in sub-tables, each with its own header so that a
  * group can grow independently and an optional group can be omitted whole:
@@ -91,7 +93,7 @@ extern "C" {
 /** ABI major version: a change here breaks compatibility. */
 #define KEEL_ABI_VERSION_MAJOR 1
 /** ABI minor version: a change here only appends. */
-#define KEEL_ABI_VERSION_MINOR 3
+#define KEEL_ABI_VERSION_MINOR 4
 
 /** The one symbol every plugin exports. */
 #define KEEL_PLUGIN_ENTRY_SYMBOL "keel_plugin_get_api"
@@ -256,7 +258,13 @@ enum {
     KEEL_FEATURE_EVENT_TIMING = 1u << 5,   /* event_elapsed_ms works      */
     KEEL_FEATURE_HOST_CALLBACK = 1u << 6,  /* stream.launch_host_func     */
     KEEL_FEATURE_KERNELS = 1u << 7,        /* kernel group provided       */
-    KEEL_FEATURE_STREAM_PRIORITY = 1u << 8 /* priorities are honoured     */
+    KEEL_FEATURE_STREAM_PRIORITY = 1u << 8, /* priorities are honoured    */
+    /* ABI 1.4: the device's keel_dptr values are this process's host
+     * virtual addresses of the same bytes (a CPU device), so the core may
+     * hand them to host code once the work that touches them has
+     * finished (DLPack, NumPy views). Never set where an address is a
+     * handle or lives in another address space. */
+    KEEL_FEATURE_HOST_ADDRESSES = 1u << 9
 };
 
 typedef struct keel_device_props {
@@ -431,6 +439,28 @@ typedef struct keel_memory_ops {
     keel_status (*copy_peer_async)(int32_t dst_device, keel_dptr dst,
                                    int32_t src_device, keel_dptr src,
                                    uint64_t size, keel_stream src_stream);
+    /* ---- ABI 1.4 ---- */
+    /**
+     * Make `size` bytes (> 0) of the caller's host memory at `host` usable
+     * as device memory of `device` in place, without a copy, until
+     * unregister_host: *dptr addresses the first byte, in every call that
+     * takes a keel_dptr (kernels, copies, memset), and with
+     * KEEL_FEATURE_HOST_ADDRESSES *dptr == (keel_dptr)(uintptr_t)host. The
+     * memory stays the caller's: the plugin never frees it, and `free`
+     * refuses the address. The caller keeps it alive and waits for the
+     * device's work on it before unregistering. Optional; synchronous.
+     * Returns OK, INVALID_DEVICE, INVALID_ARGUMENT (NULL host or dptr, size
+     * 0), NOT_SUPPORTED, OUT_OF_MEMORY.
+     */
+    keel_status (*register_host)(int32_t device, void *host, uint64_t size,
+                                 keel_dptr *dptr);
+    /** End one registration: the address register_host gave and the same
+     *  size. Registrations may overlap and repeat (one host array used
+     *  twice); each is ended by its own call. The plugin forgets the
+     *  range; the memory is untouched. Returns OK, INVALID_DEVICE,
+     *  INVALID_ARGUMENT (no such registration). */
+    keel_status (*unregister_host)(int32_t device, keel_dptr dptr,
+                                   uint64_t size);
 } keel_memory_ops;
 
 /* ------------------------------------------------------------------------ */
