@@ -269,6 +269,17 @@ KEEL_API keel_status keel_mem_copy_peer(keel_place dst_place, keel_dptr dst,
                                keel_place src_place, keel_dptr src,
                                uint64_t size);
 KEEL_API keel_status keel_mem_get_info(keel_place place, keel_memory_info *info);
+/**
+ * The caller's host memory used in place as device memory (the plugin's
+ * memory.register_host, ABI 1.4): *dptr addresses `host` until
+ * keel_mem_unregister_host with the same size. NOT_SUPPORTED when the
+ * plugin does not provide it. keel_tensor_from_host_memory (tensor.h) is
+ * the tensor-level form.
+ */
+KEEL_API keel_status keel_mem_register_host(keel_place place, void *host,
+                                            uint64_t size, keel_dptr *dptr);
+KEEL_API keel_status keel_mem_unregister_host(keel_place place, keel_dptr dptr,
+                                              uint64_t size);
 
 /* ---- streams and events ------------------------------------------------ */
 

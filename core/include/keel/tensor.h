@@ -212,6 +212,44 @@ KEEL_API keel_status keel_cast(const keel_tensor *t, keel_dtype dtype,
 KEEL_API keel_status keel_tensor_item(const keel_tensor *t, int64_t index,
                                       double *value);
 
+/* ---- host memory in place: no copy (DLPack, NumPy) ---------------------------- */
+
+/**
+ * The host address of t's element [0,...,0], for host code that reads or
+ * writes the tensor's memory in place (a DLPack export, a NumPy view).
+ * Only on a device whose plugin sets KEEL_FEATURE_HOST_ADDRESSES (the CPU
+ * plugin outside discrete mode); elsewhere NOT_SUPPORTED, naming the
+ * device. Waits for the device's work first, so the values are current.
+ * The address stays valid while t or any view of its storage lives; the
+ * element at index i is at address + sum(i[k] * strides[k]) elements.
+ */
+KEEL_API keel_status keel_tensor_host_address(const keel_tensor *t,
+                                              void **address);
+
+/** Called once when the last tensor over the caller's memory goes. */
+typedef void (*keel_host_memory_release_fn)(void *ctx);
+
+/**
+ * A tensor over the caller's host memory at `data`, without a copy: dtype,
+ * shape, and strides in elements (NULL: row-major; every stride >= 0), on
+ * `device` (NULL: the current one), whose plugin must provide
+ * memory.register_host (ABI 1.4; the CPU plugin does). Writes through
+ * either side are seen by the other once the device's work is done
+ * (keel_tensor_host_address waits for it). data must be aligned to the
+ * element size; the extent the shape and strides reach is overflow-checked.
+ * When the last view goes, the core waits for the device, unregisters the
+ * range and calls release(ctx) (NULL: nothing is called). An empty shape
+ * (a 0 dimension) needs no memory: the tensor owns nothing and release
+ * runs before this returns. On failure nothing was taken: release is not
+ * called and the memory is still the caller's. Returns OK,
+ * INVALID_ARGUMENT, NOT_SUPPORTED, INVALID_DEVICE / NOT_FOUND,
+ * OUT_OF_MEMORY.
+ */
+KEEL_API keel_status keel_tensor_from_host_memory(
+    void *data, keel_dtype dtype, int ndim, const int64_t *shape,
+    const int64_t *strides, const char *device,
+    keel_host_memory_release_fn release, void *ctx, keel_tensor **out);
+
 /* ---- printing ---------------------------------------------------------------- */
 
 /** Format like "Tensor(shape=[2, 3], dtype=float32, place=cpu:0,\n

@@ -137,6 +137,22 @@ keel_status keel_mem_free(keel_place place, keel_dptr ptr)
     return CALL(memory, free, place.device, ptr);
 }
 
+keel_status keel_mem_register_host(keel_place place, void *host,
+                                   uint64_t size, keel_dptr *dptr)
+{
+    RESOLVE();
+    NONNULL(host);
+    NONNULL(dptr);
+    return CALL(memory, register_host, place.device, host, size, dptr);
+}
+
+keel_status keel_mem_unregister_host(keel_place place, keel_dptr dptr,
+                                     uint64_t size)
+{
+    RESOLVE();
+    return CALL(memory, unregister_host, place.device, dptr, size);
+}
+
 keel_status keel_mem_host_alloc(keel_place place, uint64_t size, void **ptr)
 {
     RESOLVE();

@@ -217,6 +217,18 @@ static void storage_release(struct keel_storage *s)
 {
     if (!s || atomic_fetch_sub(&s->refcount, 1) != 1)
         return;
+    if (s->external) {
+        /* Work queued on the memory must finish before the caller gets it
+         * back; a failure here cannot be returned, only logged. */
+        if (keel_device_synchronize(s->place) != KEEL_STATUS_OK ||
+            keel_mem_unregister_host(s->place, s->data, s->ext_bytes) !=
+                KEEL_STATUS_OK)
+            keel__log(KEEL_LOG_WARN,
+                      "releasing host memory used in place: %s",
+                      keel_last_error());
+        if (s->ext_release)
+            s->ext_release(s->ext_ctx);
+    }
     keel__alloc_release(s->block);
     free(s);
 }
@@ -336,6 +348,10 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
     atomic_init(&s->version, 0);
     s->place = place;
     s->nbytes = bytes;
+    s->ext_release = NULL;
+    s->ext_ctx = NULL;
+    s->ext_bytes = 0;
+    s->external = false;
     header_init(t);
     t->storage = s;
     t->dtype = dtype;
@@ -343,6 +359,171 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
     for (int i = 0; i < ndim; i++)
         t->shape[i] = shape[i];
     keel__contiguous_strides(ndim, shape, t->strides);
+    t->offset = 0;
+    *out = t;
+    return KEEL_STATUS_OK;
+}
+
+/* ---- host memory in place ------------------------------------------------------ */
+
+static bool host_addresses(keel_place place)
+{
+    keel_device_props props;
+
+    return keel_device_get_props(place, &props) == KEEL_STATUS_OK &&
+           (props.features & KEEL_FEATURE_HOST_ADDRESSES);
+}
+
+keel_status keel_tensor_host_address(const keel_tensor *t, void **address)
+{
+    char name[64];
+    keel_status st;
+
+    if (!t || !address)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "keel_tensor_host_address: %s is NULL",
+                           !t ? "t" : "address");
+    *address = NULL;
+    if (!host_addresses(t->storage->place)) {
+        keel_place_name(t->storage->place, name, sizeof(name));
+        return keel__error(KEEL_STATUS_NOT_SUPPORTED,
+                           "keel_tensor_host_address: the memory of %s is "
+                           "not host memory the process can address "
+                           "(its plugin does not set "
+                           "KEEL_FEATURE_HOST_ADDRESSES); copy it with "
+                           "keel_tensor_to_host instead", name);
+    }
+    if ((st = keel_device_synchronize(t->storage->place)) != KEEL_STATUS_OK)
+        return st;
+    if (t->storage->data == 0) /* nothing allocated: an empty tensor */
+        return KEEL_STATUS_OK;
+    *address = (char *)(uintptr_t)t->storage->data +
+               t->offset * (int64_t)keel_dtype_size(t->dtype);
+    return KEEL_STATUS_OK;
+}
+
+/* Bytes from element [0,...,0] to one past the farthest element the
+ * geometry reaches; false on overflow. Every dimension > 0. */
+static bool strided_extent(int ndim, const int64_t *shape,
+                           const int64_t *strides, size_t esize,
+                           uint64_t *bytes)
+{
+    int64_t last = 0, step;
+
+    for (int i = 0; i < ndim; i++) {
+        if (__builtin_mul_overflow(shape[i] - 1, strides[i], &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return false;
+    }
+    if (__builtin_add_overflow(last, 1, &last) ||
+        __builtin_mul_overflow(last, (int64_t)esize, &last))
+        return false;
+    *bytes = (uint64_t)last;
+    return true;
+}
+
+keel_status keel_tensor_from_host_memory(void *data, keel_dtype dtype,
+                                         int ndim, const int64_t *shape,
+                                         const int64_t *strides,
+                                         const char *device,
+                                         keel_host_memory_release_fn release,
+                                         void *ctx, keel_tensor **out)
+{
+    static const char what[] = "keel_tensor_from_host_memory";
+    size_t esize = keel_dtype_size(dtype);
+    keel_place place;
+    keel_tensor *t;
+    struct keel_storage *s;
+    uint64_t bytes;
+    keel_dptr dptr;
+    keel_status st;
+    char name[64];
+    bool empty = false;
+
+    if (!out)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: out is NULL",
+                           what);
+    *out = NULL;
+    if ((st = keel__shape_check(what, ndim, shape, dtype)) ||
+        (st = keel__place_of(device, &place)))
+        return st;
+    for (int i = 0; i < ndim; i++) {
+        empty |= shape[i] == 0;
+        if (strides && strides[i] < 0)
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "%s: strides[%d] = %lld is negative", what,
+                               i, (long long)strides[i]);
+    }
+    if (empty) {
+        /* Nothing to point at: a plain empty tensor, the memory is not
+         * needed and goes back at once. */
+        st = keel__tensor_new(place, dtype, ndim, shape, out);
+        if (st == KEEL_STATUS_OK && release)
+            release(ctx);
+        return st;
+    }
+    if (!data)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT, "%s: data is NULL",
+                           what);
+    if ((uintptr_t)data % esize)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: data %p is not aligned to the %zu-byte "
+                           "elements of %s", what, data, esize,
+                           keel_dtype_name(dtype));
+    if (strides) {
+        if (!strided_extent(ndim, shape, strides, esize, &bytes))
+            return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                               "%s: the strides reach beyond 2^63-1 bytes",
+                               what);
+    } else {
+        keel__shape_size(ndim, shape, esize, NULL, &bytes);
+    }
+    if ((uintptr_t)data + bytes < (uintptr_t)data)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: %llu bytes at %p wrap around the address "
+                           "space", what, (unsigned long long)bytes, data);
+    t = malloc(sizeof(*t));
+    s = malloc(sizeof(*s));
+    if (!t || !s) {
+        free(t);
+        free(s);
+        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                           "out of host memory for a tensor");
+    }
+    st = keel_mem_register_host(place, data, bytes, &dptr);
+    if (st != KEEL_STATUS_OK) {
+        free(t);
+        free(s);
+        if (st == KEEL_STATUS_NOT_SUPPORTED) {
+            keel_place_name(place, name, sizeof(name));
+            return keel__error(st, "%s: %s cannot use host memory in place "
+                               "(its plugin has no memory.register_host, "
+                               "ABI 1.4); copy with keel_tensor_from_host",
+                               what, name);
+        }
+        return st;
+    }
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->place = place;
+    s->data = dptr;
+    s->nbytes = bytes;
+    s->block = NULL;
+    s->ext_release = release;
+    s->ext_ctx = ctx;
+    s->ext_bytes = bytes;
+    s->external = true;
+    header_init(t);
+    t->storage = s;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->shape[i] = shape[i];
+    if (strides)
+        for (int i = 0; i < ndim; i++)
+            t->strides[i] = strides[i];
+    else
+        keel__contiguous_strides(ndim, shape, t->strides);
     t->offset = 0;
     *out = t;
     return KEEL_STATUS_OK;

@@ -41,6 +41,13 @@ struct keel_storage {
     keel_dptr data;
     uint64_t nbytes;
     struct keel_block *block;
+    /* Host memory of the caller's (keel_tensor_from_host_memory): no
+     * block; on release the device is synchronised, the range
+     * unregistered and ext_release(ext_ctx) called. */
+    keel_host_memory_release_fn ext_release;
+    void *ext_ctx;
+    uint64_t ext_bytes;
+    bool external;
     /* Bumped by every op that writes the storage in place (optimizer
      * updates, batch_norm's running statistics); autograd compares it
      * with the value it saw when it saved a tensor for backward. */
