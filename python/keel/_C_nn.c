@@ -635,7 +635,21 @@ static PyObject *optim_state_set(OptimObject *self, PyObject *pairs)
     Py_RETURN_NONE;
 }
 
+/* set_param_options(name, lr_scale, weight_decay or NaN) */
+static PyObject *optim_set_param_options(OptimObject *self, PyObject *args)
+{
+    const char *name;
+    double scale, wd;
+
+    if (!PyArg_ParseTuple(args, "sdd", &name, &scale, &wd))
+        return NULL;
+    KPY_CHECK(keel_optimizer_set_param_options(self->opt, name, scale, wd));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef optim_methods[] = {
+    {"set_param_options", (PyCFunction)optim_set_param_options,
+     METH_VARARGS, NULL},
     {"state_get", (PyCFunction)optim_state_get, METH_NOARGS, NULL},
     {"state_set", (PyCFunction)optim_state_set, METH_O, NULL},
     {"step", (PyCFunction)optim_step, METH_NOARGS, NULL},
@@ -919,6 +933,72 @@ static PyObject *m_amp_end(PyObject *mod, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* amp_decorate([LayerHandle], [optimizer handle], level, dtype,
+ * master_weight: -1 for None, 0, 1): keel_amp_decorate over C layers. */
+static PyObject *m_amp_decorate(PyObject *mod, PyObject *args)
+{
+    PyObject *layers, *opts, *ls = NULL, *os = NULL, *ret = NULL;
+    const char *level, *dtname;
+    int master;
+    keel_layer **lv = NULL;
+    keel_optimizer **ov = NULL;
+    keel_amp_level lvl;
+    keel_dtype dt;
+    Py_ssize_t nl, no;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OOssi", &layers, &opts, &level, &dtname,
+                          &master))
+        return NULL;
+    if (strcmp(level, "O1") && strcmp(level, "O2"))
+        return PyErr_Format(PyExc_ValueError, "decorate: level must be O1 "
+                            "or O2, not %s", level);
+    lvl = level[1] == '1' ? KEEL_AMP_O1 : KEEL_AMP_O2;
+    if (keel_dtype_parse(dtname, &dt) != KEEL_STATUS_OK ||
+        (dt != KEEL_F16 && dt != KEEL_BF16))
+        return PyErr_Format(PyExc_ValueError, "decorate: dtype must be "
+                            "float16 or bfloat16, not %s", dtname);
+    ls = PySequence_Fast(layers, "decorate: a list of layers");
+    os = ls ? PySequence_Fast(opts, "decorate: a list of optimizers") : NULL;
+    if (!os)
+        goto out;
+    nl = PySequence_Fast_GET_SIZE(ls);
+    no = PySequence_Fast_GET_SIZE(os);
+    if (nl > INT32_MAX || no > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "decorate: too many layers");
+        goto out;
+    }
+    lv = PyMem_Calloc((size_t)nl + 1, sizeof(*lv));
+    ov = PyMem_Calloc((size_t)no + 1, sizeof(*ov));
+    if (!lv || !ov) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nl; i++)
+        if (!(lv[i] = kpy_layer_of(PySequence_Fast_GET_ITEM(ls, i))))
+            goto out;
+    for (Py_ssize_t i = 0; i < no; i++)
+        if (!(ov[i] = kpy_optimizer_of(PySequence_Fast_GET_ITEM(os, i))))
+            goto out;
+    {
+        keel_status st = keel_amp_decorate(lv, (int)nl, ov, (int)no, lvl, dt,
+                                           master);
+
+        if (st != KEEL_STATUS_OK) {
+            kpy_raise(st);
+            goto out;
+        }
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+out:
+    PyMem_Free(lv);
+    PyMem_Free(ov);
+    Py_XDECREF(ls);
+    Py_XDECREF(os);
+    return ret;
+}
+
 typedef struct {
     PyObject_HEAD
     keel_grad_scaler *s;
@@ -1045,6 +1125,7 @@ static PyMethodDef nn_methods[] = {
     {"load", m_load, METH_VARARGS, NULL},
     {"load_into", m_load_into, METH_VARARGS, NULL},
     {"amp_begin", m_amp_begin, METH_VARARGS, NULL},
+    {"amp_decorate", m_amp_decorate, METH_VARARGS, NULL},
     {"amp_end", m_amp_end, METH_NOARGS, NULL},
     {"grad_scaler", m_grad_scaler, METH_VARARGS, NULL},
     {"layer", m_layer, METH_VARARGS, NULL},

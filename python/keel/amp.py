@@ -48,6 +48,52 @@ class auto_cast:
 amp_guard = auto_cast
 
 
+def decorate(models, optimizers=None, level="O1", dtype="float16",
+             master_weight=None, save_dtype=None):
+    """paddle.amp.decorate: at level O2 the models' floating parameters and
+    buffers become dtype in place (BatchNorm, and LayerNorm for float16,
+    stay float32, as in Paddle) and the optimizers keep float32 master
+    weights (master_weight None or True). Level O1 changes nothing.
+    Returns models, or (models, optimizers) when optimizers are given.
+    Call it before training: parameters with gradients or optimizer state
+    are refused."""
+    from . import nn
+
+    model_list = models if isinstance(models, (list, tuple)) else [models]
+    opt_list = ([] if optimizers is None else
+                optimizers if isinstance(optimizers, (list, tuple))
+                else [optimizers])
+    for m in model_list:
+        if not isinstance(m, nn.Layer):
+            raise TypeError("decorate: models must be keel.nn.Layer "
+                            "objects, not %s" % type(m).__name__)
+    # The built-in layers are C layers, which keel_amp_decorate walks
+    # (and keeps the norms float32); parameters that Python layers made
+    # themselves go in as one holder layer.
+    handles, loose, owned = [], [], set()
+    for m in model_list:
+        for layer in m.sublayers(include_self=True):
+            h = getattr(layer, "_handle", None)
+            if h is not None and isinstance(layer, nn._CLayer):
+                handles.append(h)
+                owned.update(id(t) for t in layer._parameters.values())
+                owned.update(id(t) for t in layer._buffers.values())
+    for m in model_list:
+        for name, p in m.named_parameters():
+            if id(p) not in owned:
+                owned.add(id(p))
+                loose.append((name, p))
+    if loose:
+        handles.append(_C.param_layer(loose))
+    mw = -1 if master_weight is None else int(bool(master_weight))
+    _C.amp_decorate(handles, [o._h for o in opt_list], str(level),
+                    str(dtype), mw)
+    if optimizers is None:
+        return models
+    return models, optimizers
+
+
+
 class GradScaler:
     """paddle.amp.GradScaler with Paddle's defaults."""
 

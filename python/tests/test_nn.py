@@ -40,3 +40,104 @@ def test_layer_errors():
     assert "linear" in str(e.value).lower()
     with pytest.raises(ValueError):
         keel.optimizer.Adam()
+
+
+def test_parameter_groups_by_hand():
+    """SGD with groups, against the update written out in NumPy:
+    w <- w - lr * scale * (g + wd * w)."""
+    import numpy as np
+
+    keel.set_device("cpu")
+    a = keel.to_tensor(np.array([1.0, -2.0], np.float32), stop_gradient=False)
+    b = keel.to_tensor(np.array([3.0], np.float32), stop_gradient=False)
+    a.name, b.name = "a", "b"
+    opt = keel.optimizer.SGD(
+        learning_rate=0.5, weight_decay=0.1,
+        parameters=[{"params": [a], "learning_rate": 0.2,
+                     "weight_decay": 0.0},
+                    {"params": [b]}])
+    ((a * a).sum() + (b * b * b).sum()).backward()
+    opt.step()
+    ga, gb = np.array([2.0, -4.0]), np.array([27.0])
+    np.testing.assert_allclose(a.numpy(), np.array([1.0, -2.0]) -
+                               0.5 * 0.2 * ga, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), np.array([3.0]) -
+                               0.5 * (gb + 0.1 * 3.0), rtol=1e-6)
+
+
+def test_parameter_group_errors():
+    import pytest
+
+    w = keel.to_tensor([1.0], stop_gradient=False)
+    with pytest.raises(ValueError, match="unknown keys"):
+        keel.optimizer.SGD(parameters=[{"params": [w], "betas": 1}])
+    with pytest.raises(ValueError, match="two groups"):
+        keel.optimizer.SGD(parameters=[{"params": [w]}, {"params": [w]}])
+    with pytest.raises(ValueError, match="not both"):
+        keel.optimizer.SGD(parameters=[w, {"params": [w]}])
+    with pytest.raises(keel.InvalidArgumentError, match="scale"):
+        keel.optimizer.SGD(parameters=[{"params": [w],
+                                        "learning_rate": -1.0}])
+
+
+def test_decorate_refuses_trained_parameters_and_changes_nothing():
+    import pytest
+
+    m = keel.nn.Linear(3, 2)
+    opt = keel.optimizer.Adam(parameters=m.parameters())
+    m(keel.ones([1, 3])).sum().backward()
+    with pytest.raises(keel.InvalidArgumentError):
+        keel.amp.decorate(m, opt, level="O2")
+    assert [p.dtype for p in m.parameters()] == ["float32", "float32"]
+    with pytest.raises(ValueError, match="level"):
+        keel.amp.decorate(keel.nn.Linear(3, 2), level="O3")
+    assert keel.amp.decorate(m, level="O1") is m
+
+
+class _Scaled(keel.nn.Layer):
+    """A Python layer with a parameter of its own (not a C layer's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = keel.nn.Linear(6, 16)
+        self.norm = keel.nn.LayerNorm(16)
+        self.out = keel.nn.Linear(16, 4)
+        self.gain = self.create_parameter([4], default_initializer=lambda s:
+                                          keel.ones(s))
+
+    def forward(self, x):
+        return self.out(self.norm(self.lin(x))) * self.gain
+
+
+def test_decorate_o2_casts_in_place_and_trains():
+    """Paddle's O2 rules: Linear weights and Python-made parameters become
+    float16, LayerNorm stays float32 (float16 only); the tensors stay the
+    same objects; Adam keeps float32 master weights, so training with
+    auto_cast O2 lowers the loss and keeps the dtypes."""
+    import numpy as np
+
+    keel.seed(2)
+    m = _Scaled()
+    before = {n: id(p) for n, p in m.named_parameters()}
+    opt = keel.optimizer.Adam(learning_rate=0.01, parameters=m.parameters())
+    m2, opt2 = keel.amp.decorate(m, opt, level="O2", dtype="float16")
+    assert m2 is m and opt2 is opt
+    dt = {n: p.dtype for n, p in m.named_parameters()}
+    assert dt["lin.weight"] == dt["out.bias"] == dt["gain"] == "float16", dt
+    assert dt["norm.weight"] == dt["norm.bias"] == "float32", dt
+    assert {n: id(p) for n, p in m.named_parameters()} == before
+    rng = np.random.default_rng(0)
+    x = keel.to_tensor(rng.standard_normal((32, 6)).astype("float32"))
+    y = keel.to_tensor(rng.standard_normal((32, 4)).astype("float32"))
+    losses = []
+    for _ in range(40):
+        with keel.amp.auto_cast(level="O2", dtype="float16"):
+            out = m(x)
+        loss = ((out.astype("float32") - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(loss.item())
+    assert np.isfinite(losses).all()
+    assert losses[-1] < 0.7 * losses[0], losses[::8]
+    assert {n: p.dtype for n, p in m.named_parameters()} == dt

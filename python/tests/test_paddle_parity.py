@@ -72,6 +72,48 @@ def test_training_matches_paddle(opt_name):
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
 
 
+@pytest.mark.parametrize("opt_name", ["SGD", "Momentum", "Adam", "AdamW"])
+def test_parameter_groups_match_paddle(opt_name):
+    """Two groups: fc1 at 0.1x the learning rate with its own weight
+    decay, fc2 with the optimizer's; the same run on Paddle."""
+    paddle.set_device("cpu")
+    keel.seed(5)
+    km = KeelNet()
+    paddle.seed(5)
+    pm = PaddleNet()
+    for (_, kp), (_, pp) in zip(km.named_parameters(),
+                                pm.named_parameters()):
+        pp.set_value(kp.numpy())
+
+    def groups(m):
+        return [{"params": m.fc1.parameters(), "learning_rate": 0.1,
+                 "weight_decay": 0.05},
+                {"params": m.fc2.parameters()}]
+    kw = dict(learning_rate=0.05, weight_decay=0.01)
+    ko = getattr(keel.optimizer, opt_name)(parameters=groups(km), **kw)
+    po = getattr(paddle.optimizer, opt_name)(parameters=groups(pm), **kw)
+    rng = np.random.default_rng(11)
+    for step in range(15):
+        x = rng.standard_normal((8, 6)).astype(np.float32)
+        y = rng.integers(0, 4, 8).astype(np.int64)
+        lk = keel.nn.functional.cross_entropy(km(keel.to_tensor(x)),
+                                              keel.to_tensor(y))
+        lk.backward()
+        ko.step()
+        ko.clear_grad()
+        lp = paddle.nn.functional.cross_entropy(pm(paddle.to_tensor(x)),
+                                                paddle.to_tensor(y))
+        lp.backward()
+        po.step()
+        po.clear_grad()
+        np.testing.assert_allclose(lk.item(), float(lp), rtol=2e-5,
+                                   err_msg="%s step %d" % (opt_name, step))
+    for (n, kp), (_, pp) in zip(km.named_parameters(),
+                                pm.named_parameters()):
+        np.testing.assert_allclose(kp.numpy(), pp.numpy(), rtol=1e-4,
+                                   atol=1e-5, err_msg=n)
+
+
 # ---- the examples, on Paddle ----------------------------------------------
 
 def test_examples_run_on_paddle_with_the_import_changed(tmp_path):

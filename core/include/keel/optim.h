@@ -513,6 +513,21 @@ KEEL_API keel_status keel_optimizer_clear_grad(keel_optimizer *opt);
 /** The learning rate the next step will use. NaN for NULL. */
 KEEL_API double keel_optimizer_get_lr(const keel_optimizer *opt);
 
+/**
+ * Paddle's parameter groups (parameters=[{'params': [...],
+ * 'learning_rate': s, 'weight_decay': w}, ...]): the parameter `name`
+ * updates with lr_scale times the optimizer's learning rate (Paddle's
+ * per-parameter learning-rate ratio; finite, >= 0; 1 by default) and
+ * with weight_decay instead of the optimizer's (SGD/Momentum/Adam: the
+ * L2 coefficient; AdamW: the decoupled coefficient, still subject to
+ * apply_decay_param_fun); NaN keeps the optimizer's. Returns OK or
+ * INVALID_ARGUMENT (no such parameter, a bad value).
+ */
+KEEL_API keel_status keel_optimizer_set_param_options(keel_optimizer *opt,
+                                                      const char *name,
+                                                      double lr_scale,
+                                                      double weight_decay);
+
 /** Set a float learning rate (INVALID_STATE when a scheduler is used, as
  *  Paddle's set_lr raises). */
 KEEL_API keel_status keel_optimizer_set_lr(keel_optimizer *opt, double lr);

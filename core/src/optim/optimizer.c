@@ -32,6 +32,12 @@ struct opt_param {
     double beta1_pow;   /* rounded to float32 for float32 parameters */
     double beta2_pow;
     bool has_state;
+    /* Parameter groups (keel_optimizer_set_param_options): the step's lr
+     * times lr_scale, and weight_decay instead of the optimizer's when
+     * own_decay. */
+    double lr_scale;
+    double weight_decay;
+    bool own_decay;
 };
 
 struct keel_optimizer {
@@ -175,6 +181,7 @@ keel_status keel_optimizer_create(keel_optimizer_kind kind,
             goto fail;
         }
         opt->p[i].param = keel_tensor_ref(params[i].param);
+        opt->p[i].lr_scale = 1.0;
     }
     *out = opt;
     return KEEL_STATUS_OK;
@@ -250,6 +257,36 @@ double keel_optimizer_get_lr(const keel_optimizer *opt)
     if (opt->o.lr_scheduler)
         return keel_lr_scheduler_last_lr(opt->o.lr_scheduler);
     return opt->o.learning_rate;
+}
+
+keel_status keel_optimizer_set_param_options(keel_optimizer *opt,
+                                             const char *name,
+                                             double lr_scale,
+                                             double weight_decay)
+{
+    size_t i;
+
+    if (!opt || !name)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "optimizer: set_param_options: %s is NULL",
+                           !opt ? "opt" : "name");
+    if (!(isfinite(lr_scale) && lr_scale >= 0))
+        return bad(opt->kind, "a parameter's learning-rate scale must be "
+                   "finite and >= 0", lr_scale);
+    if (isinf(weight_decay))
+        return bad(opt->kind, "a parameter's weight_decay must be finite "
+                   "(or NaN for the optimizer's)", weight_decay);
+    for (i = 0; i < opt->n; i++)
+        if (!strcmp(opt->p[i].name, name))
+            break;
+    if (i == opt->n)
+        return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
+                           "%s: set_param_options: no parameter named '%s'",
+                           kind_names[opt->kind], name);
+    opt->p[i].lr_scale = lr_scale;
+    opt->p[i].own_decay = !isnan(weight_decay);
+    opt->p[i].weight_decay = weight_decay;
+    return KEEL_STATUS_OK;
 }
 
 keel_status keel_optimizer_set_lr(keel_optimizer *opt, double lr)
@@ -599,17 +636,18 @@ static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
     int na = 0, nin = 2, nout = 0;
     keel_op_id op;
     keel_status st;
+    double wd = p->own_decay ? p->weight_decay : o->weight_decay;
 
     st = ensure_state(opt, p);
     if (st)
         return st;
     in[0] = p->master ? p->master : p->param;
     in[1] = grad;
-    a[na++] = fattr("lr", lr);
+    a[na++] = fattr("lr", lr * p->lr_scale);
     switch (opt->kind) {
     case KEEL_OPTIM_SGD:
         op = KEEL_OP_SGD_UPDATE;
-        a[na++] = fattr("weight_decay", o->weight_decay);
+        a[na++] = fattr("weight_decay", wd);
         break;
     case KEEL_OPTIM_MOMENTUM:
         op = KEEL_OP_MOMENTUM_UPDATE;
@@ -618,7 +656,7 @@ static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
         a[na].name = "use_nesterov";
         a[na].type = KEEL_ATTR_BOOL;
         a[na++].v.i = o->use_nesterov ? 1 : 0;
-        a[na++] = fattr("weight_decay", o->weight_decay);
+        a[na++] = fattr("weight_decay", wd);
         break;
     default:
         op = opt->kind == KEEL_OPTIM_ADAM ? KEEL_OP_ADAM_UPDATE
@@ -631,12 +669,12 @@ static keel_status update_one(keel_optimizer *opt, struct opt_param *p,
         a[na++] = fattr("beta1_pow", p->beta1_pow);
         a[na++] = fattr("beta2_pow", p->beta2_pow);
         if (opt->kind == KEEL_OPTIM_ADAM) {
-            a[na++] = fattr("weight_decay", o->weight_decay);
+            a[na++] = fattr("weight_decay", wd);
         } else {
             bool decay = !o->apply_decay_param_fun ||
                          o->apply_decay_param_fun(p->name, o->decay_user);
 
-            a[na++] = fattr("coeff", decay ? o->weight_decay : 0.0);
+            a[na++] = fattr("coeff", decay ? wd : 0.0);
         }
         break;
     }

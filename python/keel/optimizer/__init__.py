@@ -16,20 +16,51 @@ class ClipGradByGlobalNorm:
         self.clip_norm = float(clip_norm)
 
 
+_GROUP_KEYS = {"params", "learning_rate", "weight_decay"}
+
+
 def _named(parameters):
+    """[(unique name, Tensor)] and, per parameter group, its options:
+    [(names, learning-rate scale, weight decay or None)]."""
     if parameters is None:
         raise ValueError("the optimizer needs parameters= (e.g. "
                          "model.parameters())")
-    out, names = [], set()
-    for i, p in enumerate(parameters):
-        if isinstance(p, dict):
-            raise ValueError("parameter groups are not provided yet")
-        name = getattr(p, "name", None) or "param_%d" % i
-        while name in names:
-            name = "%s_%d" % (name, i)
-        names.add(name)
-        out.append((name, p))
-    return out
+    parameters = list(parameters)
+    if parameters and all(isinstance(g, dict) for g in parameters):
+        groups = parameters
+    elif any(isinstance(g, dict) for g in parameters):
+        raise ValueError("parameters: either Tensors or parameter-group "
+                         "dicts ({'params': [...], ...}), not both")
+    else:
+        groups = [{"params": parameters}]
+    out, names, seen, options = [], set(), set(), []
+    i = 0
+    for g in groups:
+        unknown = set(g) - _GROUP_KEYS
+        if unknown:
+            raise ValueError("parameter group: unknown keys %s (provided: "
+                             "params, learning_rate, weight_decay)"
+                             % sorted(unknown))
+        if "params" not in g:
+            raise ValueError("parameter group without 'params'")
+        group_names = []
+        for p in g["params"]:
+            if id(p) in seen:
+                raise ValueError("a parameter appears in two groups")
+            seen.add(id(p))
+            name = getattr(p, "name", None) or "param_%d" % i
+            while name in names:
+                name = "%s_%d" % (name, i)
+            names.add(name)
+            out.append((name, p))
+            group_names.append(name)
+            i += 1
+        wd = g.get("weight_decay")
+        if wd is not None and not isinstance(wd, (int, float)):
+            raise ValueError("parameter group weight_decay: a number")
+        options.append((group_names, float(g.get("learning_rate", 1.0)),
+                        None if wd is None else float(wd)))
+    return out, options
 
 
 class Optimizer:
@@ -39,7 +70,7 @@ class Optimizer:
                  weight_decay=None, grad_clip=None, momentum=0.9,
                  use_nesterov=False, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  name=None):
-        self._params = _named(parameters)
+        self._params, groups = _named(parameters)
         self._lr = learning_rate
         if isinstance(learning_rate, lr.LRScheduler):
             lr_arg = learning_rate._h
@@ -59,6 +90,14 @@ class Optimizer:
                                float(momentum), bool(use_nesterov),
                                float(beta1), float(beta2), float(epsilon),
                                clip)
+        # Paddle's parameter groups: a group's learning_rate scales the
+        # optimizer's, its weight_decay replaces the optimizer's.
+        for names, scale, wd in groups:
+            if scale == 1.0 and wd is None:
+                continue
+            for n in names:
+                self._h.set_param_options(
+                    n, scale, float("nan") if wd is None else wd)
 
     def step(self):
         self._h.step()
