@@ -1111,7 +1111,8 @@ PyMODINIT_FUNC PyInit__C(void)
     Py_INCREF(KeelError);
     Py_INCREF(InvalidArgumentError);
     Py_INCREF(NotFoundError);
-    if (kpy_nn_init(m) < 0 || kpy_dist_init(m) < 0 || kpy_jit_init(m) < 0) {
+    if (kpy_nn_init(m) < 0 || kpy_dist_init(m) < 0 || kpy_jit_init(m) < 0 ||
+        kpy_dlpack_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -49,5 +49,7 @@ int kpy_nn_init(PyObject *module);
 int kpy_dist_init(PyObject *module);
 /** Add the jit and inference functions (_C_jit.c). */
 int kpy_jit_init(PyObject *module);
+/** Add the DLPack functions (_C_dlpack.c). */
+int kpy_dlpack_init(PyObject *module);
 
 #endif /* KEEL_PY_C_H */

@@ -103,6 +103,32 @@ class Tensor(_C.TensorBase):
         a = self.numpy()
         return a.astype(dtype) if dtype is not None else a
 
+    # -- DLPack (no copy where the device's memory is host memory) ---------
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None,
+                   copy=None):
+        """A DLPack capsule over this tensor's memory, for
+        numpy.from_dlpack / torch.from_dlpack: no copy on a device whose
+        memory the host addresses (the CPU plugin); BufferError elsewhere.
+        copy=True exports a copy."""
+        if stream is not None and stream != -1:
+            raise BufferError("__dlpack__: keel exports host memory; "
+                              "stream must be None, not %r" % (stream,))
+        if dl_device is not None and tuple(dl_device) != \
+                tuple(self.__dlpack_device__()):
+            raise BufferError("__dlpack__: export to device %r is not "
+                              "provided" % (dl_device,))
+        t = self.clone() if copy else self
+        # DLPack 1.0 (a versioned capsule, writable) when the consumer
+        # reads it, else the legacy form.
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        try:
+            return _C.to_dlpack(t, versioned)
+        except KeelError as e:
+            raise BufferError(str(e)) from e
+
+    def __dlpack_device__(self):
+        return _C.dlpack_device(self)
+
     def item(self):
         if self.size != 1:
             raise ValueError("item(): the tensor has %d elements, not 1"
@@ -726,6 +752,33 @@ __version__ = _C.version()
 
 
 
+# ---- DLPack ----------------------------------------------------------------------
+
+def from_dlpack(dlpack):
+    """A Tensor over another library's memory, without a copy: an object
+    with __dlpack__ (a NumPy array, a PyTorch CPU tensor, a keel Tensor)
+    or a DLPack capsule. Host memory becomes a tensor of the CPU device;
+    the producer's memory stays alive while any view of it does, and
+    writes through either side are seen by the other."""
+    if hasattr(dlpack, "__dlpack__"):
+        if hasattr(dlpack, "__dlpack_device__"):
+            kind = dlpack.__dlpack_device__()[0]
+            if kind not in (1, 3, 11):  # kDLCPU, kDLCUDAHost, kDLROCMHost
+                raise BufferError(
+                    "from_dlpack: the object's memory is on DLPack device "
+                    "type %d, not host memory; keel takes CPU memory in "
+                    "place (move it to the CPU first)" % kind)
+        capsule = dlpack.__dlpack__()
+    else:
+        capsule = dlpack
+    return _C.from_dlpack(capsule, "cpu")
+
+
+def to_dlpack(x):
+    """A DLPack capsule over x's memory (paddle.utils.dlpack.to_dlpack)."""
+    return x.__dlpack__()
+
+
 # ---- save and load ---------------------------------------------------------------
 
 def save(obj, path, **configs):
@@ -753,4 +806,5 @@ from . import distributed  # noqa: E402
 from . import static  # noqa: E402
 from . import jit  # noqa: E402
 from . import inference  # noqa: E402
+from . import utils  # noqa: E402
 from .distributed import DataParallel  # noqa: E402,F401

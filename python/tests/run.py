@@ -49,7 +49,7 @@ def main():
         cmd += [a.python, a.tests]
         print(" ".join(cmd))
         return subprocess.run(cmd, env=env).returncode
-    cmd = [a.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    cmd = [a.python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
            a.tests] + rest
     if a.no_paddle:
         print("run.py: test_paddle_parity.py left out (sanitizer build); "
