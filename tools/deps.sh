@@ -22,6 +22,9 @@ KEEL_DEBIAN_PACKAGES=(
   # The Python package's extension module (python/keel) is built against
   # Debian's interpreter, the one .venv is made from.
   python3-dev
+  # pip install . (meson-python) sets the installed extension's RPATH
+  # with patchelf.
+  patchelf
   # OpenCL plugin: headers, ICD loader, PoCL (the OpenCL device CI runs
   # on), CLBlast (its GEMMs), clinfo (to see what the ICDs offer).
   opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
@@ -56,8 +59,13 @@ KEEL_PADDLE_VERSION=3.3.1
 # onnx, onnxruntime: the ONNX tests build models with the one and run
 # keel's exports in the other (tests/onnx/check_onnx.py).
 # pytest: the Python package's tests (python/tests).
+# meson-python, meson, ninja: the build backend of `pip install .`
+# (pyproject.toml), used without build isolation so that no download
+# happens at install time.
+# pip >= 23.1: repeated --config-settings keys (several meson options).
 KEEL_PYTHON_PACKAGES=("paddlepaddle==$KEEL_PADDLE_VERSION" numpy html5lib
-                      onnx onnxruntime pytest)
+                      onnx onnxruntime pytest meson-python meson ninja
+                      "pip>=23.1")
 
 keel_install_debian() {
   local missing=() p
@@ -86,8 +94,9 @@ keel_venv_has() {
 keel_venv_paddle_ok() {
   [ -x "$KEEL_VENV/bin/python" ] && "$KEEL_VENV/bin/python" - "$KEEL_PADDLE_VERSION" <<'EOF' >/dev/null 2>&1
 import sys
-import numpy, paddle, html5lib, onnx, onnxruntime, pytest
-sys.exit(0 if paddle.__version__ == sys.argv[1] else 1)
+import numpy, paddle, html5lib, onnx, onnxruntime, pytest, mesonpy, pip
+pip_ok = tuple(int(x) for x in pip.__version__.split(".")[:2]) >= (23, 1)
+sys.exit(0 if paddle.__version__ == sys.argv[1] and pip_ok else 1)
 EOF
 }
 
@@ -124,6 +133,26 @@ keel_install_python() {
       return 1
     }
   fi
+}
+
+# pip install . of the source tree into .venv: the Python package with
+# libkeel and the plugins inside it (pyproject.toml, docs/python.md). The
+# build lives in build-wheel/ and is incremental; extra arguments are
+# meson options (-Dname=value) for this build only.
+keel_install_python_package() {
+  local args=() a
+  for a in "$@"; do
+    args+=("--config-settings=setup-args=$a")
+  done
+  [ -x "$KEEL_VENV/bin/python" ] || {
+    echo "keel: ERROR: no $KEEL_VENV: run 'bash tools/deps.sh' first" >&2
+    return 1
+  }
+  echo "keel: pip install . into $KEEL_VENV (build in build-wheel/)"
+  # The venv's meson (PyPI's, >= 1.6), not Debian's 1.0: meson-python
+  # reads the extension's install_rpath from its introspection data.
+  PATH="$KEEL_VENV/bin:$PATH" "$KEEL_VENV/bin/python" -m pip install --quiet --no-build-isolation \
+    --no-deps --config-settings=build-dir="$KEEL_SOURCE_ROOT/build-wheel" "${args[@]}" "$KEEL_SOURCE_ROOT"
 }
 
 # Everything: Debian packages, then the Python environment. A Python

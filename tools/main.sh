@@ -20,3 +20,8 @@ echo
 echo "== examples/devices (select by name, copy, all-reduce)"
 "$BUILD/examples/devices/keel-example-devices"
 echo; echo "== keel conform (CPU plugin, smoke level)"; "$BUILD/core/cli/keel" conform --plugin cpu --level smoke
+echo; echo "== pip install . (the Python package, with libkeel and the plugins, into .venv)"
+keel_install_python_package -Dplugin_cuda_kernels=disabled \
+  -Dplugin_hip_kernels=disabled
+echo; echo "== keel from Python, as installed (no PYTHONPATH, from an empty folder)"
+"$KEEL_VENV/bin/python" python/tests/installed.py

@@ -75,6 +75,12 @@ echo "== plain build"
 [ -f build/build.ninja ] || meson setup build \
   -Dplugin_cuda_archs="${KEEL_TEST_CUDA_ARCHS:-80}"
 ninja -C build
+# The Python package as users install it (pip install . into .venv), for
+# the python-installed test. GPU kernels are left out of this second
+# build: the plain build above compiles and checks them.
+keel_install_python_package -Dplugin_cuda_kernels=disabled \
+  -Dplugin_hip_kernels=disabled ||
+  echo "keel: WARNING: pip install . failed; python-installed will SKIP" >&2
 meson test -C build --print-errorlogs --num-processes "$jobs"
 report_skips build || parity_skipped=1
 
