@@ -222,8 +222,26 @@ static PyObject *m_dist_barrier(PyObject *mod, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* recompute(layer handle, x) -> keel_recompute: the layer's activations
+ * are not kept; backward runs its forward again (a py_layer calls back
+ * into Python, with the GIL). */
+static PyObject *m_recompute(PyObject *mod, PyObject *args)
+{
+    PyObject *lh, *xo;
+    keel_layer *l;
+    keel_tensor *x, *out = NULL;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OO", &lh, &xo) || !(l = kpy_layer_of(lh)) ||
+        !(x = kpy_unwrap(xo, "recompute(x)")))
+        return NULL;
+    KPY_CHECK(keel_recompute(l, x, &out));
+    return kpy_wrap(out);
+}
+
 static PyMethodDef dist_methods[] = {
     {"param_layer", m_param_layer, METH_O, NULL},
+    {"recompute", m_recompute, METH_VARARGS, NULL},
     {"data_parallel", m_data_parallel, METH_VARARGS, NULL},
     {"dist_init", m_dist_init, METH_NOARGS, NULL},
     {"dist_finalize", m_dist_finalize, METH_NOARGS, NULL},

@@ -141,3 +141,52 @@ def test_decorate_o2_casts_in_place_and_trains():
     assert np.isfinite(losses).all()
     assert losses[-1] < 0.7 * losses[0], losses[::8]
     assert {n: p.dtype for n, p in m.named_parameters()} == dt
+
+
+def test_fleet_strategy_and_refusals():
+    import pytest
+
+    fleet = keel.distributed.fleet
+    s = fleet.DistributedStrategy()
+    assert s.amp is False and s.fuse_grad_size_in_MB == 32
+    assert s.amp_configs["init_loss_scaling"] == 32768.0
+    s.amp_configs = {"init_loss_scaling": 8.0}
+    assert s.amp_configs["init_loss_scaling"] == 8.0
+    assert s.amp_configs["incr_ratio"] == 2.0          # others kept
+    with pytest.raises(ValueError, match="unknown keys"):
+        s.amp_configs = {"init_scale": 1.0}
+    with pytest.raises(AttributeError, match="no option"):
+        s.ampp = True
+    with pytest.raises(NotImplementedError, match="parameter-server"):
+        fleet.init(is_collective=False)
+    s.pipeline = True
+    with pytest.raises(NotImplementedError, match="pipeline"):
+        fleet.init(is_collective=True, strategy=s)
+    s.pipeline = False
+    s.hybrid_configs = {"mp_degree": 2}
+    with pytest.raises(NotImplementedError, match="mp_degree"):
+        fleet.init(is_collective=True, strategy=s)
+    fleet.init(is_collective=True)
+    m = keel.nn.Linear(2, 2)
+    assert fleet.distributed_model(m) is m              # a world of one
+    assert fleet.worker_num() == 1 and fleet.is_first_worker()
+
+
+def test_recompute_gradients_equal_the_plain_call():
+    import numpy as np
+
+    keel.seed(4)
+    block = keel.nn.Sequential(keel.nn.Linear(5, 7), keel.nn.Tanh(),
+                               keel.nn.Linear(7, 3))
+    xv = np.random.default_rng(1).standard_normal((4, 5)).astype("float32")
+    grads = []
+    for use in (False, True):
+        x = keel.to_tensor(xv, stop_gradient=False)
+        y = (keel.distributed.fleet.utils.recompute(block, x) if use
+             else block(x))
+        (y * y).sum().backward()
+        grads.append([x.grad.numpy()] +
+                     [p.grad.numpy() for p in block.parameters()])
+        block.clear_gradients()
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

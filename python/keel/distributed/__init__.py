@@ -16,8 +16,8 @@ paddle.distributed.launch is refused by keel_dist_init.
 import atexit as _atexit
 import contextlib as _contextlib
 
-from . import _C
-from . import nn as _nn
+from .. import _C
+from .. import nn as _nn
 
 
 class ReduceOp:
@@ -132,3 +132,6 @@ class DataParallel(_nn.Layer):
     def stats(self):
         """Buckets, all-reduces made, seconds (keel's counters)."""
         return self._h.stats()
+
+
+from . import fleet  # noqa: E402,F401  (uses the names above)
