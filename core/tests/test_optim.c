@@ -254,6 +254,48 @@ static void test_sgd(void)
     run_case("sgd L2", KEEL_OPTIM_SGD, o);
 }
 
+/* Parameter groups: w at 0.1x the learning rate with its own decay,
+ * bias with the optimizer's; one SGD step against the formula
+ * p -= lr * scale * (g + wd * p). */
+static void test_param_options(void)
+{
+    keel_optimizer_options o = keel_optimizer_default_options(KEEL_OPTIM_SGD);
+    keel_tensor *t[NP] = {NULL};
+    keel_named_param np[NP];
+    keel_optimizer *opt = NULL;
+    double p0[MAXN], g[MAXN], got[MAXN];
+
+    o.learning_rate = 0.5;
+    o.weight_decay = 0.2;
+    make_params(t, np);
+    OK(keel_optimizer_create(KEEL_OPTIM_SGD, np, NP, &o, &opt));
+    OK(keel_optimizer_set_param_options(opt, "w", 0.1, 0.05));
+    OK(keel_optimizer_set_param_options(opt, "bias", 1.0, NAN));
+    set_grads(t, 0);
+    OK(keel_optimizer_step(opt));
+    for (int i = 0; i < 2; i++) {
+        double scale = i == 0 ? 0.1 : 1.0, wd = i == 0 ? 0.05 : 0.2;
+
+        memcpy(p0, init[i], sizeof(p0));
+        make_grad(0, i, p0, g);
+        read_param(t[i], got);
+        for (int j = 0; j < sizes[i]; j++)
+            CU_ASSERT(close_rel(got[j], p0[j] - 0.5 * scale *
+                                                    (g[j] + wd * p0[j])));
+    }
+    ERR(keel_optimizer_set_param_options(opt, "nope", 1.0, NAN),
+        KEEL_STATUS_INVALID_ARGUMENT, "no parameter named 'nope'");
+    ERR(keel_optimizer_set_param_options(opt, "w", -1.0, NAN),
+        KEEL_STATUS_INVALID_ARGUMENT, "learning-rate scale");
+    ERR(keel_optimizer_set_param_options(opt, "w", 1.0, INFINITY),
+        KEEL_STATUS_INVALID_ARGUMENT, "weight_decay must be finite");
+    ERR(keel_optimizer_set_param_options(NULL, "w", 1.0, NAN),
+        KEEL_STATUS_INVALID_ARGUMENT, "opt is NULL");
+    keel_optimizer_free(opt);
+    for (int i = 0; i < NP; i++)
+        keel_tensor_free(t[i]);
+}
+
 static void test_momentum(void)
 {
     keel_optimizer_options o =
@@ -706,6 +748,7 @@ int main(void)
         CU_TestFunc fn;
     } tests[] = {
         {"SGD vs formula", test_sgd},
+        {"parameter groups: lr scale and weight decay", test_param_options},
         {"Momentum and Nesterov vs formula", test_momentum},
         {"Adam vs formula", test_adam},
         {"AdamW and apply_decay_param_fun", test_adamw},
