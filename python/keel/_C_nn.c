@@ -226,7 +226,7 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
         if (!PyArg_ParseTuple(rest, "LL|p", &in, &out, &bias))
             goto bad;
         st = keel_nn_linear(in, out, NULL, bias ? NULL : &none, &l);
-    } else if (!strcmp(kind, "conv2d")) {
+    } else if (!strcmp(kind, "conv2d") || !strcmp(kind, "conv2d_transpose")) {
         long long in, out, groups = 1;
         PyObject *ks, *stride, *pad, *dil;
         const char *algo = "EXPLICIT";
@@ -236,10 +236,21 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
         keel_param_attr none = {KEEL_INIT_NONE, 0, 0};
         int nk, ns, nd, np;
 
-        if (!PyArg_ParseTuple(rest, "LLOOOOLps", &in, &out, &ks, &stride,
-                              &pad, &dil, &groups, &bias, &algo))
+        PyObject *outpad = NULL;
+        int64_t op[2] = {0, 0};
+
+        if (!PyArg_ParseTuple(rest, "LLOOOOLps|O", &in, &out, &ks, &stride,
+                              &pad, &dil, &groups, &bias, &algo, &outpad))
             goto bad;
         memset(&p, 0, sizeof(p));
+        if (outpad) {
+            int no = ints_of(outpad, op, 2, "output_padding");
+
+            if (no < 0)
+                goto bad;
+            p.output_padding[0] = op[0];
+            p.output_padding[1] = no == 2 ? op[1] : op[0];
+        }
         if ((nk = ints_of(ks, k, 2, "kernel_size")) < 0 ||
             (ns = ints_of(stride, s, 2, "stride")) < 0 ||
             (nd = ints_of(dil, d, 2, "dilation")) < 0 ||
@@ -256,8 +267,12 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
         p.dilation[1] = nd == 2 ? d[1] : d[0];
         p.groups = groups;
         p.padding_algorithm = algo;
-        st = keel_nn_conv2d(in, out, k[0], nk == 2 ? k[1] : k[0], &p, NULL,
-                            bias ? NULL : &none, &l);
+        st = kind[6] == '_'
+                 ? keel_nn_conv2d_transpose(in, out, k[0],
+                                            nk == 2 ? k[1] : k[0], &p, NULL,
+                                            bias ? NULL : &none, &l)
+                 : keel_nn_conv2d(in, out, k[0], nk == 2 ? k[1] : k[0], &p,
+                                  NULL, bias ? NULL : &none, &l);
     } else if (!strcmp(kind, "max_pool2d") || !strcmp(kind, "avg_pool2d")) {
         long long k, s, p;
         int ceil = 0, exclusive = 1;
@@ -341,6 +356,36 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
         o.soft_label = soft;
         o.use_softmax = use_softmax;
         st = keel_nn_cross_entropy_loss(&o, &l);
+    } else if (!strcmp(kind, "group_norm")) {
+        long long groups, channels;
+        double eps;
+
+        if (!PyArg_ParseTuple(rest, "LLd", &groups, &channels, &eps))
+            goto bad;
+        st = keel_nn_group_norm(groups, channels, eps, &l);
+    } else if (!strcmp(kind, "smooth_l1")) {
+        const char *red = "mean";
+        double delta = 1.0;
+
+        if (!PyArg_ParseTuple(rest, "|sd", &red, &delta))
+            goto bad;
+        st = keel_nn_smooth_l1_loss(red, delta, &l);
+    } else if (!strcmp(kind, "nll") || !strcmp(kind, "bce_with_logits")) {
+        PyObject *wo = Py_None, *po = Py_None;
+        keel_tensor *w = NULL, *pw = NULL;
+        long long ignore = -100;
+        const char *red = "mean";
+
+        if (kind[0] == 'n'
+                ? !PyArg_ParseTuple(rest, "|OLs", &wo, &ignore, &red)
+                : !PyArg_ParseTuple(rest, "|OsO", &wo, &red, &po))
+            goto bad;
+        if ((wo != Py_None && !(w = kpy_unwrap(wo, "weight"))) ||
+            (po != Py_None && !(pw = kpy_unwrap(po, "pos_weight"))))
+            goto bad;
+        st = kind[0] == 'n'
+                 ? keel_nn_nll_loss(w, ignore, red, &l)
+                 : keel_nn_bce_with_logits_loss(w, red, pw, &l);
     } else if (!strcmp(kind, "mse") || !strcmp(kind, "l1")) {
         const char *red = "mean";
 

@@ -133,3 +133,49 @@ def test_examples_run_on_paddle_with_the_import_changed(tmp_path):
         r = subprocess.run([sys.executable, str(out)], capture_output=True,
                            text=True, timeout=600)
         assert r.returncode == 0, script + ": " + r.stdout + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", ["conv2d_transpose", "group_norm",
+                                  "smooth_l1", "nll", "bce_with_logits"])
+def test_more_layers_match_paddle(case):
+    """The layers bound last: forward and the input's gradient against
+    Paddle's, from the same parameters and inputs."""
+    paddle.set_device("cpu")
+    rng = np.random.default_rng(21)
+    if case == "conv2d_transpose":
+        kl = keel.nn.Conv2DTranspose(3, 4, 3, stride=2, padding=1,
+                                     output_padding=1)
+        pl = paddle.nn.Conv2DTranspose(3, 4, 3, stride=2, padding=1,
+                                       output_padding=1)
+        xs = [rng.standard_normal((2, 3, 5, 5)).astype("float32")]
+    elif case == "group_norm":
+        kl, pl = keel.nn.GroupNorm(2, 6), paddle.nn.GroupNorm(2, 6)
+        xs = [rng.standard_normal((2, 6, 4, 4)).astype("float32")]
+    elif case == "smooth_l1":
+        kl = keel.nn.SmoothL1Loss(delta=0.5)
+        pl = paddle.nn.SmoothL1Loss(delta=0.5)
+        xs = [rng.standard_normal((4, 5)).astype("float32"),
+              rng.standard_normal((4, 5)).astype("float32")]
+    elif case == "nll":
+        kl, pl = keel.nn.NLLLoss(), paddle.nn.NLLLoss()
+        logits = rng.standard_normal((6, 4)).astype("float32")
+        logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+        xs = [logp.astype("float32"), rng.integers(0, 4, 6).astype("int64")]
+    else:
+        pw = np.array([1.5, 0.5, 2.0], "float32")
+        kl = keel.nn.BCEWithLogitsLoss(pos_weight=keel.to_tensor(pw))
+        pl = paddle.nn.BCEWithLogitsLoss(pos_weight=paddle.to_tensor(pw))
+        xs = [rng.standard_normal((4, 3)).astype("float32"),
+              rng.integers(0, 2, (4, 3)).astype("float32")]
+    for (n, kp), (_, pp) in zip(kl.named_parameters(),
+                                pl.named_parameters()):
+        assert kp.shape == list(pp.shape), n
+        pp.set_value(kp.numpy())
+    kx = [keel.to_tensor(a, stop_gradient=(i > 0)) for i, a in enumerate(xs)]
+    px = [paddle.to_tensor(a, stop_gradient=(i > 0)) for i, a in enumerate(xs)]
+    ky, py = kl(*kx), pl(*px)
+    np.testing.assert_allclose(ky.numpy(), py.numpy(), rtol=1e-5, atol=1e-5)
+    (ky * ky).sum().backward()
+    (py * py).sum().backward()
+    np.testing.assert_allclose(kx[0].grad.numpy(), px[0].grad.numpy(),
+                               rtol=1e-4, atol=1e-5)

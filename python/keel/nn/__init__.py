@@ -256,6 +256,23 @@ class Conv2D(_CLayer):
                          bias_attr is not False, algo)
 
 
+class Conv2DTranspose(_CLayer):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1,
+                 padding=0, output_padding=0, groups=1, dilation=1,
+                 weight_attr=None, bias_attr=None, data_format="NCHW"):
+        if data_format != "NCHW":
+            raise ValueError("Conv2DTranspose: only data_format='NCHW' is "
+                             "provided")
+        algo = "EXPLICIT"
+        if isinstance(padding, str):
+            algo, padding = padding.upper(), 0
+        super().__init__("conv2d_transpose", in_channels, out_channels,
+                         _pair(kernel_size), _pair(stride),
+                         list(padding) if isinstance(padding, (list, tuple))
+                         else [padding], _pair(dilation), groups,
+                         bias_attr is not False, algo, _pair(output_padding))
+
+
 class MaxPool2D(_CLayer):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False):
         super().__init__("max_pool2d", kernel_size,
@@ -355,6 +372,29 @@ class CrossEntropyLoss(_CLayer):
                              "from Python yet")
         super().__init__("cross_entropy", ignore_index, reduction,
                          soft_label, axis, use_softmax, label_smoothing)
+
+
+class GroupNorm(_CLayer):
+    def __init__(self, num_groups, num_channels, epsilon=1e-5,
+                 weight_attr=None, bias_attr=None, data_format="NCHW"):
+        if data_format != "NCHW":
+            raise ValueError("GroupNorm: only data_format='NCHW' is provided")
+        super().__init__("group_norm", num_groups, num_channels, epsilon)
+
+
+class SmoothL1Loss(_CLayer):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__("smooth_l1", reduction, delta)
+
+
+class NLLLoss(_CLayer):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+        super().__init__("nll", weight, ignore_index, reduction)
+
+
+class BCEWithLogitsLoss(_CLayer):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__("bce_with_logits", weight, reduction, pos_weight)
 
 
 class MSELoss(_CLayer):
