@@ -96,6 +96,9 @@ class Tensor(_C.TensorBase):
         t = self
         if t.dtype == "bfloat16":
             t = t.astype("float32")
+        if _C.dlpack_device(t)[0] == 1:
+            # Host memory: one copy, straight from the tensor's bytes.
+            return np.array(np.from_dlpack(t), copy=True, order="C")
         a = np.frombuffer(t._to_bytes(), dtype=_NP_OF[t.dtype])
         return a.reshape(t.shape).copy()
 
