@@ -367,6 +367,20 @@ static PyObject *tensor_slice(TensorObject *self, PyObject *args)
     return kpy_wrap(o);
 }
 
+/* x.expand(shape): a broadcast view (-1 keeps a dim). */
+static PyObject *tensor_expand(TensorObject *self, PyObject *shape_obj)
+{
+    int64_t shape[KEEL_MAX_DIMS];
+    keel_tensor *t = self_t(self), *o = NULL;
+    int nd;
+
+    if (!t || (nd = kpy_int64s(shape_obj, shape, KEEL_MAX_DIMS,
+                               "expand(shape)")) < 0)
+        return NULL;
+    CHECK(keel_expand(t, nd, shape, &o));
+    return kpy_wrap(o);
+}
+
 static PyObject *tensor_squeeze_axis(TensorObject *self, PyObject *args)
 {
     int axis;
@@ -424,6 +438,7 @@ static PyMethodDef tensor_methods[] = {
     {"_to_device", (PyCFunction)tensor_to_device, METH_VARARGS, NULL},
     {"_cast", (PyCFunction)tensor_cast, METH_VARARGS, NULL},
     {"_slice", (PyCFunction)tensor_slice, METH_VARARGS, NULL},
+    {"_expand", (PyCFunction)tensor_expand, METH_O, NULL},
     {"_squeeze_axis", (PyCFunction)tensor_squeeze_axis, METH_VARARGS, NULL},
     {"_shares_storage", (PyCFunction)tensor_shares_storage, METH_O, NULL},
     {"_format", (PyCFunction)tensor_format, METH_NOARGS, NULL},

@@ -243,12 +243,37 @@ class Tensor(_C.TensorBase):
 
     # -- indexing (views) --------------------------------------------------
     def __getitem__(self, index):
+        """Paddle's (and NumPy's) indexing. ints, slices, None and ...
+        give views of x; one advanced index — an integer Tensor, array or
+        list (index_select along its axis, its dims in its place) or a
+        boolean one over the leading dims (the elements where it is True,
+        as a 1-D run along those dims) — gives a copy that autograd
+        follows. Two advanced indices in one subscript are refused."""
         if not isinstance(index, tuple):
             index = (index,)
+        adv = [k for k, i in enumerate(index) if _is_advanced(i)]
+        if len(adv) > 1:
+            raise IndexError("keel indexing takes one advanced (Tensor, "
+                             "array or list) index per subscript, not %d"
+                             % len(adv))
+        if adv:
+            # NumPy moves the advanced dims to the front when an int (an
+            # advanced index too, there) and the array are not next to
+            # each other; keel does not reorder: refuse that case.
+            ints = [k for k, i in enumerate(index)
+                    if isinstance(i, (_numbers.Integral, Tensor))
+                    and not _is_advanced(i)]
+            pos = sorted(ints + adv)
+            if ints and pos[-1] - pos[0] != len(pos) - 1:
+                raise IndexError("an integer and an advanced index "
+                                 "separated by a slice, None or ... (NumPy "
+                                 "would move the result's dims) are not "
+                                 "provided; index in two steps")
         if _b.any(i is Ellipsis for i in index):
             k = index.index(Ellipsis)
-            fill = self.ndim - (len(index) - 1 - index.count(None))
-            index = index[:k] + (slice(None),) * (fill) + index[k + 1:]
+            used = _b.sum(_index_dims(i) for i in index if i is not Ellipsis)
+            index = index[:k] + (slice(None),) * (self.ndim - used) + \
+                index[k + 1:]
         t, axis, drop = self, 0, []
         for i in index:
             if i is None:
@@ -260,8 +285,9 @@ class Tensor(_C.TensorBase):
                 if (start, stop, step) != (0, n, 1):
                     t = t._slice(axis, start, stop, step)
                 axis += 1
-            elif isinstance(i, (_numbers.Integral, Tensor)) and \
-                    not (isinstance(i, Tensor) and i.ndim > 0):
+            elif _is_advanced(i):
+                t, axis = _advanced(t, axis, i)
+            elif isinstance(i, (_numbers.Integral, Tensor)):
                 i = int(i)
                 n = t.shape[axis]
                 if not -n <= i < n:
@@ -272,11 +298,55 @@ class Tensor(_C.TensorBase):
                 drop.append(axis)
                 axis += 1
             else:
-                raise TypeError("keel indexing takes ints, slices, None and "
-                                "..., not %s" % type(i).__name__)
+                raise TypeError("keel indexing takes ints, slices, None, "
+                                "..., and integer or boolean Tensors, "
+                                "arrays and lists, not %s"
+                                % type(i).__name__)
+        # Axes still to drop shift left by the advanced index's dims
+        # only when they come after it; drop from the right.
         for a in reversed(drop):
             t = t._squeeze_axis(a)
         return t
+
+    def expand(self, shape):
+        """A broadcast view of x with `shape` (-1 keeps a dim), as
+        paddle.expand."""
+        return self._expand(list(shape))
+
+    broadcast_to = expand
+
+    def expand_as(self, y):
+        return self._expand(list(y.shape))
+
+    def __setitem__(self, index, value):
+        """x[index] = value (a number, Tensor or array, broadcast): for
+        basic indices the view's elements are written; for a boolean
+        Tensor or array over the leading dims, the elements where it is
+        True (where(mask, value, x)). Written in place, as set_value:
+        refused on a tensor that requires a gradient while grad mode is
+        on."""
+        if not self.stop_gradient and _C.is_grad_enabled():
+            raise InvalidArgumentError(
+                "x[...] = v: the tensor requires a gradient; assignment is "
+                "provided on tensors outside autograd (stop_gradient = True, "
+                "or under keel.no_grad())")
+        key = index if isinstance(index, tuple) else (index,)
+        if _b.any(_is_advanced(i) for i in key):
+            if len(key) != 1 or not _is_bool_index(key[0]):
+                raise IndexError("x[index] = v takes basic indices or one "
+                                 "boolean mask over the leading dims")
+            mask = _mask_tensor(key[0], self)
+            while mask.ndim < self.ndim:
+                mask = mask.unsqueeze(mask.ndim)
+            v = _value_like(value, self)
+            self.set_value(where(mask.expand(self.shape),
+                                 v.expand(self.shape), self))
+            return
+        view = self[index]
+        v = _value_like(value, view)
+        if v.shape != view.shape:
+            v = v.expand(view.shape)
+        view.set_value(v)
 
     # -- writing in place ----------------------------------------------------
     def set_value(self, value):
@@ -753,6 +823,84 @@ Tensor.greater_than = _method("greater")
 
 __version__ = _C.version()
 
+
+
+# ---- advanced indexing -------------------------------------------------------------
+
+def _is_bool_index(i):
+    if isinstance(i, Tensor):
+        return i.dtype == "bool"
+    if isinstance(i, (list, tuple)):
+        return len(i) > 0 and _b.all(isinstance(v, bool) for v in i)
+    return getattr(getattr(i, "dtype", None), "kind", None) == "b"
+
+
+def _is_advanced(i):
+    if isinstance(i, Tensor):
+        return i.ndim > 0 or i.dtype == "bool"
+    if isinstance(i, (list, tuple)):
+        return True
+    return hasattr(i, "__array_interface__") and \
+        getattr(i, "ndim", 0) > 0
+
+
+def _index_dims(i):
+    """How many of x's dims an index component consumes."""
+    if i is None:
+        return 0
+    if _is_advanced(i) and _is_bool_index(i):
+        return _np().asarray(i.numpy() if isinstance(i, Tensor) else i).ndim
+    return 1
+
+
+def _mask_tensor(i, x):
+    m = i if isinstance(i, Tensor) else to_tensor(_np().asarray(i, bool))
+    if m.shape != x.shape[:m.ndim]:
+        raise IndexError("boolean index of shape %s does not match the "
+                         "leading dims of a tensor of shape %s"
+                         % (m.shape, x.shape))
+    return m
+
+
+def _value_like(value, like):
+    if isinstance(value, Tensor):
+        return value if value.dtype == like.dtype else value.astype(
+            like.dtype)
+    if isinstance(value, _numbers.Number):
+        return full([], value, like.dtype)
+    return to_tensor(_np().asarray(value), dtype=like.dtype)
+
+
+def _advanced(t, axis, i):
+    """t indexed at `axis` by one advanced index; returns (t, next axis)."""
+    np = _np()
+    if _is_bool_index(i):
+        m = np.asarray(i.numpy() if isinstance(i, Tensor) else i, bool)
+        lead = t.shape[axis:axis + m.ndim]
+        if list(m.shape) != lead:
+            raise IndexError("boolean index of shape %s does not match dims "
+                             "%s of a tensor of shape %s"
+                             % (list(m.shape), lead, t.shape))
+        flat = t.reshape(t.shape[:axis] + [-1] + t.shape[axis + m.ndim:]) \
+            if m.ndim != 1 else t
+        idx = to_tensor(np.flatnonzero(m).astype("int64"))
+        return index_select(flat, idx, axis=axis), axis + 1
+    idx = i if isinstance(i, Tensor) else to_tensor(np.asarray(i))
+    if idx.dtype not in (int32, int64):
+        raise IndexError("an index Tensor is integer or bool, not %s"
+                         % idx.dtype)
+    n = t.shape[axis]
+    a = idx.numpy()
+    if a.size and (a.min() < -n or a.max() >= n):
+        raise IndexError("index out of bounds for axis %d of size %d"
+                         % (axis, n))
+    if a.size and a.min() < 0:
+        idx = to_tensor(a % n)
+    shape = idx.shape
+    out = index_select(t, idx.flatten() if idx.ndim != 1 else idx, axis=axis)
+    if len(shape) != 1:
+        out = out.reshape(t.shape[:axis] + shape + t.shape[axis + 1:])
+    return out, axis + len(shape)
 
 
 # ---- DLPack ----------------------------------------------------------------------

@@ -148,6 +148,67 @@ def test_indexing_views_share_storage():
         x[2]
 
 
+def test_advanced_indexing_against_numpy():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = keel.to_tensor(a)
+    cases = [([1, 0],), (slice(None), [2, 0, 2]), (..., np.array([[0, 3],
+                                                                 [1, 1]])),
+             (a[:, :, 0] > 5,), (a > 20,), (1, [0, 2], slice(1, 3)),
+             (slice(None), np.array([True, False, True])), (..., 1, [3, -1]),
+             (None, [1]), (np.array([], dtype=np.int64),)]
+    for idx in cases:
+        np.testing.assert_array_equal(x[idx].numpy(), a[idx],
+                                      err_msg=repr(idx))
+    # keel Tensors as indices
+    np.testing.assert_array_equal(x[keel.to_tensor([1])].numpy(), a[[1]])
+    np.testing.assert_array_equal(
+        x[:, keel.to_tensor([True, False, True])].numpy(),
+        a[:, [True, False, True]])
+    with pytest.raises(IndexError, match="one advanced"):
+        x[[0], [1]]
+    with pytest.raises(IndexError, match="separated"):
+        x[1, :, [0, 2]]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[[5]]
+    with pytest.raises(IndexError, match="does not match"):
+        x[a[0] > 5]
+
+
+def test_advanced_indexing_gradients():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = keel.to_tensor(a, stop_gradient=False)
+    (x[[2, 0, 2]] * 2).sum().backward()
+    want = np.zeros_like(a)
+    want[0] = 2
+    want[2] = 4          # picked twice
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    x.clear_grad()
+    x[a > 6].sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), (a > 6).astype(np.float32))
+
+
+def test_item_assignment_against_numpy():
+    a = np.zeros((3, 4), np.float32)
+    z = keel.to_tensor(a)
+    for key, val in [(1, 5.0), ((slice(None), 0), np.array([1, 2, 3])),
+                     ((0, slice(1, 3)), np.array([7, 8])),
+                     ((Ellipsis, -1), 9.0)]:
+        z[key] = val if not isinstance(val, np.ndarray) else \
+            keel.to_tensor(val.astype(np.float32))
+        a[key] = val
+        np.testing.assert_array_equal(z.numpy(), a)
+    z[z > 4] = -1.0
+    a[a > 4] = -1.0
+    np.testing.assert_array_equal(z.numpy(), a)
+    w = keel.to_tensor([1.0, 2.0], stop_gradient=False)
+    with pytest.raises(keel.InvalidArgumentError, match="requires a grad"):
+        w[0] = 3.0
+    with keel.no_grad():
+        w[0] = 3.0
+    assert w.numpy()[0] == 3.0
+    assert keel.to_tensor([1.0])[None].expand([2, 1]).shape == [2, 1]
+
+
 def test_reshape_transpose_squeeze():
     a = np.arange(6, dtype=np.float32)
     x = keel.to_tensor(a)
