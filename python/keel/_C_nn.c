@@ -348,8 +348,12 @@ static PyObject *m_layer(PyObject *mod, PyObject *args)
         int soft = 0, use_softmax = 1;
         const char *red = "mean";
 
-        if (!PyArg_ParseTuple(rest, "|Lspipd", &ignore, &red, &soft, &o.axis,
-                              &use_softmax, &o.label_smoothing))
+        PyObject *wo = Py_None;
+
+        if (!PyArg_ParseTuple(rest, "|LspipdO", &ignore, &red, &soft, &o.axis,
+                              &use_softmax, &o.label_smoothing, &wo))
+            goto bad;
+        if (wo != Py_None && !(o.weight = kpy_unwrap(wo, "weight")))
             goto bad;
         o.ignore_index = ignore;
         o.reduction = red;

@@ -136,7 +136,8 @@ def test_examples_run_on_paddle_with_the_import_changed(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["conv2d_transpose", "group_norm",
-                                  "smooth_l1", "nll", "bce_with_logits"])
+                                  "smooth_l1", "nll", "bce_with_logits",
+                                  "ce_weight"])
 def test_more_layers_match_paddle(case):
     """The layers bound last: forward and the input's gradient against
     Paddle's, from the same parameters and inputs."""
@@ -161,6 +162,12 @@ def test_more_layers_match_paddle(case):
         logits = rng.standard_normal((6, 4)).astype("float32")
         logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
         xs = [logp.astype("float32"), rng.integers(0, 4, 6).astype("int64")]
+    elif case == "ce_weight":
+        w = np.array([0.5, 2.0, 1.0, 3.0], "float32")
+        kl = keel.nn.CrossEntropyLoss(weight=keel.to_tensor(w))
+        pl = paddle.nn.CrossEntropyLoss(weight=paddle.to_tensor(w))
+        xs = [rng.standard_normal((6, 4)).astype("float32"),
+              rng.integers(0, 4, 6).astype("int64")]
     else:
         pw = np.array([1.5, 0.5, 2.0], "float32")
         kl = keel.nn.BCEWithLogitsLoss(pos_weight=keel.to_tensor(pw))

@@ -367,11 +367,9 @@ class CrossEntropyLoss(_CLayer):
     def __init__(self, weight=None, ignore_index=-100, reduction="mean",
                  soft_label=False, axis=-1, use_softmax=True,
                  label_smoothing=0.0):
-        if weight is not None:
-            raise ValueError("CrossEntropyLoss: weight is not provided "
-                             "from Python yet")
         super().__init__("cross_entropy", ignore_index, reduction,
-                         soft_label, axis, use_softmax, label_smoothing)
+                         soft_label, axis, use_softmax, label_smoothing,
+                         weight)
 
 
 class GroupNorm(_CLayer):
