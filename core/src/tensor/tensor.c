@@ -319,6 +319,33 @@ keel_tensor *keel_tensor_ref(keel_tensor *t)
     return t;
 }
 
+/* t, a fresh header, as the one view of storage s (data and block or
+ * external fields already set): counters, place, size and geometry;
+ * strides NULL means row-major. Returns t. */
+static keel_tensor *tensor_over(keel_tensor *t, struct keel_storage *s,
+                                keel_place place, uint64_t bytes,
+                                keel_dtype dtype, int ndim,
+                                const int64_t *shape, const int64_t *strides)
+{
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->place = place;
+    s->nbytes = bytes;
+    header_init(t);
+    t->storage = s;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        if (strides)
+            t->strides[i] = strides[i];
+    }
+    if (!strides)
+        keel__contiguous_strides(ndim, shape, t->strides);
+    t->offset = 0;
+    return t;
+}
+
 keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
                              const int64_t *shape, keel_tensor **out)
 {
@@ -344,23 +371,11 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
         free(s);
         return st;
     }
-    atomic_init(&s->refcount, 1);
-    atomic_init(&s->version, 0);
-    s->place = place;
-    s->nbytes = bytes;
+    s->external = false;
     s->ext_release = NULL;
     s->ext_ctx = NULL;
     s->ext_bytes = 0;
-    s->external = false;
-    header_init(t);
-    t->storage = s;
-    t->dtype = dtype;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++)
-        t->shape[i] = shape[i];
-    keel__contiguous_strides(ndim, shape, t->strides);
-    t->offset = 0;
-    *out = t;
+    *out = tensor_over(t, s, place, bytes, dtype, ndim, shape, NULL);
     return KEEL_STATUS_OK;
 }
 
@@ -434,7 +449,7 @@ keel_status keel_tensor_from_host_memory(void *data, keel_dtype dtype,
     keel_place place;
     keel_tensor *t;
     struct keel_storage *s;
-    uint64_t bytes;
+    uint64_t bytes = 0;
     keel_dptr dptr;
     keel_status st;
     char name[64];
@@ -503,29 +518,13 @@ keel_status keel_tensor_from_host_memory(void *data, keel_dtype dtype,
         }
         return st;
     }
-    atomic_init(&s->refcount, 1);
-    atomic_init(&s->version, 0);
-    s->place = place;
     s->data = dptr;
-    s->nbytes = bytes;
     s->block = NULL;
+    s->external = true;
     s->ext_release = release;
     s->ext_ctx = ctx;
     s->ext_bytes = bytes;
-    s->external = true;
-    header_init(t);
-    t->storage = s;
-    t->dtype = dtype;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++)
-        t->shape[i] = shape[i];
-    if (strides)
-        for (int i = 0; i < ndim; i++)
-            t->strides[i] = strides[i];
-    else
-        keel__contiguous_strides(ndim, shape, t->strides);
-    t->offset = 0;
-    *out = t;
+    *out = tensor_over(t, s, place, bytes, dtype, ndim, shape, strides);
     return KEEL_STATUS_OK;
 }
 
