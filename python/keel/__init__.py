@@ -96,8 +96,10 @@ class Tensor(_C.TensorBase):
         t = self
         if t.dtype == "bfloat16":
             t = t.astype("float32")
-        if _C.dlpack_device(t)[0] == 1:
-            # Host memory: one copy, straight from the tensor's bytes.
+        if t.size >= 2048 and _C.dlpack_device(t)[0] == 1:
+            # Host memory: one copy, straight from the tensor's bytes
+            # (below 2048 elements the DLPack capsule costs more than the
+            # second copy saves: bench/python/dlpack_interchange.py).
             return np.array(np.from_dlpack(t), copy=True, order="C")
         a = np.frombuffer(t._to_bytes(), dtype=_NP_OF[t.dtype])
         return a.reshape(t.shape).copy()
