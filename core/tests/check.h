@@ -14,7 +14,7 @@
 
 #include <keel/runtime.h>
 
-static inline bool check_ok_(keel_status st, const char *what)
+static inline bool ok_(keel_status st, const char *what)
 {
     if (st != KEEL_STATUS_OK)
         fprintf(stderr, "\n  %s: %s: %s\n", what, keel_status_name(st),
@@ -22,8 +22,8 @@ static inline bool check_ok_(keel_status st, const char *what)
     return st == KEEL_STATUS_OK;
 }
 
-static inline bool check_err_(keel_status st, keel_status want,
-                              const char *part, const char *what)
+static inline bool err_(keel_status st, keel_status want, const char *part,
+                        const char *what)
 {
     bool good = st == want && strstr(keel_last_error(), part);
 
@@ -34,8 +34,8 @@ static inline bool check_err_(keel_status st, keel_status want,
     return good;
 }
 
-#define OK(call) CU_ASSERT_FATAL(check_ok_((call), #call))
+#define OK(call) CU_ASSERT_FATAL(ok_((call), #call))
 #define ERR(call, want, part)                                                \
-    CU_ASSERT(check_err_((call), (want), (part), #call))
+    CU_ASSERT(err_((call), (want), (part), #call))
 
 #endif /* KEEL_TESTS_CHECK_H */

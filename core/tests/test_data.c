@@ -31,33 +31,13 @@
 #include <keel/ops.h>
 #include <keel/philox.h>
 
+#include "check.h"
+
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---- helpers ------------------------------------------------------------ */
 
 static char tmpdir[256];
-
-static bool ok_(keel_status st, const char *what)
-{
-    if (st != KEEL_STATUS_OK)
-        fprintf(stderr, "\n  %s: %s: %s\n", what, keel_status_name(st),
-                keel_last_error());
-    return st == KEEL_STATUS_OK;
-}
-#define OK(call) CU_ASSERT_FATAL(ok_((call), #call))
-
-static bool err_(keel_status st, keel_status want, const char *part,
-                 const char *what)
-{
-    bool good = st == want && strstr(keel_last_error(), part);
-
-    if (!good)
-        fprintf(stderr, "\n  %s: got %s '%s', wanted %s with '%s'\n", what,
-                keel_status_name(st), keel_last_error(),
-                keel_status_name(want), part);
-    return good;
-}
-#define ERR(call, want, part) CU_ASSERT(err_((call), (want), (part), #call))
 
 static char *tmp_path(const char *name)
 {

@@ -21,6 +21,8 @@
 #include <keel/ops.h>
 #include <keel/optim.h>
 
+#include "check.h"
+
 #define STEPS 20
 #define NP 3   /* parameters: w [3], bias [2], frozen [2] (never a grad) */
 #define MAXN 3
@@ -29,28 +31,6 @@ static const int sizes[NP] = {3, 2, 2};
 static const char *const names[NP] = {"w", "bias", "frozen"};
 static const double init[NP][MAXN] = {
     {0.5, -1.25, 2.0}, {0.75, -0.3, 0}, {1.5, -2.5, 0}};
-
-static bool ok_(keel_status st, const char *what)
-{
-    if (st != KEEL_STATUS_OK)
-        fprintf(stderr, "\n  %s: %s: %s\n", what, keel_status_name(st),
-                keel_last_error());
-    return st == KEEL_STATUS_OK;
-}
-#define OK(call) CU_ASSERT_FATAL(ok_((call), #call))
-
-static bool err_(keel_status st, keel_status want, const char *part,
-                 const char *what)
-{
-    bool good = st == want && strstr(keel_last_error(), part);
-
-    if (!good)
-        fprintf(stderr, "\n  %s: got %s '%s', wanted %s with '%s'\n", what,
-                keel_status_name(st), keel_last_error(),
-                keel_status_name(want), part);
-    return good;
-}
-#define ERR(call, want, part) CU_ASSERT(err_((call), (want), (part), #call))
 
 /* ---- the reference ------------------------------------------------------ */
 
