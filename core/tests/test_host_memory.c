@@ -244,10 +244,7 @@ static void test_host_address_of_wrapped(void)
 
 int main(void)
 {
-    static const struct {
-        const char *name;
-        CU_TestFunc fn;
-    } tests[] = {
+    static const struct check_test tests[] = {
         {"wrap: compute, host writes seen, release with the last view",
          test_wrap_compute},
         {"wrap: keel writes into the array", test_wrap_write_through},
@@ -259,20 +256,7 @@ int main(void)
         {"host_address of a wrapped array", test_host_address_of_wrapped},
     };
     const char *d = getenv("KEEL_CPU_DISCRETE");
-    CU_pSuite suite;
-    unsigned failed;
 
     discrete = d && !strcmp(d, "1");
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 2;
-    suite = CU_add_suite("host-memory", NULL, NULL);
-    for (size_t i = 0; suite && i < sizeof(tests) / sizeof(tests[0]); i++)
-        CU_add_test(suite, tests[i].name, tests[i].fn);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
-             CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    keel_shutdown();
-    return failed ? 1 : 0;
+    return check_run("host-memory", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -319,6 +319,19 @@ keel_tensor *keel_tensor_ref(keel_tensor *t)
     return t;
 }
 
+/* A tensor header and a storage block header, both or neither. */
+static keel_status new_pair(keel_tensor **t, struct keel_storage **s)
+{
+    *t = malloc(sizeof(**t));
+    *s = malloc(sizeof(**s));
+    if (*t && *s)
+        return KEEL_STATUS_OK;
+    free(*t);
+    free(*s);
+    return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
+                       "out of host memory for a tensor");
+}
+
 /* t, a fresh header, as the one view of storage s (data and block or
  * external fields already set): counters, place, size and geometry;
  * strides NULL means row-major. Returns t. */
@@ -357,14 +370,8 @@ keel_status keel__tensor_new(keel_place place, keel_dtype dtype, int ndim,
     /* Every storage is made here: op outputs, loaders, batching. */
     if (!keel__shape_size(ndim, shape, keel_dtype_size(dtype), NULL, &bytes))
         return keel__shape_check("new tensor", ndim, shape, dtype);
-    t = malloc(sizeof(*t));
-    s = malloc(sizeof(*s));
-    if (!t || !s) {
-        free(t);
-        free(s);
-        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                           "out of host memory for a tensor");
-    }
+    if ((st = new_pair(&t, &s)) != KEEL_STATUS_OK)
+        return st;
     st = keel__alloc(place, bytes, &s->block, &s->data);
     if (st != KEEL_STATUS_OK) {
         free(t);
@@ -497,14 +504,8 @@ keel_status keel_tensor_from_host_memory(void *data, keel_dtype dtype,
         return keel__error(KEEL_STATUS_INVALID_ARGUMENT,
                            "%s: %llu bytes at %p wrap around the address "
                            "space", what, (unsigned long long)bytes, data);
-    t = malloc(sizeof(*t));
-    s = malloc(sizeof(*s));
-    if (!t || !s) {
-        free(t);
-        free(s);
-        return keel__error(KEEL_STATUS_OUT_OF_MEMORY,
-                           "out of host memory for a tensor");
-    }
+    if ((st = new_pair(&t, &s)) != KEEL_STATUS_OK)
+        return st;
     st = keel_mem_register_host(place, data, bytes, &dptr);
     if (st != KEEL_STATUS_OK) {
         free(t);

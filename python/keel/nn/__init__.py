@@ -227,6 +227,19 @@ def _pair(v):
     return list(v) if isinstance(v, (list, tuple)) else [v, v]
 
 
+def _conv_args(in_channels, out_channels, kernel_size, stride, padding,
+               dilation, groups, bias_attr):
+    """The C conv layers' arguments; a string padding ('SAME', 'VALID')
+    is the padding algorithm."""
+    algo = "EXPLICIT"
+    if isinstance(padding, str):
+        algo, padding = padding.upper(), 0
+    return (in_channels, out_channels, _pair(kernel_size), _pair(stride),
+            list(padding) if isinstance(padding, (list, tuple))
+            else [padding], _pair(dilation), groups, bias_attr is not False,
+            algo)
+
+
 class Linear(_CLayer):
     def __init__(self, in_features, out_features, weight_attr=None,
                  bias_attr=None, name=None):
@@ -246,14 +259,9 @@ class Conv2D(_CLayer):
         if padding_mode != "zeros" or data_format != "NCHW":
             raise ValueError("Conv2D: only padding_mode='zeros' and "
                              "data_format='NCHW' are provided")
-        algo = "EXPLICIT"
-        if isinstance(padding, str):
-            algo, padding = padding.upper(), 0
-        super().__init__("conv2d", in_channels, out_channels,
-                         _pair(kernel_size), _pair(stride),
-                         list(padding) if isinstance(padding, (list, tuple))
-                         else [padding], _pair(dilation), groups,
-                         bias_attr is not False, algo)
+        super().__init__("conv2d", *_conv_args(
+            in_channels, out_channels, kernel_size, stride, padding,
+            dilation, groups, bias_attr))
 
 
 class Conv2DTranspose(_CLayer):
@@ -263,14 +271,9 @@ class Conv2DTranspose(_CLayer):
         if data_format != "NCHW":
             raise ValueError("Conv2DTranspose: only data_format='NCHW' is "
                              "provided")
-        algo = "EXPLICIT"
-        if isinstance(padding, str):
-            algo, padding = padding.upper(), 0
-        super().__init__("conv2d_transpose", in_channels, out_channels,
-                         _pair(kernel_size), _pair(stride),
-                         list(padding) if isinstance(padding, (list, tuple))
-                         else [padding], _pair(dilation), groups,
-                         bias_attr is not False, algo, _pair(output_padding))
+        super().__init__("conv2d_transpose", *_conv_args(
+            in_channels, out_channels, kernel_size, stride, padding,
+            dilation, groups, bias_attr), _pair(output_padding))
 
 
 class MaxPool2D(_CLayer):
