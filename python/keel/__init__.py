@@ -921,7 +921,10 @@ def from_dlpack(dlpack):
                     "from_dlpack: the object's memory is on DLPack device "
                     "type %d, not host memory; keel takes CPU memory in "
                     "place (move it to the CPU first)" % kind)
-        capsule = dlpack.__dlpack__()
+        try:  # DLPack 1.0 where the producer has it (it can say read-only)
+            capsule = dlpack.__dlpack__(max_version=(1, 0))
+        except TypeError:  # a producer from before max_version
+            capsule = dlpack.__dlpack__()
     else:
         capsule = dlpack
     return _C.from_dlpack(capsule, "cpu")

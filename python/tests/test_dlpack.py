@@ -124,6 +124,32 @@ def test_unconsumed_capsule_frees_its_reference():
     assert sys.getrefcount(t) == base
 
 
+def test_read_only_producers_are_refused():
+    a = np.frombuffer(bytes(range(8)), dtype=np.uint8)  # read-only
+    with pytest.raises(BufferError, match="read-only"):
+        keel.from_dlpack(a)
+
+
+class _OldProducer:
+    """A producer from before DLPack 1.0: __dlpack__ takes no max_version."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_producer_without_max_version():
+    a = np.arange(4, dtype=np.float32)
+    t = keel.from_dlpack(_OldProducer(a))
+    a[1] = 9.0
+    assert t.numpy()[1] == 9.0
+
+
 def test_export_refusals():
     t = keel.to_tensor([1.0])
     with pytest.raises(BufferError, match="stream"):
