@@ -125,9 +125,10 @@ class DistributedStrategy:
 
 
 class _Fleet:
+    """What fleet.init keeps: the strategy (None before init)."""
+
     def __init__(self):
         self.strategy = None
-        self.is_collective = None
 
 
 _fleet = _Fleet()
@@ -147,7 +148,6 @@ def init(role_maker=None, is_collective=False, strategy=None,
     s._check()
     _init_parallel_env()
     _fleet.strategy = s
-    _fleet.is_collective = True
 
 
 def _need_init(what):
