@@ -178,8 +178,8 @@ struct cpu_device {
 	struct cpu_alloc_table host_allocs; /* host_alloc            */
 	/* register_host ranges: the caller's memory, never freed here. They
 	 * may overlap each other and dev_allocs (one NumPy array imported
-	 * twice; a view of a tensor's own memory), so they are a plain list,
-	 * searched after dev_allocs. */
+	 * twice; a view of a tensor's own memory), so they are a list of their
+	 * own, searched in full after dev_allocs. */
 	struct cpu_alloc_table registered;
 	uint64_t used;                      /* bytes in dev_allocs   */
 	pthread_mutex_t stream_lock;

@@ -418,8 +418,8 @@ static keel_status cpu_register_host(int32_t device, void *host, uint64_t size,
 {
 	struct cpu_device *dev;
 	struct cpu_alloc a = { (uintptr_t)host, size, CPU_ALLOC_DEVICE };
-	struct cpu_alloc_table *t;
 	keel_status st;
+	int ret;
 
 	st = cpu_dev_get(device, "register_host", &dev);
 	if (st)
@@ -434,21 +434,11 @@ static keel_status cpu_register_host(int32_t device, void *host, uint64_t size,
 			       " bytes at %p wrap around the address space",
 			       size, host);
 	pthread_mutex_lock(&dev->mem_lock);
-	t = &dev->registered;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct cpu_alloc *v = realloc(t->v, cap * sizeof(*v));
-
-		if (!v) {
-			pthread_mutex_unlock(&dev->mem_lock);
-			return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
-				       "register_host: out of host memory");
-		}
-		t->v = v;
-		t->cap = cap;
-	}
-	t->v[t->n++] = a;
+	ret = cpu_table_insert(&dev->registered, &a);
 	pthread_mutex_unlock(&dev->mem_lock);
+	if (ret)
+		return cpu_err(KEEL_STATUS_OUT_OF_MEMORY,
+			       "register_host: out of host memory");
 	*dptr = cpu_host_to_dptr((uintptr_t)host);
 	return KEEL_STATUS_OK;
 }
@@ -465,7 +455,8 @@ static keel_status cpu_unregister_host(int32_t device, keel_dptr dptr,
 	if (st)
 		return st;
 	pthread_mutex_lock(&dev->mem_lock);
-	/* The newest matching registration: ranges may repeat. */
+	/* One matching registration: equal ones may repeat and are
+	 * interchangeable. */
 	for (i = dev->registered.n; i > 0; i--)
 		if (dev->registered.v[i - 1].base == h &&
 		    dev->registered.v[i - 1].size == size)
